@@ -1,0 +1,74 @@
+"""The operator's one Kubernetes client, configured once at startup."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubernetes import client, config
+
+GROUP = "rebalancer.dev"
+VERSION = "v1alpha1"
+PLURAL = "consumergroups"
+
+
+@dataclass
+class KubernetesApi:
+    core: client.CoreV1Api
+    apps: client.AppsV1Api
+    custom: client.CustomObjectsApi
+    api_client: client.ApiClient
+
+    def close(self) -> None:
+        self.api_client.close()
+
+
+def connect(kubeconfig: Path | None, context: str | None = None) -> KubernetesApi:
+    """In-cluster config inside a pod, else the given or default kubeconfig."""
+    configuration = client.Configuration()
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(
+            config_file=str(kubeconfig) if kubeconfig else None,
+            context=context,
+            client_configuration=configuration,
+        )
+    api_client = client.ApiClient(configuration)
+    return KubernetesApi(
+        core=client.CoreV1Api(api_client),
+        apps=client.AppsV1Api(api_client),
+        custom=client.CustomObjectsApi(api_client),
+        api_client=api_client,
+    )
+
+
+@dataclass(frozen=True)
+class ConnectionDetails:
+    """What kopf needs to log in, taken from the same configuration the client uses."""
+
+    server: str
+    ca_path: str | None
+    insecure: bool
+    token: str | None
+    certificate_path: str | None
+    private_key_path: str | None
+
+
+def connection_details(api: KubernetesApi) -> ConnectionDetails:
+    configuration = api.api_client.configuration
+    token = None
+    authorization = (configuration.api_key or {}).get("authorization") or (
+        configuration.api_key or {}
+    ).get("BearerToken")
+    if authorization:
+        token = str(authorization).removeprefix("Bearer ").strip()
+    return ConnectionDetails(
+        server=str(configuration.host),
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        token=token,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+    )

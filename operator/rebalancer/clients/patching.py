@@ -1,0 +1,94 @@
+"""Write ConsumerGroup status with JSON patches (a merge patch would replace the whole list)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from kubernetes.client.exceptions import ApiException
+
+from rebalancer.clients.kubernetes_api import GROUP, PLURAL, VERSION, KubernetesApi
+
+
+class ResourceGone(Exception):
+    """The ConsumerGroup was deleted while we were working on it."""
+
+
+def status_patch_ops(
+    current_status: Mapping[str, object] | None, new_fields: Mapping[str, object]
+) -> list[dict[str, object]]:
+    """JSON-patch ops that set each top-level status field, creating /status if needed."""
+    if not current_status:
+        return [{"op": "add", "path": "/status", "value": dict(new_fields)}]
+    return [
+        {"op": "add", "path": f"/status/{key}", "value": value} for key, value in new_fields.items()
+    ]
+
+
+async def patch_status(
+    api: KubernetesApi,
+    namespace: str,
+    name: str,
+    current_status: Mapping[str, object] | None,
+    new_fields: Mapping[str, object],
+) -> None:
+    ops = status_patch_ops(current_status, new_fields)
+    try:
+        await asyncio.to_thread(
+            api.custom.patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            ops,
+        )
+    except ApiException as error:
+        if error.status == 404:
+            raise ResourceGone(f"{namespace}/{name}") from None
+        if error.status == 422 and current_status:
+            # /status vanished between read and write (a replace by the user): write it whole.
+            await asyncio.to_thread(
+                api.custom.patch_namespaced_custom_object_status,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                status_patch_ops(None, new_fields),
+            )
+            return
+        raise
+
+
+async def read_status(api: KubernetesApi, namespace: str, name: str) -> dict[str, object]:
+    try:
+        body = await asyncio.to_thread(
+            api.custom.get_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+        )
+    except ApiException as error:
+        if error.status == 404:
+            raise ResourceGone(f"{namespace}/{name}") from None
+        raise
+    status = body.get("status") if isinstance(body, dict) else None
+    return dict(status) if isinstance(status, dict) else {}
+
+
+async def workload_exists(api: KubernetesApi, namespace: str, kind: str, name: str) -> bool:
+    reader = (
+        api.apps.read_namespaced_stateful_set
+        if kind == "StatefulSet"
+        else api.apps.read_namespaced_deployment
+    )
+    try:
+        await asyncio.to_thread(reader, name, namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True

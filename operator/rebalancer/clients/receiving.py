@@ -1,0 +1,114 @@
+"""The operator's HTTP endpoint: member reports in, health out (docs/member-reports.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+from collections.abc import Callable
+
+from aiohttp import web
+
+from rebalancer.structs.reports import MemberReport, ReportBook, ReportInvalid, parse_report
+
+logger = logging.getLogger(__name__)
+MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_GROUPS = 100_000
+
+
+class ReportHub:
+    """Report books per Kafka group id, and a wake-up per group for the observers."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.books: dict[str, ReportBook] = {}
+        self._wakeups: dict[str, asyncio.Event] = {}
+        self.clock = clock
+        self.accepted = 0
+        self.rejected = 0
+
+    def book(self, group_id: str) -> ReportBook:
+        book = self.books.get(group_id)
+        if book is None:
+            book = self.books[group_id] = ReportBook()
+        return book
+
+    def wakeup(self, group_id: str) -> asyncio.Event:
+        event = self._wakeups.get(group_id)
+        if event is None:
+            event = self._wakeups[group_id] = asyncio.Event()
+        return event
+
+    def add(self, report: MemberReport) -> None:
+        if report.group_id not in self.books and len(self.books) >= MAX_GROUPS:
+            raise ReportInvalid(())
+        self.book(report.group_id).add(report)
+        self.accepted += 1
+        if report.group_id in self._wakeups:
+            self._wakeups[report.group_id].set()
+
+    def forget(self, group_id: str) -> None:
+        self.books.pop(group_id, None)
+        self._wakeups.pop(group_id, None)
+
+
+def _error(status: int, message: str, field: str | None = None) -> web.Response:
+    body: dict[str, object] = {"error": message}
+    if field is not None:
+        body["field"] = field
+    return web.json_response(body, status=status)
+
+
+def build_app(hub: ReportHub, token: str | None) -> web.Application:
+    async def receive(request: web.Request) -> web.Response:
+        if token is not None:
+            given = request.headers.get("Authorization", "")
+            expected = f"Bearer {token}"
+            if not hmac.compare_digest(given.encode(), expected.encode()):
+                hub.rejected += 1
+                return _error(401, "missing or wrong bearer token in the Authorization header")
+        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+            hub.rejected += 1
+            return _error(413, f"report larger than {MAX_BODY_BYTES} bytes")
+        try:
+            raw = json.loads(await request.read())
+        except (ValueError, UnicodeDecodeError):
+            hub.rejected += 1
+            return _error(400, "body is not JSON", "body")
+        try:
+            report = parse_report(raw, hub.clock())
+            hub.add(report)
+        except ReportInvalid as error:
+            hub.rejected += 1
+            first = error.problems[0] if error.problems else None
+            return _error(400, error.summary(), first.path if first else None)
+        return web.json_response({"accepted": True}, status=202)
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "reports": hub.accepted})
+
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app.router.add_post("/v1/reports", receive)
+    app.router.add_get("/healthz", healthz)
+    return app
+
+
+class ReportServer:
+    def __init__(self, hub: ReportHub, host: str, port: int, token: str | None) -> None:
+        self.app = build_app(hub, token)
+        self.host = host
+        self.port = port
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        logger.info("member reports accepted at http://%s:%d/v1/reports", self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

@@ -1,0 +1,116 @@
+"""`rebalancer lab`: the whole system on one machine, no cluster needed."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "lab",
+        help="run broker, API emulator, operator and an example fleet on this machine",
+        description=(
+            "Start an embedded Kafka-compatible broker (Tansu), a Kubernetes API emulator with a "
+            "kubeconfig for kubectl, the operator, the example ConsumerGroup and StatefulSet from "
+            "deploy/examples, a producer and real consumer processes; then show live what the "
+            "operator sees until Ctrl-C, and stop everything it started."
+        ),
+    )
+    default_state = Path(tempfile.gettempdir()) / "rebalancer-lab"
+    parser.add_argument("--host", default="127.0.0.1", help="address every part listens on")
+    parser.add_argument("--broker-port", type=int, default=9092, help="Kafka port (default 9092)")
+    parser.add_argument(
+        "--api-port", type=int, default=8001, help="Kubernetes API emulator port (default 8001)"
+    )
+    parser.add_argument(
+        "--reports-port", type=int, default=8090, help="operator's member-report port (8090)"
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=default_state,
+        help=f"kubeconfig, logs and history go here (default {default_state})",
+    )
+    parser.add_argument("--consumers", type=int, default=3, help="consumer processes (default 3)")
+    parser.add_argument("--partitions", type=int, default=12, help="topic partitions (default 12)")
+    parser.add_argument(
+        "--start-spread",
+        type=float,
+        default=2.0,
+        help="seconds between consumer starts, like pods that start apart (default 2)",
+    )
+    parser.add_argument(
+        "--rate", type=float, default=20.0, help="messages per second produced (default 20)"
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="stop by itself after this many seconds (default: run until Ctrl-C)",
+    )
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="print one status line per second instead of the live table (default when the "
+        "output is not a terminal)",
+    )
+    parser.set_defaults(command_module=sys.modules[__name__])
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.live import Live
+
+    from rebalancer.lab.display import LabView, read_view, render, summary_line
+    from rebalancer.lab.running import Lab, LabConfig
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s lab: %(message)s")
+    config = LabConfig(
+        state_dir=args.state_dir,
+        host=args.host,
+        broker_port=args.broker_port,
+        api_port=args.api_port,
+        reports_port=args.reports_port,
+        consumers=args.consumers,
+        partitions=args.partitions,
+        start_spread_seconds=args.start_spread,
+        rate=args.rate,
+    )
+    console = Console()
+    lab = Lab(config)
+    started = time.monotonic()
+    try:
+        lab.start()
+        assert lab.api_client is not None and lab.kubeconfig is not None
+        console.print(
+            f"[bold]Lab is up.[/bold] Try: kubectl --kubeconfig {lab.kubeconfig} get consumergroups"
+        )
+        plain = args.plain or not console.is_terminal
+        title = f"ConsumerGroup {config.namespace}/{config.group_id}"
+
+        def view() -> LabView:
+            running = sum(1 for consumer in lab.consumers if consumer.running)
+            return read_view(lab.api_client, config.namespace, config.group_id, running)
+
+        def expired() -> bool:
+            return args.duration is not None and time.monotonic() - started > args.duration
+
+        if plain:
+            while not expired():
+                console.print(summary_line(view()))
+                time.sleep(1)
+        else:
+            with Live(console=console, refresh_per_second=2) as live:
+                while not expired():
+                    live.update(render(view(), title))
+                    time.sleep(1)
+    except KeyboardInterrupt:
+        console.print("stopping the lab ...")
+    finally:
+        lab.stop()
+    return 0

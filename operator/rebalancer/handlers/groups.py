@@ -1,0 +1,84 @@
+"""kopf handlers for ConsumerGroup: validate on change, observe with a daemon."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import kopf
+
+from rebalancer.clients.patching import patch_status
+from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.handlers.observing import Observer, observe_forever, tracking_from_status
+from rebalancer.planning.statuses import rfc3339
+from rebalancer.structs.conditions import (
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    merge_conditions,
+)
+from rebalancer.structs.problems import SpecInvalid
+from rebalancer.structs.specs import parse_spec
+
+GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+async def validate(
+    body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **_: Any
+) -> None:
+    deps: Dependencies = memo.deps
+    status = dict(body.get("status") or {})
+    generation = body.metadata.get("generation")
+    try:
+        parse_spec(body.get("spec"))
+    except SpecInvalid as error:
+        message = error.summary()
+        kopf.warn(body, reason="InvalidSpec", message=message)
+        conditions = [
+            Condition(ConditionType.READY, ConditionStatus.FALSE, "InvalidSpec", message),
+            Condition(ConditionType.DEGRADED, ConditionStatus.TRUE, "InvalidSpec", message),
+        ]
+    else:
+        conditions = [
+            Condition(
+                ConditionType.PROGRESSING,
+                ConditionStatus.TRUE,
+                "Observing",
+                "spec accepted; observing the group",
+            )
+        ]
+        degraded = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "Degraded"), None
+        )
+        if degraded is not None and degraded.get("reason") == "InvalidSpec":
+            conditions.append(
+                Condition(ConditionType.DEGRADED, ConditionStatus.FALSE, "SpecFixed", "spec valid")
+            )
+    merged = merge_conditions(
+        status.get("conditions") or [], conditions, now=rfc3339(time.time()), generation=generation
+    )
+    await patch_status(
+        deps.kube,
+        namespace,
+        name,
+        status,
+        {"observedGeneration": generation, "conditions": merged},
+    )
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
+async def observe(
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    memo: kopf.Memo,
+    stopped: kopf.DaemonStopped,
+    **_: Any,
+) -> None:
+    deps: Dependencies = memo.deps
+    tracking = tracking_from_status(dict(body.get("status") or {}), since=time.time() - 1.0)
+    observer = Observer(deps=deps, namespace=namespace, name=name, tracking=tracking)
+    await observe_forever(observer, body, stopped)

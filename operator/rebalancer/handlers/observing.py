@@ -1,0 +1,232 @@
+"""One observer per ConsumerGroup: describe, merge reports, detect rebalances, write status."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from rebalancer.clients.kafka_admin import (
+    AdminGateway,
+    KafkaRequestFailed,
+    KafkaUnavailable,
+    build_client_config,
+    cluster_key,
+)
+from rebalancer.clients.patching import ResourceGone, patch_status, workload_exists
+from rebalancer.clients.resolving import SecretUnavailable, resolve_security
+from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.planning.backoff import backoff_delay
+from rebalancer.planning.observing import combine_observation
+from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
+from rebalancer.planning.statuses import (
+    failure_conditions,
+    observed_conditions,
+    render_group,
+    rfc3339,
+)
+from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType, merge_conditions
+from rebalancer.structs.problems import SpecInvalid
+from rebalancer.structs.specs import ConsumerGroupSpec, parse_spec
+
+logger = logging.getLogger(__name__)
+
+
+def tracking_from_status(status: Mapping[str, Any], since: float) -> GroupTracking:
+    """Resume counting where the previous operator process stopped."""
+    group = status.get("group") or {}
+    last = group.get("lastRebalanceTime")
+    last_at = None
+    if isinstance(last, str):
+        with contextlib.suppress(ValueError):
+            last_at = datetime.datetime.fromisoformat(last.replace("Z", "+00:00")).timestamp()
+    generation = group.get("generation")
+    return GroupTracking(
+        since=since,
+        generation=generation if isinstance(generation, int) else None,
+        rebalances=int(group.get("rebalances") or 0),
+        last_rebalance_at=last_at,
+        last_cause=group.get("lastRebalanceCause"),
+    )
+
+
+@dataclass
+class Observer:
+    deps: Dependencies
+    namespace: str
+    name: str
+    tracking: GroupTracking
+    gateway_key: str | None = None
+    gateway: AdminGateway | None = None
+    failures: int = 0
+    last_failure_reason: str | None = None
+    last_written: dict[str, Any] = field(default_factory=dict)
+    last_written_at: float = 0.0
+
+    def release(self) -> None:
+        if self.gateway_key is not None:
+            self.deps.pool.release(self.gateway_key)
+        self.gateway_key = None
+        self.gateway = None
+
+    async def _gateway(self, spec: ConsumerGroupSpec) -> AdminGateway:
+        security = await resolve_security(self.deps.kube, self.namespace, spec.kafka)
+        config = build_client_config(list(spec.kafka.bootstrap_servers), security)
+        config["socket.timeout.ms"] = str(spec.kafka.request_timeout_seconds * 1000)
+        key = cluster_key(list(spec.kafka.bootstrap_servers), security)
+        if key != self.gateway_key:
+            self.release()
+            self.gateway = self.deps.pool.acquire(key, config)
+            self.gateway_key = key
+        assert self.gateway is not None
+        return self.gateway
+
+    async def observe_once(self, body: kopf.Body, spec: ConsumerGroupSpec) -> None:
+        gateway = await self._gateway(spec)
+        view = await gateway.describe_group(spec.group_id)
+        topics = await gateway.list_topics()
+        total = sum(count for topic, count in topics.items() if spec.subscription.matches(topic))
+        now = time.time()
+        book = self.deps.hub.book(spec.group_id)
+        ttl = spec.policy.observe.report_ttl_seconds
+        reports = [
+            report
+            for report in book.live_members(now, ttl)
+            if report.namespace in (None, self.namespace)
+            and report.consumer_group in (None, self.name)
+        ]
+        snapshot = combine_observation(view, reports, total, now)
+        floor = -1 if self.tracking.generation is None else self.tracking.generation
+        sightings = book.generations_after(floor)
+        context = EventContext(
+            self.namespace, self.name, spec.group_id, ",".join(spec.kafka.bootstrap_servers)
+        )
+        events, self.tracking = detect_rebalances(self.tracking, snapshot, sightings, context)
+        if spec.policy.history_enabled:
+            await self.deps.recorder.record(events)
+        for event in events:
+            kopf.info(body, reason="Rebalance", message=event.describe())
+        conditions = observed_conditions(snapshot)
+        if not await workload_exists(
+            self.deps.kube, self.namespace, spec.workload.kind.value, spec.workload.name
+        ):
+            message = (
+                f"{spec.workload.kind.value} {self.namespace}/{spec.workload.name} not found; "
+                "create it or fix spec.workload.name"
+            )
+            conditions[2] = Condition(
+                ConditionType.DEGRADED, ConditionStatus.TRUE, "WorkloadNotFound", message
+            )
+        profile = None if spec.kafka.profile.value == "auto" else spec.kafka.profile.value
+        group = render_group(snapshot, self.tracking, profile or gateway.profile)
+        await self._write(body, conditions, {"group": group}, force=bool(events))
+        if self.failures:
+            kopf.info(body, reason="Recovered", message="the group is observed again")
+        self.failures = 0
+        self.last_failure_reason = None
+
+    async def report_failure(self, body: kopf.Body, reason: str, message: str) -> float:
+        self.failures += 1
+        if reason != self.last_failure_reason:
+            kopf.warn(body, reason=reason, message=message)
+            logger.warning("%s/%s: %s", self.namespace, self.name, message)
+        self.last_failure_reason = reason
+        delay = backoff_delay(self.failures)
+        await self._write(
+            body, failure_conditions(reason, f"{message} (retrying in {delay:.0f}s)"), {}, True
+        )
+        return delay
+
+    async def _write(
+        self,
+        body: kopf.Body,
+        conditions: list[Condition],
+        fields: dict[str, Any],
+        force: bool,
+    ) -> None:
+        status = dict(body.get("status") or {})
+        now = time.time()
+        merged = merge_conditions(
+            status.get("conditions") or [],
+            conditions,
+            now=rfc3339(now),
+            generation=body.metadata.get("generation"),
+        )
+        new_fields: dict[str, Any] = {
+            "observedGeneration": body.metadata.get("generation"),
+            "conditions": merged,
+            **fields,
+        }
+        comparable = _without_clock(new_fields)
+        fresh = now - self.last_written_at < self.deps.settings.status_refresh_seconds
+        if not force and comparable == self.last_written and fresh:
+            return
+        await patch_status(self.deps.kube, self.namespace, self.name, status, new_fields)
+        self.last_written = comparable
+        self.last_written_at = now
+
+
+def _without_clock(fields: Mapping[str, Any]) -> dict[str, Any]:
+    copied = dict(fields)
+    group = copied.get("group")
+    if isinstance(group, dict):
+        copied["group"] = {key: value for key, value in group.items() if key != "observedAt"}
+    return copied
+
+
+async def observe_forever(
+    observer: Observer, body: kopf.Body, stopped: kopf.DaemonStopped
+) -> None:
+    hub = observer.deps.hub
+    spacing = observer.deps.settings.min_observe_spacing_seconds
+    try:
+        while not stopped:
+            try:
+                spec = parse_spec(body.get("spec"))
+            except SpecInvalid:
+                # The change handler has already reported it; wait for the user's fix.
+                await stopped.wait(5)
+                continue
+            wakeup = hub.wakeup(spec.group_id)
+            wakeup.clear()
+            delay: float = spec.policy.observe.interval_seconds
+            try:
+                await observer.observe_once(body, spec)
+            except ResourceGone:
+                return
+            except SecretUnavailable as error:
+                delay = await observer.report_failure(body, "SecretNotFound", str(error))
+            except KafkaUnavailable as error:
+                delay = await observer.report_failure(body, "KafkaUnreachable", str(error))
+            except KafkaRequestFailed as error:
+                delay = await observer.report_failure(body, "KafkaRequestFailed", str(error))
+            except (asyncio.CancelledError, GeneratorExit):
+                raise
+            except Exception as error:  # the observer must outlive any single failure
+                logger.exception("%s/%s: observation failed", observer.namespace, observer.name)
+                message = f"observing failed: {type(error).__name__}: {str(error)[:300]}"
+                with contextlib.suppress(Exception):
+                    delay = await observer.report_failure(body, "ObserveFailed", message)
+            await _sleep_or_wake(stopped, wakeup, delay, spacing)
+    finally:
+        observer.release()
+
+
+async def _sleep_or_wake(
+    stopped: kopf.DaemonStopped, wakeup: asyncio.Event, delay: float, spacing: float
+) -> None:
+    """Sleep `delay`, but come back early (after `spacing`) when members report something."""
+    deadline = time.monotonic() + delay
+    await stopped.wait(min(spacing, delay))
+    remaining = deadline - time.monotonic()
+    if stopped or remaining <= 0:
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(wakeup.wait(), timeout=remaining)

@@ -1,0 +1,71 @@
+"""Operator start-up and shut-down: kopf settings, shared clients, the report endpoint."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from rebalancer.clients.kafka_admin import AdminPool
+from rebalancer.clients.kubernetes_api import connect, connection_details
+from rebalancer.clients.receiving import ReportHub, ReportServer
+from rebalancer.clients.recording import HistoryRecorder
+from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.settings import OperatorSettings
+
+PREFIX = "rebalancer.dev"
+
+
+@kopf.on.startup()
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    config: OperatorSettings = memo.settings
+    # Progress lives in annotations: the CRD's structural status has no room for kopf's own.
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=PREFIX, key="last-handled-configuration"
+    )
+    settings.persistence.finalizer = f"{PREFIX}/observer"
+    settings.posting.level = logging.INFO
+    settings.execution.max_workers = config.max_workers
+    settings.watching.server_timeout = 300
+    settings.networking.request_timeout = 60
+    kube = connect(config.kubeconfig, config.context)
+    hub = ReportHub()
+    deps = Dependencies(
+        settings=config,
+        kube=kube,
+        pool=AdminPool(),
+        hub=hub,
+        recorder=HistoryRecorder(config.history_dir),
+    )
+    server = ReportServer(hub, config.reports_host, config.reports_port, config.report_token)
+    await server.start()
+    deps.server = server
+    memo.deps = deps
+
+
+@kopf.on.login()
+def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
+    config: OperatorSettings = memo.settings
+    details = connection_details(connect(config.kubeconfig, config.context))
+    return kopf.ConnectionInfo(
+        server=details.server,
+        ca_path=details.ca_path,
+        insecure=details.insecure,
+        token=details.token,
+        certificate_path=details.certificate_path,
+        private_key_path=details.private_key_path,
+        scheme="Bearer" if details.token else None,
+    )
+
+
+@kopf.on.cleanup()
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    deps: Dependencies | None = getattr(memo, "deps", None)
+    if deps is None:
+        return
+    if deps.server is not None:
+        await deps.server.stop()
+    deps.pool.close_all()
+    deps.kube.close()

@@ -1,0 +1,204 @@
+"""`rebalancer lab`: broker, API emulator, operator, an example fleet and a producer, on one machine."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, dynamic
+
+from rebalancer.lab.apiserver import ApiServerThread
+from rebalancer.lab.broker import TansuBroker
+from rebalancer.lab.manifests import crds, examples
+from rebalancer.lab.processes import ChildProcess, python_module
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LabConfig:
+    state_dir: Path
+    host: str = "127.0.0.1"
+    broker_port: int = 9092
+    api_port: int = 8001
+    reports_port: int = 8090
+    consumers: int = 3
+    partitions: int = 12
+    topic: str = "orders"
+    group_id: str = "orders"
+    namespace: str = "default"
+    rate: float = 20.0
+    start_spread_seconds: float = 2.0
+    session_timeout_ms: int = 6000
+
+
+@dataclass
+class Lab:
+    config: LabConfig
+    broker: TansuBroker | None = None
+    api: ApiServerThread | None = None
+    operator: ChildProcess | None = None
+    producer: ChildProcess | None = None
+    consumers: list[ChildProcess] = field(default_factory=list)
+    kubeconfig: Path | None = None
+    api_client: client.ApiClient | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.broker is not None
+        return self.broker.bootstrap
+
+    @property
+    def report_url(self) -> str:
+        return f"http://{self.config.host}:{self.config.reports_port}/v1/reports"
+
+    def start(self, *, fleet: bool = True) -> None:
+        state = self.config.state_dir
+        state.mkdir(parents=True, exist_ok=True)
+        logger.info("state and logs in %s", state)
+        self.broker = TansuBroker(
+            host=self.config.host, port=self.config.broker_port, log_dir=state / "logs"
+        )
+        self.broker.start()
+        logger.info("Kafka-compatible broker (Tansu) at %s", self.bootstrap)
+        self.api = ApiServerThread(host=self.config.host, port=self.config.api_port)
+        self.api.__enter__()
+        self.kubeconfig = self.api.write_kubeconfig(state / "kubeconfig")
+        logger.info("Kubernetes API emulator at %s; kubeconfig %s", self.api.url, self.kubeconfig)
+        self.api_client = _client(self.kubeconfig)
+        self.install_crds()
+        self.operator = ChildProcess(
+            "operator",
+            python_module(
+                "rebalancer",
+                "operator",
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--reports-host",
+                self.config.host,
+                "--reports-port",
+                str(self.config.reports_port),
+                "--history-dir",
+                str(state / "history"),
+                "--status-refresh-seconds",
+                "15",
+            ),
+            state / "logs" / "operator.log",
+        )
+        self.operator.start()
+        logger.info("operator started (log: %s)", self.operator.log_path)
+        if fleet:
+            self.apply_examples()
+            self.start_producer()
+            self.start_consumers()
+
+    def install_crds(self) -> None:
+        assert self.api_client is not None
+        extensions = client.ApiextensionsV1Api(self.api_client)
+        for crd in crds():
+            extensions.create_custom_resource_definition(crd)
+        for crd in crds():
+            _wait_for_discovery(self.api_client, crd)
+
+    def apply(self, documents: list[dict[str, Any]]) -> None:
+        assert self.api_client is not None
+        dyn = dynamic.DynamicClient(self.api_client)
+        for doc in documents:
+            resource = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+            namespace = doc["metadata"].get("namespace", self.config.namespace)
+            resource.create(body=doc, namespace=namespace)
+
+    def apply_examples(self) -> None:
+        self.apply(examples(self.bootstrap, self.report_url, self.config.consumers))
+
+    def start_producer(self) -> None:
+        state = self.config.state_dir
+        self.producer = ChildProcess(
+            "producer",
+            python_module(
+                "rebalancer.lab.producer",
+                "--bootstrap",
+                self.bootstrap,
+                "--topic",
+                self.config.topic,
+                "--partitions",
+                str(self.config.partitions),
+                "--rate",
+                str(self.config.rate),
+            ),
+            state / "logs" / "producer.log",
+        )
+        self.producer.start()
+
+    def consumer_env(self, index: int) -> dict[str, str]:
+        pod = f"orders-consumer-{index}"
+        return {
+            "POD_NAME": pod,
+            "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
+            "KAFKA_GROUP_ID": self.config.group_id,
+            "KAFKA_TOPICS": self.config.topic,
+            "KAFKA_SESSION_TIMEOUT_MS": str(self.config.session_timeout_ms),
+            "KAFKA_HEARTBEAT_INTERVAL_MS": str(self.config.session_timeout_ms // 3),
+            "KAFKA_PARTITION_ASSIGNMENT_STRATEGY": "cooperative-sticky",
+            "REBALANCER_REPORT_URL": self.report_url,
+            "REBALANCER_NAMESPACE": self.config.namespace,
+            "REBALANCER_CONSUMER_GROUP": self.config.group_id,
+        }
+
+    def start_consumer(self, index: int) -> ChildProcess:
+        pod = f"orders-consumer-{index}"
+        child = ChildProcess(
+            pod,
+            python_module("rebalancer.lab.consumer"),
+            self.config.state_dir / "logs" / f"{pod}.log",
+            env=self.consumer_env(index),
+        )
+        child.start()
+        self.consumers.append(child)
+        return child
+
+    def start_consumers(self) -> None:
+        for index in range(self.config.consumers):
+            if index:
+                time.sleep(self.config.start_spread_seconds)
+            self.start_consumer(index)
+            logger.info("consumer orders-consumer-%d started", index)
+
+    def stop(self) -> None:
+        for child in reversed(self.consumers):
+            child.stop()
+        if self.producer is not None:
+            self.producer.stop()
+        if self.operator is not None:
+            self.operator.stop(grace=15)
+        if self.api_client is not None:
+            self.api_client.close()
+        if self.api is not None:
+            self.api.__exit__(None, None, None)
+        if self.broker is not None:
+            self.broker.stop()
+
+
+def _client(kubeconfig: Path) -> client.ApiClient:
+    from kubernetes import config
+
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+def _wait_for_discovery(api_client: client.ApiClient, crd: dict[str, Any], timeout: float = 10) -> None:
+    group = crd["spec"]["group"]
+    version = crd["spec"]["versions"][0]["name"]
+    plural = crd["spec"]["names"]["plural"]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            client.CustomObjectsApi(api_client).list_cluster_custom_object(group, version, plural)
+            return
+        except client.ApiException:
+            time.sleep(0.1)
+    raise RuntimeError(f"CRD {plural}.{group} did not appear in the API within {timeout}s")

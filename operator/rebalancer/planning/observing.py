@@ -1,0 +1,117 @@
+"""Merge what the broker says and what members report into one snapshot.
+
+The broker is trusted for state when it knows it; members are trusted for generation and
+assignment, because classic DescribeGroups exposes no generation and some brokers return no
+members at all. Each figure carries its source so users can judge it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rebalancer.structs.brokers import BrokerGroupView, GroupState, TopicPartition
+from rebalancer.structs.reports import MemberReport, ReportEvent
+from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
+
+_REBALANCING_EVENTS = {ReportEvent.REVOKED, ReportEvent.LOST}
+
+
+def _state_from_reports(reports: Sequence[MemberReport]) -> str:
+    if not reports:
+        return GroupState.EMPTY.value
+    generations = {report.generation for report in reports}
+    if any(report.event in _REBALANCING_EVENTS for report in reports) or len(generations) > 1:
+        return GroupState.PREPARING_REBALANCE.value
+    return GroupState.STABLE.value
+
+
+def combine_observation(
+    view: BrokerGroupView | None,
+    reports: Sequence[MemberReport],
+    total_partitions: int | None,
+    now: float,
+) -> GroupSnapshot:
+    sources: dict[str, Source] = {}
+    broker_state = view.state if view is not None else GroupState.UNKNOWN
+    if broker_state is not GroupState.UNKNOWN:
+        state = broker_state.value
+        sources["state"] = Source.BROKER
+    elif reports:
+        state = _state_from_reports(reports)
+        sources["state"] = Source.MEMBER_REPORTS
+    else:
+        state = GroupState.UNKNOWN.value
+        sources["state"] = Source.NONE
+
+    details: list[MemberSummary] = []
+    owned: set[TopicPartition] = set()
+    if view is not None and view.members_known and view.members:
+        by_host = {report.host: report for report in reports}
+        for member in view.members:
+            reported = by_host.get(member.host) or by_host.get(member.client_id)
+            details.append(
+                MemberSummary(
+                    host=member.host,
+                    member_id=member.member_id,
+                    instance_id=member.instance_id,
+                    generation=reported.generation if reported else None,
+                    partitions=len(member.partitions),
+                    source=Source.BROKER,
+                )
+            )
+            owned.update(member.partitions)
+        sources["members"] = Source.BROKER
+        sources["assignment"] = Source.BROKER
+    elif reports:
+        for report in reports:
+            details.append(
+                MemberSummary(
+                    host=report.host or report.client_id,
+                    member_id=report.member_id,
+                    instance_id=report.instance_id,
+                    generation=report.generation if report.generation >= 0 else None,
+                    partitions=len(report.partitions),
+                    source=Source.MEMBER_REPORTS,
+                )
+            )
+            owned.update(report.partitions)
+        sources["members"] = Source.MEMBER_REPORTS
+        sources["assignment"] = Source.MEMBER_REPORTS
+    elif view is not None and view.state in (GroupState.EMPTY, GroupState.DEAD):
+        sources["members"] = Source.BROKER
+    else:
+        sources["members"] = Source.NONE
+
+    reported_generations = [report.generation for report in reports if report.generation >= 0]
+    generation = max(reported_generations) if reported_generations else None
+    sources["generation"] = Source.MEMBER_REPORTS if generation is not None else Source.NONE
+
+    lags = [report.lag for report in reports if report.lag is not None]
+    lag = sum(lags) if lags else None
+    sources["lag"] = Source.MEMBER_REPORTS if lag is not None else Source.NONE
+
+    protocol = None
+    if view is not None and view.protocol.value != "unknown":
+        protocol = view.protocol.value
+    elif reports and reports[0].protocol:
+        protocol = reports[0].protocol
+    assignor = view.assignor if view is not None and view.assignor else None
+    if assignor is None:
+        strategies = {r.assignment_strategy for r in reports if r.assignment_strategy}
+        assignor = ",".join(sorted(strategies)) or None
+
+    member_count = len(details)
+    assigned = len(owned) if details else (0 if sources["members"] is Source.BROKER else None)
+    return GroupSnapshot(
+        state=state,
+        protocol=protocol,
+        assignor=assignor,
+        generation=generation,
+        members=member_count,
+        member_details=tuple(sorted(details, key=lambda m: m.host)),
+        assigned_partitions=assigned,
+        total_partitions=total_partitions,
+        lag=lag,
+        observed_at=now,
+        sources=sources,
+    )

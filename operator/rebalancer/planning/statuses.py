@@ -1,0 +1,98 @@
+"""Render the ConsumerGroup status from what was observed (pure; patching lives in clients)."""
+
+from __future__ import annotations
+
+import datetime
+
+from rebalancer.planning.rebalances import GroupTracking
+from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
+from rebalancer.structs.snapshots import GroupSnapshot
+
+MAX_MEMBER_DETAILS = 50
+
+
+def rfc3339(timestamp: float) -> str:
+    moment = datetime.datetime.fromtimestamp(timestamp, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def render_group(
+    snapshot: GroupSnapshot, tracking: GroupTracking, profile: str | None
+) -> dict[str, object]:
+    group: dict[str, object] = {
+        "state": snapshot.state,
+        "members": snapshot.members,
+        "rebalances": tracking.rebalances,
+        "observedAt": rfc3339(snapshot.observed_at),
+        "sources": {key: value.value for key, value in sorted(snapshot.sources.items())},
+        "memberDetails": [
+            {
+                key: value
+                for key, value in {
+                    "host": member.host,
+                    "memberId": member.member_id or None,
+                    "instanceId": member.instance_id,
+                    "generation": member.generation,
+                    "partitions": member.partitions,
+                    "source": member.source.value,
+                }.items()
+                if value is not None
+            }
+            for member in snapshot.member_details[:MAX_MEMBER_DETAILS]
+        ],
+    }
+    optional: dict[str, object | None] = {
+        "protocol": snapshot.protocol,
+        "assignor": snapshot.assignor,
+        "generation": tracking.generation if snapshot.generation is None else snapshot.generation,
+        "assignedPartitions": snapshot.assigned_partitions,
+        "totalPartitions": snapshot.total_partitions,
+        "lag": snapshot.lag,
+        "lastRebalanceTime": (
+            rfc3339(tracking.last_rebalance_at) if tracking.last_rebalance_at else None
+        ),
+        "lastRebalanceCause": tracking.last_cause,
+        "brokerProfile": profile,
+    }
+    group.update({key: value for key, value in optional.items() if value is not None})
+    return group
+
+
+def observed_conditions(snapshot: GroupSnapshot) -> list[Condition]:
+    """Conditions after a successful observation."""
+    partitions = ""
+    if snapshot.assigned_partitions is not None and snapshot.total_partitions is not None:
+        partitions = (
+            f", {snapshot.assigned_partitions}/{snapshot.total_partitions} partitions assigned"
+        )
+    summary = f"group is {snapshot.state} with {snapshot.members} members{partitions}"
+    rebalancing = snapshot.state in {"PreparingRebalance", "CompletingRebalance"}
+    if snapshot.settled:
+        ready = Condition(ConditionType.READY, ConditionStatus.TRUE, "GroupStable", summary)
+    elif rebalancing:
+        ready = Condition(ConditionType.READY, ConditionStatus.FALSE, "Rebalancing", summary)
+    elif snapshot.state == "Stable":
+        ready = Condition(
+            ConditionType.READY, ConditionStatus.FALSE, "PartitionsUnassigned", summary
+        )
+    else:
+        ready = Condition(ConditionType.READY, ConditionStatus.FALSE, f"Group{snapshot.state}",
+                          summary)
+    progressing = Condition(
+        ConditionType.PROGRESSING,
+        ConditionStatus.TRUE if rebalancing else ConditionStatus.FALSE,
+        "Rebalancing" if rebalancing else "Idle",
+        "the group is rebalancing" if rebalancing else "no rollout or rebalance in progress",
+    )
+    degraded = Condition(
+        ConditionType.DEGRADED, ConditionStatus.FALSE, "Observed", "the group is observed"
+    )
+    return [ready, progressing, degraded]
+
+
+def failure_conditions(reason: str, message: str) -> list[Condition]:
+    """Conditions when the group cannot be observed; the message names the cause and the fix."""
+    return [
+        Condition(ConditionType.READY, ConditionStatus.FALSE, reason, message),
+        Condition(ConditionType.DEGRADED, ConditionStatus.TRUE, reason, message),
+    ]

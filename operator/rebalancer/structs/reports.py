@@ -1,0 +1,216 @@
+"""Member reports: what consumers say about their own rebalances (docs/member-reports.md).
+
+Brokers can hide what the operator needs (classic groups expose no generation through
+DescribeGroups, the embedded broker returns no members, and polling misses short rebalances),
+so consumers tell the operator themselves. This module parses and keeps those reports.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from rebalancer.structs.brokers import TopicPartition
+from rebalancer.structs.problems import FieldProblem, SpecInvalid
+
+REPORT_VERSION = 1
+MAX_PARTITIONS_PER_REPORT = 100_000
+MAX_TEXT = 512
+
+
+class ReportEvent(StrEnum):
+    ASSIGNED = "assigned"
+    REVOKED = "revoked"
+    LOST = "lost"
+    HEARTBEAT = "heartbeat"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class MemberReport:
+    group_id: str
+    host: str
+    client_id: str
+    member_id: str
+    instance_id: str | None
+    event: ReportEvent
+    generation: int
+    protocol: str | None
+    assignment_strategy: str | None
+    partitions: tuple[TopicPartition, ...]
+    lag: int | None
+    timestamp: float
+    namespace: str | None = None
+    consumer_group: str | None = None
+    received_at: float = 0.0
+
+    @property
+    def identity(self) -> str:
+        """One member across restarts when static, else per client instance."""
+        return self.instance_id or self.host or self.member_id or self.client_id
+
+
+class ReportInvalid(SpecInvalid):
+    """A member report that cannot be accepted."""
+
+
+def _text(
+    raw: Mapping[str, object], key: str, path: str, problems: list[FieldProblem], required: bool
+) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        if required:
+            problems.append(FieldProblem(f"{path}{key}", "is required", f"send {path}{key}"))
+        return None
+    if not isinstance(value, str) or len(value) > MAX_TEXT:
+        problems.append(
+            FieldProblem(f"{path}{key}", "must be a string", f"send at most {MAX_TEXT} characters")
+        )
+        return None
+    return value
+
+
+def _integer(raw: Mapping[str, object], key: str, problems: list[FieldProblem]) -> int | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not -1 <= value < 2**63:
+        problems.append(FieldProblem(key, "must be an integer >= -1", f"send {key} as a number"))
+        return None
+    return value
+
+
+def parse_report(raw: object, received_at: float) -> MemberReport:
+    """Validate one JSON report body; raise ReportInvalid naming every bad field."""
+    problems: list[FieldProblem] = []
+    if not isinstance(raw, Mapping):
+        raise ReportInvalid((FieldProblem("body", "must be a JSON object", "send an object"),))
+    version = raw.get("version", REPORT_VERSION)
+    if version != REPORT_VERSION:
+        problems.append(
+            FieldProblem("version", f"{version!r} is not supported", f"send {REPORT_VERSION}")
+        )
+    group_id = _text(raw, "groupId", "", problems, required=True)
+    member_raw = raw.get("member")
+    if not isinstance(member_raw, Mapping):
+        problems.append(FieldProblem("member", "must be an object", "send member.host at least"))
+        member_raw = {}
+    host = _text(member_raw, "host", "member.", problems, required=False) or ""
+    client_id = _text(member_raw, "clientId", "member.", problems, required=False) or ""
+    member_id = _text(member_raw, "memberId", "member.", problems, required=False) or ""
+    instance_id = _text(member_raw, "instanceId", "member.", problems, required=False)
+    if not (host or client_id or member_id or instance_id):
+        problems.append(
+            FieldProblem("member.host", "is required", "send member.host (the pod name)")
+        )
+    event_raw = raw.get("event")
+    allowed = [event.value for event in ReportEvent]
+    if event_raw not in allowed:
+        problems.append(
+            FieldProblem("event", f"unsupported value {event_raw!r}", "use " + ", ".join(allowed))
+        )
+    generation = _integer(raw, "generation", problems)
+    lag = _integer(raw, "lag", problems)
+    partitions: list[TopicPartition] = []
+    parts_raw = raw.get("partitions", [])
+    if not isinstance(parts_raw, Sequence) or isinstance(parts_raw, str | bytes):
+        problems.append(FieldProblem("partitions", "must be a list", "send a list"))
+        parts_raw = []
+    if len(parts_raw) > MAX_PARTITIONS_PER_REPORT:
+        problems.append(
+            FieldProblem("partitions", "has too many entries", "send the member's assignment")
+        )
+        parts_raw = []
+    for index, part in enumerate(parts_raw):
+        if (
+            not isinstance(part, Mapping)
+            or not isinstance(part.get("topic"), str)
+            or isinstance(part.get("partition"), bool)
+            or not isinstance(part.get("partition"), int)
+        ):
+            problems.append(
+                FieldProblem(
+                    f"partitions[{index}]",
+                    "must be {topic: string, partition: integer}",
+                    "send topic and partition",
+                )
+            )
+            continue
+        partitions.append(TopicPartition(str(part["topic"]), int(str(part["partition"]))))
+    timestamp_raw = raw.get("timestamp", received_at)
+    if isinstance(timestamp_raw, bool) or not isinstance(timestamp_raw, int | float):
+        problems.append(FieldProblem("timestamp", "must be a number", "send unix seconds"))
+        timestamp_raw = received_at
+    protocol = _text(raw, "protocol", "", problems, required=False)
+    strategy = _text(raw, "assignmentStrategy", "", problems, required=False)
+    namespace = _text(raw, "namespace", "", problems, required=False)
+    consumer_group = _text(raw, "consumerGroup", "", problems, required=False)
+    if problems or group_id is None:
+        raise ReportInvalid(tuple(problems))
+    return MemberReport(
+        group_id=group_id,
+        host=host,
+        client_id=client_id,
+        member_id=member_id,
+        instance_id=instance_id,
+        event=ReportEvent(str(event_raw)),
+        generation=-1 if generation is None else generation,
+        protocol=protocol,
+        assignment_strategy=strategy,
+        partitions=tuple(partitions),
+        lag=lag,
+        timestamp=float(timestamp_raw),
+        namespace=namespace,
+        consumer_group=consumer_group,
+        received_at=received_at,
+    )
+
+
+@dataclass(frozen=True)
+class GenerationSighting:
+    """The first time a generation was reported, and by how many members so far."""
+
+    generation: int
+    first_seen: float
+    members: frozenset[str]
+
+
+class ReportBook:
+    """Latest report per member and a bounded log of generations, for one Kafka group."""
+
+    def __init__(self, max_generations: int = 256) -> None:
+        self.latest: dict[str, MemberReport] = {}
+        self._generations: deque[GenerationSighting] = deque(maxlen=max_generations)
+
+    def add(self, report: MemberReport) -> None:
+        self.latest[report.identity] = report
+        if report.event is ReportEvent.STOPPED or report.generation < 0:
+            return
+        for index, sighting in enumerate(self._generations):
+            if sighting.generation == report.generation:
+                members = sighting.members | {report.identity}
+                self._generations[index] = GenerationSighting(
+                    sighting.generation, sighting.first_seen, members
+                )
+                return
+        self._generations.append(
+            GenerationSighting(report.generation, report.received_at, frozenset({report.identity}))
+        )
+
+    def live_members(self, now: float, ttl: float) -> list[MemberReport]:
+        """Members whose latest report is fresh and who have not said they stopped."""
+        self.latest = {
+            key: report for key, report in self.latest.items() if now - report.received_at <= ttl
+        }
+        return sorted(
+            (r for r in self.latest.values() if r.event is not ReportEvent.STOPPED),
+            key=lambda report: report.identity,
+        )
+
+    def generations_after(self, generation: int) -> list[GenerationSighting]:
+        return sorted(
+            (s for s in self._generations if s.generation > generation),
+            key=lambda sighting: sighting.generation,
+        )

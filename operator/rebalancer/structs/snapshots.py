@@ -1,0 +1,50 @@
+"""What the operator knows about a group at one moment, and where each figure came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Source(StrEnum):
+    BROKER = "broker"
+    MEMBER_REPORTS = "member-reports"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class MemberSummary:
+    host: str
+    member_id: str
+    instance_id: str | None
+    generation: int | None
+    partitions: int
+    source: Source
+
+
+@dataclass(frozen=True)
+class GroupSnapshot:
+    state: str
+    protocol: str | None
+    assignor: str | None
+    generation: int | None
+    members: int
+    member_details: tuple[MemberSummary, ...]
+    assigned_partitions: int | None
+    total_partitions: int | None
+    lag: int | None
+    observed_at: float
+    sources: dict[str, Source] = field(default_factory=dict)
+
+    @property
+    def member_keys(self) -> frozenset[str]:
+        return frozenset(m.instance_id or m.host or m.member_id for m in self.member_details)
+
+    @property
+    def settled(self) -> bool:
+        """Stable with every partition owned, as far as the figures tell."""
+        if self.state != "Stable":
+            return False
+        if self.assigned_partitions is None or self.total_partitions is None:
+            return True
+        return self.assigned_partitions >= self.total_partitions

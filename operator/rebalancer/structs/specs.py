@@ -1,0 +1,420 @@
+"""The ConsumerGroup spec as typed data, parsed from the resource body.
+
+The CRD schema rejects most mistakes at admission, but the operator parses again: a cluster may
+run an older CRD, a schema cannot check that a regex compiles, and the operator must never act
+on half-understood input. Every problem names the field path the user has to fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TypeVar
+
+from rebalancer.structs.problems import FieldProblem, SpecInvalid
+
+MAX_PATTERN_LENGTH = 1024
+_GROUP_ID = re.compile(r"^[A-Za-z0-9._:/-]{1,249}$")
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_BOOTSTRAP = re.compile(r"^[A-Za-z0-9.\[\]:_-]+:(\d{1,5})$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+# Nested quantifiers such as (a+)+ backtrack exponentially in Python's re and in librdkafka's
+# regex engine alike; refusing them up front keeps one bad resource from stalling a consumer.
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*](?:[^()\\]|\\.)*\)\s*[+*{]")
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class WorkloadKind(StrEnum):
+    STATEFULSET = "StatefulSet"
+    DEPLOYMENT = "Deployment"
+
+
+class BrokerProfileChoice(StrEnum):
+    AUTO = "auto"
+    APACHE_KAFKA = "apache-kafka"
+    REDPANDA = "redpanda"
+    TANSU = "tansu"
+
+
+class ProtocolChoice(StrEnum):
+    AUTO = "auto"
+    CLASSIC = "classic"
+    CONSUMER = "consumer"
+
+
+class SaslMechanism(StrEnum):
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+
+
+@dataclass(frozen=True)
+class SecretKeyRef:
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class TlsSpec:
+    enabled: bool = True
+    ca: SecretKeyRef | None = None
+    client_cert: SecretKeyRef | None = None
+    client_key: SecretKeyRef | None = None
+    insecure_skip_verify: bool = False
+
+
+@dataclass(frozen=True)
+class SaslSpec:
+    mechanism: SaslMechanism
+    username: SecretKeyRef
+    password: SecretKeyRef
+
+
+@dataclass(frozen=True)
+class KafkaSpec:
+    bootstrap_servers: tuple[str, ...]
+    profile: BrokerProfileChoice = BrokerProfileChoice.AUTO
+    request_timeout_seconds: int = 10
+    tls: TlsSpec | None = None
+    sasl: SaslSpec | None = None
+
+    def secret_refs(self) -> tuple[SecretKeyRef, ...]:
+        refs: list[SecretKeyRef] = []
+        if self.tls is not None:
+            refs += [r for r in (self.tls.ca, self.tls.client_cert, self.tls.client_key) if r]
+        if self.sasl is not None:
+            refs += [self.sasl.username, self.sasl.password]
+        return tuple(refs)
+
+
+@dataclass(frozen=True)
+class SubscriptionSpec:
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    def matches(self, topic: str) -> bool:
+        if self.pattern is not None:
+            return re.match(self.pattern, topic) is not None
+        return topic in self.topics
+
+
+@dataclass(frozen=True)
+class WorkloadRef:
+    kind: WorkloadKind
+    name: str
+    container: str | None = None
+
+
+@dataclass(frozen=True)
+class ObservePolicy:
+    interval_seconds: int = 10
+    report_ttl_seconds: int = 60
+
+
+@dataclass(frozen=True)
+class Policy:
+    protocol: ProtocolChoice = ProtocolChoice.AUTO
+    observe: ObservePolicy = field(default_factory=ObservePolicy)
+    history_enabled: bool = True
+
+
+@dataclass(frozen=True)
+class ConsumerGroupSpec:
+    group_id: str
+    kafka: KafkaSpec
+    subscription: SubscriptionSpec
+    workload: WorkloadRef
+    policy: Policy = field(default_factory=Policy)
+
+
+class _Reader:
+    """Collects every problem of one spec instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.problems: list[FieldProblem] = []
+
+    def fail(self, path: str, message: str, fix: str) -> None:
+        self.problems.append(FieldProblem(path, message, fix))
+
+    def mapping(self, raw: object, path: str, *, required: bool) -> Mapping[str, object] | None:
+        if raw is None:
+            if required:
+                self.fail(path, "is required", f"add {path} to the ConsumerGroup")
+            return None
+        if not isinstance(raw, Mapping):
+            self.fail(path, f"must be an object, got {_kind(raw)}", f"write {path} as a mapping")
+            return None
+        return raw
+
+    def string(
+        self,
+        raw: Mapping[str, object],
+        key: str,
+        path: str,
+        *,
+        required: bool = False,
+        default: str | None = None,
+    ) -> str | None:
+        value = raw.get(key)
+        if value is None:
+            if required:
+                self.fail(f"{path}.{key}", "is required", f"set {path}.{key}")
+            return default
+        if not isinstance(value, str):
+            self.fail(f"{path}.{key}", f"must be a string, got {_kind(value)}", "quote the value")
+            return default
+        return value
+
+    def integer(
+        self, raw: Mapping[str, object], key: str, path: str, default: int, low: int, high: int
+    ) -> int:
+        value = raw.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(f"{path}.{key}", f"must be an integer, got {_kind(value)}", "use a number")
+            return default
+        if not low <= value <= high:
+            self.fail(
+                f"{path}.{key}",
+                f"must be between {low} and {high}, got {value}",
+                f"set a value from {low} to {high}",
+            )
+            return default
+        return value
+
+    def boolean(self, raw: Mapping[str, object], key: str, path: str, default: bool) -> bool:
+        value = raw.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.fail(f"{path}.{key}", f"must be true or false, got {_kind(value)}", "use a bool")
+            return default
+        return value
+
+    def choice(
+        self, raw: Mapping[str, object], key: str, path: str, enum: type[E], default: E | None
+    ) -> E | None:
+        value = raw.get(key)
+        if value is None:
+            if default is None:
+                self.fail(f"{path}.{key}", "is required", f"set {path}.{key}")
+            return default
+        allowed = [member.value for member in enum]
+        if value not in allowed:
+            self.fail(
+                f"{path}.{key}",
+                f"unsupported value {value!r}",
+                "use one of: " + ", ".join(allowed),
+            )
+            return default
+        return enum(value)
+
+    def string_list(self, raw: object, path: str) -> tuple[str, ...]:
+        if not isinstance(raw, Sequence) or isinstance(raw, str):
+            self.fail(path, f"must be a list of strings, got {_kind(raw)}", "write a YAML list")
+            return ()
+        items: list[str] = []
+        for index, item in enumerate(raw):
+            if not isinstance(item, str):
+                self.fail(f"{path}[{index}]", f"must be a string, got {_kind(item)}", "quote it")
+            else:
+                items.append(item)
+        return tuple(items)
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, Sequence):
+        return "list"
+    return type(value).__name__
+
+
+def _secret_ref(
+    reader: _Reader, raw: object, path: str, key_field: str = "key", default_key: str | None = None
+) -> SecretKeyRef | None:
+    ref = reader.mapping(raw, path, required=True)
+    if ref is None:
+        return None
+    name = reader.string(ref, "name", path, required=True)
+    key = reader.string(ref, key_field, path, required=default_key is None, default=default_key)
+    if name is not None and not _DNS_SUBDOMAIN.match(name):
+        reader.fail(f"{path}.name", f"{name!r} is not a valid Secret name", "use the Secret's name")
+    if name is None or key is None:
+        return None
+    return SecretKeyRef(name, key)
+
+
+def _parse_kafka(reader: _Reader, raw: Mapping[str, object]) -> KafkaSpec | None:
+    path = "spec.kafka"
+    servers_raw = raw.get("bootstrapServers")
+    servers: tuple[str, ...] = ()
+    if servers_raw is None:
+        reader.fail(f"{path}.bootstrapServers", "is required", "list the brokers as host:port")
+    else:
+        servers = reader.string_list(servers_raw, f"{path}.bootstrapServers")
+        if not servers and not reader.problems:
+            reader.fail(f"{path}.bootstrapServers", "must not be empty", "list at least one broker")
+        for index, server in enumerate(servers):
+            match = _BOOTSTRAP.match(server)
+            if match is None or not 0 < int(match.group(1)) < 65536:
+                reader.fail(
+                    f"{path}.bootstrapServers[{index}]",
+                    f"{server!r} is not host:port",
+                    "write it as host:port, for example kafka-0.kafka:9092",
+                )
+    profile = reader.choice(raw, "profile", path, BrokerProfileChoice, BrokerProfileChoice.AUTO)
+    timeout = reader.integer(raw, "requestTimeoutSeconds", path, 10, 1, 300)
+    tls: TlsSpec | None = None
+    tls_raw = reader.mapping(raw.get("tls"), f"{path}.tls", required=False)
+    if tls_raw is not None:
+        tpath = f"{path}.tls"
+        ca = None
+        if tls_raw.get("caSecretRef") is not None:
+            ca = _secret_ref(reader, tls_raw["caSecretRef"], f"{tpath}.caSecretRef", "key", "ca.crt")
+        cert = key = None
+        if tls_raw.get("clientCertSecretRef") is not None:
+            cpath = f"{tpath}.clientCertSecretRef"
+            cert = _secret_ref(reader, tls_raw["clientCertSecretRef"], cpath, "certKey", "tls.crt")
+            key = _secret_ref(reader, tls_raw["clientCertSecretRef"], cpath, "keyKey", "tls.key")
+        tls = TlsSpec(
+            enabled=reader.boolean(tls_raw, "enabled", tpath, True),
+            ca=ca,
+            client_cert=cert,
+            client_key=key,
+            insecure_skip_verify=reader.boolean(tls_raw, "insecureSkipVerify", tpath, False),
+        )
+    sasl: SaslSpec | None = None
+    sasl_raw = reader.mapping(raw.get("sasl"), f"{path}.sasl", required=False)
+    if sasl_raw is not None:
+        spath = f"{path}.sasl"
+        mechanism = reader.choice(sasl_raw, "mechanism", spath, SaslMechanism, None)
+        user = _secret_ref(reader, sasl_raw.get("usernameSecretRef"), f"{spath}.usernameSecretRef")
+        password = _secret_ref(
+            reader, sasl_raw.get("passwordSecretRef"), f"{spath}.passwordSecretRef"
+        )
+        if mechanism is not None and user is not None and password is not None:
+            sasl = SaslSpec(mechanism, user, password)
+    if not servers or profile is None:
+        return None
+    return KafkaSpec(servers, profile, timeout, tls, sasl)
+
+
+def check_pattern(pattern: str) -> str | None:
+    """Why a subscription pattern cannot be used, or None when it can."""
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        return f"is longer than {MAX_PATTERN_LENGTH} characters"
+    try:
+        re.compile(pattern)
+    except re.error as error:
+        return f"is not a valid regular expression: {error}"
+    if _NESTED_QUANTIFIER.search(pattern):
+        return "nests a repeated group inside a repetition, which can backtrack for minutes"
+    return None
+
+
+def _parse_subscription(reader: _Reader, raw: Mapping[str, object]) -> SubscriptionSpec | None:
+    path = "spec.subscription"
+    has_topics = raw.get("topics") is not None
+    has_pattern = raw.get("pattern") is not None
+    if has_topics == has_pattern:
+        reader.fail(path, "must set exactly one of topics or pattern", "keep topics or pattern")
+        return None
+    if has_topics:
+        topics = reader.string_list(raw["topics"], f"{path}.topics")
+        if not topics:
+            reader.fail(f"{path}.topics", "must not be empty", "list at least one topic")
+        for index, topic in enumerate(topics):
+            if not _TOPIC.match(topic) or topic in {".", ".."}:
+                reader.fail(
+                    f"{path}.topics[{index}]",
+                    f"{topic[:80]!r} is not a valid Kafka topic name",
+                    "use letters, digits, '.', '_' or '-', at most 249 characters",
+                )
+        return SubscriptionSpec(topics=topics)
+    pattern = reader.string(raw, "pattern", path)
+    if pattern is None:
+        return None
+    trouble = check_pattern(pattern)
+    if trouble is not None:
+        reader.fail(f"{path}.pattern", trouble, "write a simple regular expression like orders\\..*")
+        return None
+    return SubscriptionSpec(pattern=pattern)
+
+
+def _parse_workload(reader: _Reader, raw: Mapping[str, object]) -> WorkloadRef | None:
+    path = "spec.workload"
+    kind = reader.choice(raw, "kind", path, WorkloadKind, None)
+    name = reader.string(raw, "name", path, required=True)
+    if name is not None and (len(name) > 253 or not _DNS_SUBDOMAIN.match(name)):
+        reader.fail(
+            f"{path}.name",
+            f"{name[:80]!r} is not a valid workload name",
+            "use the StatefulSet's or Deployment's metadata.name (lowercase, digits, '-', '.')",
+        )
+        name = None
+    container = reader.string(raw, "container", path)
+    if kind is None or name is None:
+        return None
+    return WorkloadRef(kind, name, container)
+
+
+def _parse_policy(reader: _Reader, raw: Mapping[str, object]) -> Policy:
+    path = "spec.policy"
+    protocol = reader.choice(raw, "protocol", path, ProtocolChoice, ProtocolChoice.AUTO)
+    observe_raw = reader.mapping(raw.get("observe", {}), f"{path}.observe", required=False) or {}
+    opath = f"{path}.observe"
+    interval = reader.integer(observe_raw, "intervalSeconds", opath, 10, 1, 3600)
+    ttl = reader.integer(observe_raw, "reportTtlSeconds", opath, 60, 5, 86400)
+    if ttl < interval:
+        reader.fail(
+            f"{opath}.reportTtlSeconds",
+            f"({ttl}) is shorter than intervalSeconds ({interval})",
+            "make reportTtlSeconds at least intervalSeconds",
+        )
+    history_raw = reader.mapping(raw.get("history", {}), f"{path}.history", required=False) or {}
+    history = reader.boolean(history_raw, "enabled", f"{path}.history", True)
+    return Policy(
+        protocol=protocol or ProtocolChoice.AUTO,
+        observe=ObservePolicy(interval, ttl),
+        history_enabled=history,
+    )
+
+
+def parse_spec(raw: object) -> ConsumerGroupSpec:
+    """Parse a ConsumerGroup's `spec`, or raise SpecInvalid listing every problem."""
+    reader = _Reader()
+    spec = reader.mapping(raw, "spec", required=True)
+    if spec is None:
+        raise SpecInvalid(tuple(reader.problems))
+    group_id = reader.string(spec, "groupId", "spec", required=True)
+    if group_id is not None and not _GROUP_ID.match(group_id):
+        reader.fail(
+            "spec.groupId",
+            f"{group_id[:80]!r} is not a valid group id",
+            "use 1 to 249 letters, digits or . _ - : /",
+        )
+    kafka_raw = reader.mapping(spec.get("kafka"), "spec.kafka", required=True)
+    kafka = _parse_kafka(reader, kafka_raw) if kafka_raw is not None else None
+    sub_raw = reader.mapping(spec.get("subscription"), "spec.subscription", required=True)
+    subscription = _parse_subscription(reader, sub_raw) if sub_raw is not None else None
+    work_raw = reader.mapping(spec.get("workload"), "spec.workload", required=True)
+    workload = _parse_workload(reader, work_raw) if work_raw is not None else None
+    policy_raw = reader.mapping(spec.get("policy", {}), "spec.policy", required=False) or {}
+    policy = _parse_policy(reader, policy_raw)
+    if reader.problems or not (group_id and kafka and subscription and workload):
+        raise SpecInvalid(tuple(reader.problems))
+    return ConsumerGroupSpec(group_id, kafka, subscription, workload, policy)
