@@ -1,0 +1,159 @@
+"""Merging broker views and member reports, and detecting rebalances from them."""
+
+from __future__ import annotations
+
+from rebalancer.planning.observing import combine_observation
+from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
+from rebalancer.planning.statuses import observed_conditions, render_group
+from rebalancer.structs.brokers import (
+    BrokerGroupView,
+    BrokerMember,
+    GroupProtocol,
+    GroupState,
+    TopicPartition,
+)
+from rebalancer.structs.history import RebalanceCause
+from rebalancer.structs.reports import MemberReport, ReportBook, ReportEvent
+from rebalancer.structs.snapshots import Source
+
+CONTEXT = EventContext("default", "orders", "orders", "k:9092")
+
+
+def member_report(host: str, generation: int, partitions: list[int], at: float,
+                  event: ReportEvent = ReportEvent.ASSIGNED) -> MemberReport:
+    return MemberReport(
+        group_id="orders",
+        host=host,
+        client_id=host,
+        member_id=f"{host}-id",
+        instance_id=None,
+        event=event,
+        generation=generation,
+        protocol="classic",
+        assignment_strategy="cooperative-sticky",
+        partitions=tuple(TopicPartition("orders", p) for p in partitions),
+        lag=3,
+        timestamp=at,
+        received_at=at,
+    )
+
+
+def view(state: GroupState, members: tuple[BrokerMember, ...] = (),
+         known: bool = False) -> BrokerGroupView:
+    return BrokerGroupView("orders", state, GroupProtocol.CLASSIC, None, members, 1, known)
+
+
+def test_reports_fill_in_what_the_broker_does_not_say() -> None:
+    reports = [member_report("a", 2, [0, 1], 1.0), member_report("b", 2, [2, 3], 1.0)]
+    snapshot = combine_observation(view(GroupState.STABLE), reports, 4, now=2.0)
+    assert snapshot.state == "Stable"
+    assert snapshot.members == 2
+    assert snapshot.generation == 2
+    assert snapshot.assigned_partitions == 4
+    assert snapshot.lag == 6
+    assert snapshot.sources["state"] is Source.BROKER
+    assert snapshot.sources["members"] is Source.MEMBER_REPORTS
+    assert snapshot.settled
+
+
+def test_broker_members_win_when_the_broker_lists_them() -> None:
+    members = (BrokerMember("m1", "c1", "a", None, (TopicPartition("orders", 0),)),)
+    snapshot = combine_observation(view(GroupState.STABLE, members, True), [], 2, now=1.0)
+    assert snapshot.members == 1
+    assert snapshot.sources["members"] is Source.BROKER
+    assert snapshot.assigned_partitions == 1
+    assert not snapshot.settled  # one of two partitions unowned
+    ready = observed_conditions(snapshot)[0]
+    assert ready.status.value == "False" and ready.reason == "PartitionsUnassigned"
+
+
+def test_without_broker_state_reports_decide_it() -> None:
+    reports = [member_report("a", 2, [0], 1.0), member_report("b", 3, [1], 1.0)]
+    snapshot = combine_observation(None, reports, 2, now=2.0)
+    assert snapshot.state == "PreparingRebalance"
+    assert snapshot.sources["state"] is Source.MEMBER_REPORTS
+    empty = combine_observation(None, [], 2, now=2.0)
+    assert empty.state == "Unknown" and empty.sources["members"] is Source.NONE
+
+
+def test_each_reported_generation_is_one_rebalance_even_between_polls() -> None:
+    book = ReportBook()
+    tracking = GroupTracking(since=0.0)
+    for generation, hosts in ((1, ["a"]), (2, ["a", "b"]), (3, ["a", "b", "c"])):
+        for host in hosts:
+            book.add(member_report(host, generation, [0], at=float(generation)))
+    reports = book.live_members(now=5.0, ttl=60.0)
+    snapshot = combine_observation(view(GroupState.STABLE), reports, 1, now=5.0)
+    events, tracking = detect_rebalances(
+        tracking, snapshot, book.generations_after(-1), CONTEXT
+    )
+    assert [event.generation for event in events] == [1, 2, 3]
+    assert tracking.rebalances == 3 and tracking.generation == 3
+    assert events[-1].cause is RebalanceCause.MEMBER_JOINED
+    assert events[-1].joined == ("a", "b", "c")
+    assert events[0].detected_at == 1.0
+    again, tracking = detect_rebalances(
+        tracking, snapshot, book.generations_after(3), CONTEXT
+    )
+    assert again == [] and tracking.rebalances == 3
+
+
+def test_generations_from_before_tracking_began_are_not_counted() -> None:
+    book = ReportBook()
+    book.add(member_report("a", 7, [0], at=1.0))
+    snapshot = combine_observation(view(GroupState.STABLE), book.live_members(2.0, 60), 1, 2.0)
+    events, tracking = detect_rebalances(
+        GroupTracking(since=1.5), snapshot, book.generations_after(-1), CONTEXT
+    )
+    assert events == []
+    assert tracking.generation == 7
+
+
+def test_member_leaving_is_the_cause() -> None:
+    book = ReportBook()
+    for host in ("a", "b"):
+        book.add(member_report(host, 1, [0], at=1.0))
+    first = combine_observation(view(GroupState.STABLE), book.live_members(1.0, 60), 1, 1.0)
+    _, tracking = detect_rebalances(GroupTracking(0.0), first, book.generations_after(-1), CONTEXT)
+    book.add(member_report("b", 1, [], at=2.0, event=ReportEvent.STOPPED))
+    book.add(member_report("a", 2, [0], at=3.0))
+    second = combine_observation(view(GroupState.STABLE), book.live_members(3.0, 60), 1, 3.0)
+    events, tracking = detect_rebalances(tracking, second, book.generations_after(1), CONTEXT)
+    assert [(e.generation, e.cause, e.left) for e in events] == [
+        (2, RebalanceCause.MEMBER_LEFT, ("b",))
+    ]
+
+
+def test_without_reports_broker_state_transitions_count() -> None:
+    tracking = GroupTracking(since=0.0)
+    stable = combine_observation(view(GroupState.STABLE), [], 1, 1.0)
+    events, tracking = detect_rebalances(tracking, stable, [], CONTEXT)
+    assert events == []  # first look is a baseline, not a rebalance
+    moving = combine_observation(view(GroupState.PREPARING_REBALANCE), [], 1, 2.0)
+    events, tracking = detect_rebalances(tracking, moving, [], CONTEXT)
+    assert [(e.cause, e.source, e.generation) for e in events] == [
+        (RebalanceCause.STATE_CHANGE, "broker", None)
+    ]
+    still = combine_observation(view(GroupState.COMPLETING_REBALANCE), [], 1, 3.0)
+    events, tracking = detect_rebalances(tracking, still, [], CONTEXT)
+    assert events == []  # the same rebalance, not a new one
+    assert tracking.rebalances == 1
+
+
+def test_render_group_names_sources_and_counts() -> None:
+    reports = [member_report("a", 2, [0, 1], 1.0)]
+    snapshot = combine_observation(view(GroupState.STABLE), reports, 2, now=1.0)
+    tracking = GroupTracking(since=0.0, generation=2, rebalances=4, last_rebalance_at=1.0,
+                             last_cause="member-joined")
+    group = render_group(snapshot, tracking, "tansu")
+    assert group["rebalances"] == 4
+    assert group["generation"] == 2
+    assert group["brokerProfile"] == "tansu"
+    assert group["sources"] == {
+        "assignment": "member-reports",
+        "generation": "member-reports",
+        "lag": "member-reports",
+        "members": "member-reports",
+        "state": "broker",
+    }
+    assert group["lastRebalanceTime"] == "1970-01-01T00:00:01Z"
