@@ -1,0 +1,30 @@
+"""One lab (broker, API emulator, operator) shared by the end-to-end tests of a module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from rebalancer.lab.running import Lab, LabConfig
+from tests.e2e.support import free_port
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    config = LabConfig(
+        state_dir=tmp_path_factory.mktemp("lab"),
+        broker_port=free_port(),
+        api_port=free_port(),
+        reports_port=free_port(),
+        consumers=2,
+        partitions=6,
+        start_spread_seconds=0.2,
+    )
+    running = Lab(config)
+    try:
+        running.start(fleet=False)
+        yield running
+    finally:
+        running.stop()
+

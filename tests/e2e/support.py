@@ -1,0 +1,133 @@
+"""Helpers of the end-to-end tests: kubectl, polling, resource builders."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+from kubernetes import client
+
+from rebalancer.lab.running import Lab, LabConfig
+
+T = TypeVar("T")
+KUBECTL = shutil.which("kubectl")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+
+def kubectl(lab: Lab, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed")
+    result = subprocess.run(
+        [KUBECTL, "--kubeconfig", str(lab.kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
+    return result.stdout + result.stderr
+
+
+def apply(lab: Lab, *documents: dict[str, Any]) -> str:
+    return kubectl(lab, "apply", "-f", "-", stdin=yaml.safe_dump_all(documents))
+
+
+def eventually(probe: Callable[[], T | None], timeout: float, what: str, every: float = 0.5) -> T:
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            value = probe()
+        except (AssertionError, client.ApiException) as error:
+            value, last = None, error
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last}")
+
+
+def get_cg(lab: Lab, name: str, namespace: str = "default") -> dict[str, Any]:
+    assert lab.api_client is not None
+    body = client.CustomObjectsApi(lab.api_client).get_namespaced_custom_object(
+        "rebalancer.dev", "v1alpha1", namespace, "consumergroups", name
+    )
+    return dict(body)
+
+
+def condition(body: dict[str, Any], kind: str) -> dict[str, Any]:
+    for item in (body.get("status") or {}).get("conditions") or []:
+        if item.get("type") == kind:
+            return dict(item)
+    return {}
+
+
+def events_for(lab: Lab, name: str, namespace: str = "default") -> list[dict[str, Any]]:
+    out = kubectl(lab, "get", "events", "-n", namespace, "-o", "json")
+    items = json.loads(out[: out.rindex("}") + 1])["items"]
+    return [e for e in items if e["involvedObject"].get("name") == name]
+
+
+def consumer_group(
+    name: str, bootstrap: str, *, group_id: str | None = None, **spec: Any
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "rebalancer.dev/v1alpha1",
+        "kind": "ConsumerGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "groupId": group_id or name,
+            "kafka": {"bootstrapServers": [bootstrap]},
+            "subscription": {"topics": [name]},
+            "workload": {"kind": "StatefulSet", "name": f"{name}-consumer"},
+            "policy": {"observe": {"intervalSeconds": 2, "reportTtlSeconds": 20}},
+        },
+    }
+    body["spec"].update(spec)
+    return body
+
+
+def statefulset(name: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": 2,
+            "serviceName": name,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "consumer", "image": "consumer:1"}]},
+            },
+        },
+    }
+
+
+def consumer_log_generations(path: Path) -> set[int]:
+    """Generations a consumer process printed in its rebalance lines."""
+    found: set[int] = set()
+    if not path.exists():
+        return found
+    for line in path.read_text(errors="replace").splitlines():
+        for word in line.replace(",", " ").split():
+            if word.startswith("generation="):
+                value = word.split("=", 1)[1]
+                if value.lstrip("-").isdigit() and int(value) >= 0:
+                    found.add(int(value))
+    return found

@@ -1,0 +1,199 @@
+"""The operator, against the lab's broker and API emulator, reports real groups and rebalances."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rebalancer.lab.running import Lab
+from tests.e2e.support import (
+    apply,
+    condition,
+    consumer_group,
+    consumer_log_generations,
+    eventually,
+    events_for,
+    get_cg,
+    kubectl,
+    statefulset,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+def test_status_and_events_follow_real_rebalances(lab: Lab) -> None:
+    apply(lab, statefulset("orders-consumer"), consumer_group("orders", lab.bootstrap))
+    lab.start_producer()
+    first = lab.start_consumer(0)
+    second = lab.start_consumer(1)
+
+    def two_settled_members() -> dict[str, object] | None:
+        body = get_cg(lab, "orders")
+        group = body.get("status", {}).get("group", {})
+        ready = condition(body, "Ready")
+        if group.get("members") == 2 and ready.get("status") == "True":
+            return body
+        return None
+
+    body = eventually(two_settled_members, 90, "2 members, Ready")
+    group = body["status"]["group"]
+    assert group["state"] == "Stable"
+    assert group["assignedPartitions"] == group["totalPartitions"] == 6
+    assert group["sources"]["members"] == "member-reports"
+    assert group["sources"]["state"] == "broker"
+    assert body["status"]["observedGeneration"] == body["metadata"]["generation"]
+
+    # Every generation the consumers lived through on the broker is one Rebalance event.
+    seen_by_consumers = consumer_log_generations(first.log_path) | consumer_log_generations(
+        second.log_path
+    )
+    assert seen_by_consumers, "consumers printed no generation"
+
+    def rebalance_events_cover_generations() -> list[dict[str, object]] | None:
+        events = [e for e in events_for(lab, "orders") if e["reason"] == "Rebalance"]
+        messages = " ".join(str(e["message"]) for e in events)
+        if all(f"generation {g}:" in messages or f"generation {g};" in messages
+               for g in seen_by_consumers):
+            return events
+        return None
+
+    eventually(rebalance_events_cover_generations, 30, f"events for {seen_by_consumers}")
+    recorded = get_cg(lab, "orders")["status"]["group"]
+    assert recorded["rebalances"] >= len(seen_by_consumers)
+    assert recorded["generation"] == max(seen_by_consumers)
+
+    table = kubectl(lab, "get", "consumergroups")
+    header, row = table.splitlines()[0], table.splitlines()[1]
+    for column in ("NAME", "GROUP", "STATE", "MEMBERS", "GENERATION", "READY", "AGE"):
+        assert column in header
+    assert row.split()[:6] == ["orders", "orders", "Stable", "2", str(max(seen_by_consumers)),
+                               "True"]
+
+    # A member leaves cleanly: one more rebalance, caused by member-left, and one member.
+    before = recorded["rebalances"]
+    second.stop()
+
+    def one_member() -> dict[str, object] | None:
+        status = get_cg(lab, "orders")["status"]
+        return status if status["group"]["members"] == 1 else None
+
+    status = eventually(one_member, 60, "the group to shrink to 1 member")
+    eventually(
+        lambda: get_cg(lab, "orders")["status"]["group"]["rebalances"] > before,
+        30,
+        "a rebalance after the member left",
+    )
+    causes = [str(e["message"]) for e in events_for(lab, "orders") if e["reason"] == "Rebalance"]
+    assert any("member-left" in message for message in causes), causes
+    assert status["group"]["memberDetails"][0]["host"] == "orders-consumer-0"
+
+    # History has one record per detected rebalance.
+    history = list((lab.config.state_dir / "history").glob("date=*/namespace=default/*.jsonl"))
+    lines = [line for path in history for line in path.read_text().splitlines() if line]
+    assert len(lines) >= before + 1
+
+    # Deleting the ConsumerGroup leaves the workload alone.
+    kubectl(lab, "delete", "consumergroup", "orders", "--wait=true", "--timeout=30s")
+    assert "orders-consumer" in kubectl(lab, "get", "statefulsets")
+    time.sleep(1)
+    assert first.running, "deleting the ConsumerGroup must not touch the consumers"
+
+
+def test_unreachable_kafka_is_degraded_and_named(lab: Lab) -> None:
+    apply(lab, consumer_group("nowhere", "127.0.0.1:1"))
+
+    def degraded() -> dict[str, object] | None:
+        found = condition(get_cg(lab, "nowhere"), "Degraded")
+        return found if found.get("status") == "True" else None
+
+    found = eventually(degraded, 60, "Degraded on an unreachable cluster")
+    assert found["reason"] == "KafkaUnreachable"
+    assert "127.0.0.1:1" in str(found["message"])
+    warnings = [e for e in events_for(lab, "nowhere") if e["type"] == "Warning"]
+    assert any(e["reason"] == "KafkaUnreachable" for e in warnings)
+    assert lab.operator is not None and lab.operator.running
+    kubectl(lab, "delete", "consumergroup", "nowhere", "--wait=true", "--timeout=30s")
+
+
+def test_missing_secret_is_degraded_and_then_recovers(lab: Lab) -> None:
+    body = consumer_group("secured", lab.bootstrap)
+    body["spec"]["kafka"]["sasl"] = {
+        "mechanism": "PLAIN",
+        "usernameSecretRef": {"name": "kafka-creds", "key": "username"},
+        "passwordSecretRef": {"name": "kafka-creds", "key": "password"},
+    }
+    apply(lab, body)
+
+    def degraded() -> dict[str, object] | None:
+        found = condition(get_cg(lab, "secured"), "Degraded")
+        return found if found.get("reason") == "SecretNotFound" else None
+
+    found = eventually(degraded, 60, "SecretNotFound")
+    assert "default/kafka-creds" in str(found["message"])
+    assert "spec.kafka.sasl.usernameSecretRef" in str(found["message"])
+    secret_value = "s3cr3t-planted-value"
+    apply(
+        lab,
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "kafka-creds", "namespace": "default"},
+            "stringData": {"username": "reader", "password": secret_value},
+        },
+    )
+
+    def moved_on() -> dict[str, object] | None:
+        found = condition(get_cg(lab, "secured"), "Degraded")
+        return found if found.get("reason") != "SecretNotFound" else None
+
+    eventually(moved_on, 90, "the operator to read the new Secret")
+    everything = kubectl(lab, "get", "consumergroup", "secured", "-o", "yaml")
+    everything += kubectl(lab, "get", "events", "-o", "yaml")
+    assert lab.operator is not None
+    everything += lab.operator.log_path.read_text(errors="replace")
+    assert secret_value not in everything
+    kubectl(lab, "delete", "consumergroup", "secured", "--wait=true", "--timeout=30s")
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"groupId": None}, "spec.groupId"),
+        ({"kafka": {"bootstrapServers": "k:9092"}}, "spec.kafka.bootstrapServers"),
+        ({"kafka": {"bootstrapServers": ["k:9092"], "requestTimeoutSeconds": 0}},
+         "spec.kafka.requestTimeoutSeconds"),
+        ({"workload": {"kind": "DaemonSet", "name": "x"}}, "spec.workload.kind"),
+        ({"subscription": {"topics": ["a"], "pattern": "a.*"}}, "spec.subscription"),
+        ({"policy": {"observe": {"intervalSeconds": "often"}}}, "spec.policy.observe.intervalSeconds"),
+    ],
+)
+def test_schema_rejects_bad_resources_naming_the_field(
+    lab: Lab, change: dict[str, object], field: str
+) -> None:
+    body = consumer_group("bad", lab.bootstrap)
+    for key, value in change.items():
+        if value is None:
+            body["spec"].pop(key)
+        else:
+            body["spec"][key] = value
+    import yaml
+
+    out = kubectl(lab, "apply", "-f", "-", stdin=yaml.safe_dump(body), check=False)
+    assert "is invalid" in out, out
+    assert field in out, out
+
+
+def test_operator_reports_what_the_schema_cannot_check(lab: Lab) -> None:
+    apply(lab, consumer_group("backtracking", lab.bootstrap, subscription={"pattern": "(a+)+$"}))
+
+    def invalid() -> dict[str, object] | None:
+        found = condition(get_cg(lab, "backtracking"), "Degraded")
+        return found if found.get("reason") == "InvalidSpec" else None
+
+    found = eventually(invalid, 30, "InvalidSpec")
+    assert "spec.subscription.pattern" in str(found["message"])
+    assert "fix:" in str(found["message"])
+    warnings = [e for e in events_for(lab, "backtracking") if e["reason"] == "InvalidSpec"]
+    assert warnings and warnings[0]["type"] == "Warning"
+    kubectl(lab, "delete", "consumergroup", "backtracking", "--wait=true", "--timeout=30s")
