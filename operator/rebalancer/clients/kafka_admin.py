@@ -1,0 +1,325 @@
+"""The Kafka admin gateway: one confluent-kafka AdminClient per cluster, awaited from asyncio.
+
+Every admin call returns concurrent futures resolved on librdkafka's threads; the gateway wraps
+them for asyncio and bounds them in time, so an unreachable cluster costs the operator seconds,
+not minutes. Failures surface as KafkaUnavailable or KafkaRequestFailed with a readable message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from rebalancer.clients.kafka_config import build_client_config, redacted
+from rebalancer.clients.kafka_errors import (
+    UNREACHABLE_CODES,
+    ConnectionWatch,
+    KafkaGatewayError,
+    KafkaRequestFailed,
+    KafkaUnavailable,
+    error_code,
+    request_failed,
+    unreachable_message,
+)
+from rebalancer.clients.kafka_reading import (
+    cluster_profile_hint,
+    group_profile_hint,
+    read_cluster,
+    read_group,
+    read_offsets,
+    read_topics,
+)
+from rebalancer.structs.brokers import (
+    BrokerGroupView,
+    BrokerProfile,
+    ClusterView,
+    CommittedOffsets,
+    cluster_key,
+)
+
+__all__ = [
+    "AdminGateway",
+    "AdminPool",
+    "KafkaGatewayError",
+    "KafkaRequestFailed",
+    "KafkaUnavailable",
+    "build_client_config",
+    "cluster_key",
+]
+
+logger = logging.getLogger(__name__)
+LIBRDKAFKA_LOGGER_NAME = "rebalancer.kafka.librdkafka"
+
+# librdkafka's defaults wait 30 s to connect and 60 s per request; an operator that watches many
+# groups must learn about a dead cluster much sooner. Callers' own values win.
+FAST_FAILURE_DEFAULTS: Mapping[str, str] = {
+    "client.id": "rebalancer-admin",
+    "socket.connection.setup.timeout.ms": "5000",
+    "socket.timeout.ms": "10000",
+    "reconnect.backoff.ms": "200",
+    "reconnect.backoff.max.ms": "2000",
+    "retry.backoff.max.ms": "1000",
+}
+# After librdkafka says every broker is down, give one reconnect a chance before giving up.
+UNREACHABLE_GRACE_S = 1.5
+# A connection error this old still explains a timeout on a later request.
+CAUSE_MEMORY_S = 60.0
+_WAIT_STEP_S = 0.1
+
+
+class _RepeatFilter(logging.Filter):
+    """librdkafka retries a dead broker every second and logs each try; keep one per minute."""
+
+    _AFTER = re.compile(
+        r"\s*\(after \d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)"
+    )
+
+    def __init__(self, window_s: float = 60.0, max_keys: int = 1000) -> None:
+        super().__init__()
+        self.window_s = window_s
+        self.max_keys = max_keys
+        self._seen: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        key = self._AFTER.sub("", record.getMessage())
+        now = time.monotonic()
+        with self._lock:
+            last = self._seen.get(key)
+            if last is not None and now - last < self.window_s:
+                return False
+            if len(self._seen) >= self.max_keys:
+                self._seen.clear()
+            self._seen[key] = now
+        return True
+
+
+librdkafka_logger = logging.getLogger(LIBRDKAFKA_LOGGER_NAME)
+librdkafka_logger.addFilter(_RepeatFilter())
+
+
+class AdminGateway:
+    """One AdminClient, its log and error callbacks served by a small thread of its own."""
+
+    def __init__(self, config: Mapping[str, str], *, request_timeout: float | None = None) -> None:
+        settings = {**FAST_FAILURE_DEFAULTS, **config}
+        self.bootstrap = settings.get("bootstrap.servers", "(no bootstrap servers)")
+        self.request_timeout = request_timeout or float(settings["socket.timeout.ms"]) / 1000
+        self._setup_timeout = float(settings["socket.connection.setup.timeout.ms"]) / 1000
+        self._watch = ConnectionWatch()
+        self._group_profile: BrokerProfile | None = None
+        self._cluster_profile: BrokerProfile | None = None
+        client_config: dict[str, Any] = dict(settings)
+        client_config["logger"] = librdkafka_logger
+        client_config["error_cb"] = self._on_error
+        try:
+            self._admin: Any = AdminClient(client_config)
+        except Exception as error:
+            _, text, _ = error_code(error)
+            raise KafkaRequestFailed(
+                f"the Kafka client settings for {self.bootstrap} are not valid: {text}"
+            ) from None
+        logger.debug("Kafka admin client for %s: %s", self.bootstrap, redacted(settings))
+        self._closed = threading.Event()
+        self._metadata_pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=2, thread_name_prefix="kafka-metadata"
+        )
+        # Logs and error callbacks are queued until someone polls; nothing else polls an admin.
+        self._poller = threading.Thread(target=self._serve, name="kafka-admin-poll", daemon=True)
+        self._poller.start()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"AdminGateway({self.bootstrap!r}, {state})"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    @property
+    def profile(self) -> BrokerProfile | None:
+        """The broker implementation as far as answers so far tell (group evidence first)."""
+        return self._group_profile or self._cluster_profile
+
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            try:
+                self._admin.poll(0.2)
+            except Exception:  # a failing log handler must not stop error reporting
+                logger.exception("serving Kafka admin callbacks failed")
+                time.sleep(0.2)
+
+    def _on_error(self, error: Any) -> None:
+        fatal = error.fatal() if callable(getattr(error, "fatal", None)) else False
+        self._watch.record(str(error.name()), str(error.str()), bool(fatal))
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._poller.join(timeout=2)
+        self._metadata_pool.shutdown(wait=False, cancel_futures=True)
+        # Dropping the last reference destroys the librdkafka handle and its threads.
+        self._admin = None
+
+    def _check_open(self) -> Any:
+        admin = self._admin
+        if admin is None or self._closed.is_set():
+            raise KafkaUnavailable(f"the Kafka connection to {self.bootstrap} is closed")
+        return admin
+
+    def _unreachable(self, started: float, waited: float) -> KafkaUnavailable:
+        cause = self._watch.cause(since=started - CAUSE_MEMORY_S)
+        return KafkaUnavailable(
+            unreachable_message(self.bootstrap, cause, round(waited, 1), self._setup_timeout)
+        )
+
+    def _translate(self, error: Exception, operation: str, started: float) -> KafkaGatewayError:
+        code, text, retriable = error_code(error)
+        if code in UNREACHABLE_CODES:
+            return self._unreachable(started, time.monotonic() - started)
+        return KafkaRequestFailed(
+            request_failed(operation, code, text), code=code, retriable=retriable
+        )
+
+    async def _await(self, future: concurrent.futures.Future[Any], operation: str) -> Any:
+        started = time.monotonic()
+        # librdkafka's own request timeout should fire first and say more; this is the backstop.
+        deadline = started + self.request_timeout + 2.0
+        waiting = asyncio.wrap_future(future)
+        try:
+            while not waiting.done():
+                now = time.monotonic()
+                down = self._watch.down_since()
+                if down is not None and now - max(down, started) >= UNREACHABLE_GRACE_S:
+                    raise self._unreachable(started, now - started)
+                if now >= deadline:
+                    raise self._unreachable(started, now - started)
+                await asyncio.wait({waiting}, timeout=min(_WAIT_STEP_S, deadline - now))
+        except BaseException:
+            waiting.cancel()
+            raise
+        try:
+            result = waiting.result()
+        except Exception as error:
+            raise self._translate(error, operation, started) from None
+        self._watch.note_success()
+        return result
+
+    async def describe_cluster(self) -> ClusterView:
+        admin = self._check_open()
+        future = admin.describe_cluster(request_timeout=self.request_timeout)
+        view = read_cluster(await self._await(future, "describing the cluster"))
+        self._cluster_profile = cluster_profile_hint(view.cluster_id) or self._cluster_profile
+        return view
+
+    async def describe_group(self, group_id: str) -> BrokerGroupView:
+        admin = self._check_open()
+        futures = admin.describe_consumer_groups([group_id], request_timeout=self.request_timeout)
+        description = await self._await(futures[group_id], f"describing group {group_id!r}")
+        self._group_profile = group_profile_hint(description) or self._group_profile
+        return read_group(description)
+
+    async def committed_offsets(self, group_id: str) -> CommittedOffsets:
+        admin = self._check_open()
+        request = [ConsumerGroupTopicPartitions(group_id)]
+        futures = admin.list_consumer_group_offsets(request, request_timeout=self.request_timeout)
+        result = await self._await(
+            futures[group_id], f"reading committed offsets of group {group_id!r}"
+        )
+        return read_offsets(group_id, result)
+
+    async def list_topics(self) -> dict[str, int]:
+        """Topic name to partition count, Kafka's internal topics left out."""
+        admin = self._check_open()
+        # Metadata has no future-returning call; run the blocking one off the event loop.
+        future = self._metadata_pool.submit(admin.list_topics, timeout=self.request_timeout)
+        metadata = await self._await(future, "listing topics")
+        self._cluster_profile = cluster_profile_hint(metadata.cluster_id) or self._cluster_profile
+        return read_topics(metadata)
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int = -1) -> bool:
+        """Create a topic; False if it already existed. -1 takes the broker's replication."""
+        if partitions < 1:
+            raise ValueError(f"a topic needs at least one partition, not {partitions}")
+        admin = self._check_open()
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor)
+        futures = admin.create_topics(
+            [topic], request_timeout=self.request_timeout, operation_timeout=self.request_timeout
+        )
+        try:
+            await self._await(futures[name], f"creating topic {name!r}")
+        except KafkaRequestFailed as error:
+            if error.code == "TOPIC_ALREADY_EXISTS":
+                return False
+            raise
+        return True
+
+
+@dataclass
+class _Lease:
+    gateway: AdminGateway
+    users: int
+
+
+class AdminPool:
+    """Shares one AdminGateway per cluster key; the last release closes it.
+
+    A key (see cluster_key) names the cluster and identity, so the first acquirer's config is
+    the one used; later acquirers with the same key share it.
+    """
+
+    def __init__(self, factory: Callable[[Mapping[str, str]], AdminGateway] = AdminGateway) -> None:
+        self._factory = factory
+        self._leases: dict[str, _Lease] = {}
+        self._lock = threading.Lock()
+
+    def acquire(self, key: str, config: Mapping[str, str]) -> AdminGateway:
+        with self._lock:
+            lease = self._leases.get(key)
+            if lease is None or lease.gateway.closed:
+                lease = self._leases[key] = _Lease(self._factory(config), 0)
+                logger.info("connected a Kafka admin client for %s", key.split("|", 1)[0])
+            lease.users += 1
+            return lease.gateway
+
+    def release(self, key: str) -> None:
+        with self._lock:
+            lease = self._leases.get(key)
+            if lease is None:
+                return
+            lease.users -= 1
+            if lease.users > 0:
+                return
+            del self._leases[key]
+        lease.gateway.close()
+        logger.info("closed the Kafka admin client for %s", key.split("|", 1)[0])
+
+    def users(self, key: str) -> int:
+        with self._lock:
+            lease = self._leases.get(key)
+            return lease.users if lease is not None else 0
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return sorted(self._leases)
+
+    def close_all(self) -> None:
+        with self._lock:
+            leases = list(self._leases.values())
+            self._leases.clear()
+        for lease in leases:
+            lease.gateway.close()

@@ -1,0 +1,151 @@
+"""confluent-kafka admin results read into the operator's own structs.
+
+Works on attribute names, not confluent classes, so it stays testable with simple stand-ins.
+Where brokers answer with something that cannot be true (Tansu answers the KIP-848
+ConsumerGroupDescribe for classic groups, with no members and a member id where the assignor
+belongs), the view says "not known" instead of passing the nonsense on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from rebalancer.structs.brokers import (
+    BrokerGroupView,
+    BrokerMember,
+    BrokerProfile,
+    ClusterView,
+    CommittedOffsets,
+    GroupProtocol,
+    GroupState,
+    TopicPartition,
+)
+
+_STATES = {
+    "UNKNOWN": GroupState.UNKNOWN,
+    "UNKOWN": GroupState.UNKNOWN,
+    "PREPARING_REBALANCING": GroupState.PREPARING_REBALANCE,
+    "PREPARING_REBALANCE": GroupState.PREPARING_REBALANCE,
+    "COMPLETING_REBALANCING": GroupState.COMPLETING_REBALANCE,
+    "COMPLETING_REBALANCE": GroupState.COMPLETING_REBALANCE,
+    "STABLE": GroupState.STABLE,
+    "DEAD": GroupState.DEAD,
+    "EMPTY": GroupState.EMPTY,
+    "ASSIGNING": GroupState.ASSIGNING,
+    "RECONCILING": GroupState.RECONCILING,
+}
+_PROTOCOLS = {"CLASSIC": GroupProtocol.CLASSIC, "CONSUMER": GroupProtocol.CONSUMER}
+# Client-generated member ids end in a UUID; no real assignor name does.
+_MEMBER_ID = re.compile(r"-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+# Kafka's own internal topics: never consumed by applications, so never part of a group's count.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def _enum_name(value: Any) -> str:
+    return str(getattr(value, "name", value)).upper()
+
+
+def read_state(value: Any) -> GroupState:
+    return _STATES.get(_enum_name(value), GroupState.UNKNOWN)
+
+
+def _partitions(assignment: Any) -> tuple[TopicPartition, ...]:
+    parts: Iterable[Any] = getattr(assignment, "topic_partitions", None) or ()
+    return tuple(sorted(TopicPartition(str(tp.topic), int(tp.partition)) for tp in parts))
+
+
+def read_member(member: Any) -> BrokerMember:
+    return BrokerMember(
+        member_id=str(member.member_id or ""),
+        client_id=str(member.client_id or ""),
+        host=str(member.host or "").lstrip("/"),
+        instance_id=getattr(member, "group_instance_id", None) or None,
+        partitions=_partitions(getattr(member, "assignment", None)),
+    )
+
+
+def read_group(description: Any) -> BrokerGroupView:
+    state = read_state(getattr(description, "state", None))
+    members = tuple(read_member(member) for member in description.members or ())
+    members_known = bool(members) or state in (GroupState.EMPTY, GroupState.DEAD)
+    reported_protocol = _PROTOCOLS.get(
+        _enum_name(getattr(description, "type", None)), GroupProtocol.UNKNOWN
+    )
+    # A classic answer can only come from DescribeGroups; a "consumer" answer without a single
+    # member proves nothing (Tansu gives it for every group).
+    trusted = bool(members) or reported_protocol is GroupProtocol.CLASSIC
+    protocol = reported_protocol if trusted else GroupProtocol.UNKNOWN
+    assignor = str(description.partition_assignor or "") or None
+    if assignor is not None and _MEMBER_ID.search(assignor):
+        assignor = None
+    coordinator = getattr(description, "coordinator", None)
+    coordinator_id = getattr(coordinator, "id", None)
+    return BrokerGroupView(
+        group_id=str(description.group_id),
+        state=state,
+        protocol=protocol,
+        assignor=assignor,
+        members=tuple(sorted(members, key=lambda member: (member.host, member.member_id))),
+        coordinator_id=int(coordinator_id) if coordinator_id is not None else None,
+        members_known=members_known,
+    )
+
+
+def group_profile_hint(description: Any) -> BrokerProfile | None:
+    """Tansu's tell: a live group described with no members and a member id as assignor."""
+    view = read_group(description)
+    raw_assignor = str(description.partition_assignor or "")
+    if not view.members_known and _MEMBER_ID.search(raw_assignor):
+        return BrokerProfile.TANSU
+    return None
+
+
+def read_cluster(result: Any) -> ClusterView:
+    controller = getattr(result, "controller", None)
+    controller_id = getattr(controller, "id", None)
+    nodes = getattr(result, "nodes", None) or ()
+    return ClusterView(
+        cluster_id=getattr(result, "cluster_id", None) or None,
+        broker_count=len(nodes),
+        controller_id=int(controller_id)
+        if controller_id is not None and controller_id >= 0
+        else None,
+    )
+
+
+_BASE64_UUID = re.compile(r"^[A-Za-z0-9_-]{22}$")
+
+
+def cluster_profile_hint(cluster_id: str | None) -> BrokerProfile | None:
+    """Guess the broker implementation from its cluster id (all ids below are defaults)."""
+    if not cluster_id:
+        return None
+    if "tansu" in cluster_id.lower():
+        return BrokerProfile.TANSU
+    if cluster_id.startswith("redpanda."):
+        return BrokerProfile.REDPANDA
+    if _BASE64_UUID.match(cluster_id):
+        return BrokerProfile.APACHE_KAFKA
+    return None
+
+
+def read_offsets(group_id: str, result: Any) -> CommittedOffsets:
+    offsets: dict[TopicPartition, int] = {}
+    for tp in getattr(result, "topic_partitions", None) or ():
+        # Partitions without a commit come back as OFFSET_INVALID (-1001); per-partition errors
+        # leave that partition out rather than failing the whole answer.
+        if getattr(tp, "error", None) is None and int(tp.offset) >= 0:
+            offsets[TopicPartition(str(tp.topic), int(tp.partition))] = int(tp.offset)
+    return CommittedOffsets.of(group_id, offsets)
+
+
+def read_topics(metadata: Any) -> dict[str, int]:
+    topics: dict[str, int] = {}
+    for name, topic in (getattr(metadata, "topics", None) or {}).items():
+        # A topic being created reports an error and no partitions yet: not there for us.
+        if name in INTERNAL_TOPICS or not topic.partitions:
+            continue
+        topics[str(name)] = len(topic.partitions)
+    return dict(sorted(topics.items()))
