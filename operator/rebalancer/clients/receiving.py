@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from rebalancer.metrics import metrics_handler
 from rebalancer.structs.reports import MemberReport, ReportBook, ReportInvalid, parse_report
 
 logger = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ def build_app(hub: ReportHub, token: str | None) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.router.add_post("/v1/reports", receive)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics_handler())
     return app
 
 
