@@ -77,6 +77,8 @@ class LabConsumer:
                 client_id=settings.properties.get("client.id", settings.host),
                 host=settings.host,
                 instance_id=settings.properties.get("group.instance.id"),
+                namespace=settings.namespace,
+                consumer_group=settings.consumer_group,
                 protocol=settings.protocol,
                 assignment_strategy=settings.strategy,
             )

@@ -55,6 +55,9 @@ class ConsumerSettings:
     record_file: Path | None = None
     report_url: str | None = None
     report_token: str | None = field(default=None, repr=False)
+    # Which ConsumerGroup resource the reports belong to, when the operator injected it.
+    namespace: str | None = None
+    consumer_group: str | None = None
     heartbeat_seconds: float = 5.0
     process_delay_ms: float = 0.0
 
@@ -163,6 +166,8 @@ def load_settings(
         record_file=Path(record) if record else None,
         report_url=report_url,
         report_token=env.get("REBALANCER_REPORT_TOKEN", "").strip() or None,
+        namespace=env.get("REBALANCER_NAMESPACE", "").strip() or None,
+        consumer_group=env.get("REBALANCER_CONSUMER_GROUP", "").strip() or None,
         heartbeat_seconds=heartbeat,
         process_delay_ms=_number(env, "PROCESS_DELAY_MS", 0.0),
     )
