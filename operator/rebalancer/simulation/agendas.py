@@ -1,0 +1,28 @@
+"""The simulator's clock: a queue of future events, earliest first, ties in a fixed order."""
+
+from __future__ import annotations
+
+import heapq
+
+from rebalancer.simulation.events import Event
+
+
+class Agenda:
+    """Events by (time, event order, insertion); insertion order keeps equal events FIFO."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, int, Event]] = []
+        self._inserted = 0
+
+    def schedule(self, at_ms: float, event: Event) -> None:
+        self._inserted += 1
+        heapq.heappush(self._heap, (at_ms, event.order, self._inserted, event))
+
+    def pop(self) -> tuple[float, Event] | None:
+        if not self._heap:
+            return None
+        at_ms, _, _, event = heapq.heappop(self._heap)
+        return at_ms, event
+
+    def __len__(self) -> int:
+        return len(self._heap)

@@ -1,0 +1,153 @@
+"""The simulator's events: what happens at one instant to a member or to the coordinator.
+
+`order` breaks ties between events at the same instant. The coordinator's timers and held
+responses go first, then assignment completions, then departures, then arrivals, then the
+members' own reactions. That order is a modelling choice where real brokers race; it is the one
+that reproduces the measured Tansu generation counts where an arrival coincides with the end of a
+held JoinGroup (see tansu_groups).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rebalancer.simulation.results import Cause
+from rebalancer.simulation.scenarios import Departure
+
+
+@dataclass(frozen=True)
+class JoinDeadline:
+    """A delayed join (InitialDelayedJoin or DelayedJoin) expires, unless `token` is stale."""
+
+    order: ClassVar[int] = 0
+    token: int
+
+
+@dataclass(frozen=True)
+class JoinAnswer:
+    """A held JoinGroup is answered (Tansu holds each one for a while)."""
+
+    order: ClassVar[int] = 0
+    consumer: int
+    incarnation: int
+
+
+@dataclass(frozen=True)
+class SyncDone:
+    """The leader's SyncGroup for `generation` is stored: the group becomes Stable."""
+
+    order: ClassVar[int] = 1
+    generation: int
+
+
+@dataclass(frozen=True)
+class Resync:
+    """A member that rejoined without a rebalance receives its stored assignment."""
+
+    order: ClassVar[int] = 1
+    consumer: int
+    incarnation: int
+
+
+@dataclass(frozen=True)
+class Assigned:
+    """A SyncGroup response reaches a member (Tansu answers each member's SyncGroup itself)."""
+
+    order: ClassVar[int] = 1
+    consumer: int
+    incarnation: int
+    generation: int
+    partitions: frozenset[int]
+
+
+@dataclass(frozen=True)
+class SessionCheck:
+    """The coordinator's heartbeat deadline for a member that may have stopped heartbeating."""
+
+    order: ClassVar[int] = 1
+    member_id: str
+
+
+@dataclass(frozen=True)
+class Depart:
+    order: ClassVar[int] = 2
+    consumer: int
+    departure: Departure
+
+
+@dataclass(frozen=True)
+class TopicCreated:
+    order: ClassVar[int] = 2
+
+
+@dataclass(frozen=True)
+class Start:
+    """A (new) process of a member starts and sends its first JoinGroup."""
+
+    order: ClassVar[int] = 3
+    consumer: int
+
+
+@dataclass(frozen=True)
+class JoinArrive:
+    """A JoinGroup reaches the coordinator; `with_topic` is the subscription it carries."""
+
+    order: ClassVar[int] = 3
+    consumer: int
+    incarnation: int
+    reason: Cause
+    with_topic: bool
+
+
+@dataclass(frozen=True)
+class HeartbeatNotice:
+    """A member's heartbeat after the group moved on: it learns it must rejoin."""
+
+    order: ClassVar[int] = 4
+    consumer: int
+    incarnation: int
+
+
+@dataclass(frozen=True)
+class Rejoin:
+    """A member decides to rejoin on its own (after revoking, or on a changed subscription)."""
+
+    order: ClassVar[int] = 4
+    consumer: int
+    incarnation: int
+    reason: Cause
+
+
+@dataclass(frozen=True)
+class MetadataRefresh:
+    """A member's periodic metadata refresh (metadata.max.age.ms) that can reveal a new topic."""
+
+    order: ClassVar[int] = 4
+    consumer: int
+    incarnation: int
+
+
+@dataclass(frozen=True)
+class Enforce:
+    """The operator makes one member rejoin to force a rebalance."""
+
+    order: ClassVar[int] = 4
+
+
+Event = (
+    JoinDeadline
+    | JoinAnswer
+    | SyncDone
+    | Resync
+    | Assigned
+    | SessionCheck
+    | Depart
+    | TopicCreated
+    | Start
+    | JoinArrive
+    | HeartbeatNotice
+    | Rejoin
+    | MetadataRefresh
+    | Enforce
+)

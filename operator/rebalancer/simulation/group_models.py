@@ -1,0 +1,278 @@
+"""What every broker profile shares: the run loop and the members' (clients') behaviour.
+
+The client side follows the Java consumer of Kafka 2.x-3.x (ConsumerCoordinator and
+AbstractCoordinator): a member learns of a rebalance from its next heartbeat response
+(REBALANCE_IN_PROGRESS), then rejoins; under an eager assignor it revokes everything before its
+JoinGroup (onJoinPrepare), under cooperative-sticky it keeps its partitions and, after the
+SyncGroup, revokes only those that moved and rejoins at once (KIP-429). A pattern-subscribed
+member whose subscription grew since its last JoinGroup rejoins (KAFKA-7126; the fix, apache/kafka
+PR #5408, refreshes metadata at the start of a rebalance). Subclasses model the coordinator.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from rebalancer.simulation.agendas import Agenda
+from rebalancer.simulation.consumers import Consumer, Phase
+from rebalancer.simulation.events import (
+    Depart,
+    Enforce,
+    Event,
+    HeartbeatNotice,
+    JoinArrive,
+    MetadataRefresh,
+    Rejoin,
+    Start,
+    TopicCreated,
+)
+from rebalancer.simulation.ledgers import Ledger
+from rebalancer.simulation.results import Cause, SimulationResult
+from rebalancer.simulation.scenarios import Assignor, DepartureKind, Scenario
+
+# Reasons to rejoin that change the member's JoinGroup metadata (subscription or, under
+# cooperative-sticky, owned partitions): a coordinator rebalances a Stable group for these.
+METADATA_CHANGES: frozenset[Cause] = frozenset(
+    {"metadata-change", "cooperative-follow-up", "enforced"}
+)
+
+# A scenario that has not settled after this many events is a modelling bug, not a workload.
+_MAX_EVENTS = 5_000_000
+
+
+class GroupModel(ABC):
+    """One run of one group on one broker profile."""
+
+    def __init__(self, scenario: Scenario, consumers: list[Consumer]) -> None:
+        self.scenario = scenario
+        self.settings = scenario.coordinator
+        self.consumers = consumers
+        self.agenda = Agenda()
+        self.ledger = Ledger(scenario.partitions, [consumer.name for consumer in consumers])
+        self.now_ms = 0.0
+        self.topic_exists = False
+        self.topic_partitions: tuple[int, ...] = ()
+        self.cooperative = all(c.settings.assignor == "cooperative-sticky" for c in consumers)
+        self.assignor = _group_assignor([c.settings.assignor for c in consumers])
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def run(self) -> SimulationResult:
+        for consumer in self.consumers:
+            self.agenda.schedule(consumer.start_ms, Start(consumer.index))
+            for departure in consumer.departures:
+                self.agenda.schedule(departure.at_ms, Depart(consumer.index, departure))
+        creation = self.scenario.topic_creation
+        if creation is not None:
+            self.agenda.schedule(creation.at_ms, TopicCreated())
+            if creation.notice == "enforced":
+                self.agenda.schedule(creation.at_ms, Enforce())
+        for _ in range(_MAX_EVENTS):
+            popped = self.agenda.pop()
+            if popped is None or popped[0] > self.scenario.horizon_ms:
+                break
+            at_ms, event = popped
+            self.ledger.advance(at_ms)
+            self.now_ms = at_ms
+            self.handle(event)
+        else:
+            raise RuntimeError("the simulation did not settle; is the scenario consistent?")
+        return self.ledger.result(self.now_ms)
+
+    def handle(self, event: Event) -> None:
+        match event:
+            case Start(consumer=index):
+                self.start(self.consumers[index])
+            case Depart(consumer=index, departure=departure):
+                self.depart(self.consumers[index], departure.kind, departure.restart_after_ms)
+            case JoinArrive(consumer=index, incarnation=incarnation, reason=reason):
+                consumer = self.consumers[index]
+                if self.is_current(consumer, incarnation):
+                    self.receive_join(consumer, reason, event.with_topic)
+            case HeartbeatNotice(consumer=index, incarnation=incarnation):
+                consumer = self.consumers[index]
+                consumer.notice_pending = False
+                if self.is_current(consumer, incarnation) and consumer.phase is Phase.STABLE:
+                    self.notice_by_heartbeat(consumer)
+            case Rejoin(consumer=index, incarnation=incarnation, reason=reason):
+                consumer = self.consumers[index]
+                if self.is_current(consumer, incarnation) and consumer.phase is Phase.STABLE:
+                    self.rejoin(consumer, reason)
+            case MetadataRefresh(consumer=index, incarnation=incarnation):
+                consumer = self.consumers[index]
+                if self.is_current(consumer, incarnation):
+                    self.refresh_metadata(consumer)
+            case TopicCreated():
+                self.create_topic()
+            case Enforce():
+                self.enforce()
+            case _:
+                self.handle_coordinator_event(event)
+
+    @staticmethod
+    def is_current(consumer: Consumer, incarnation: int) -> bool:
+        return consumer.alive and consumer.incarnation == incarnation
+
+    # -- the members -----------------------------------------------------------------------
+
+    def start(self, consumer: Consumer) -> None:
+        if consumer.alive:
+            return
+        self.ledger.note_start(self.now_ms)
+        consumer.alive = True
+        consumer.incarnation += 1
+        consumer.member_id = None
+        consumer.generation = -1
+        # A new process fetches metadata before it subscribes, so it sees the topic if it exists.
+        consumer.knows_topic = self.topic_exists
+        consumer.joined_with_topic = False
+        consumer.notice_pending = False
+        self.schedule_refresh(consumer)
+        consumer.phase = Phase.JOINING
+        self.send_join(consumer, "member-join")
+
+    def depart(
+        self, consumer: Consumer, kind: DepartureKind, restart_after_ms: float | None
+    ) -> None:
+        if consumer.alive:
+            last_contact_ms = (
+                consumer.last_heartbeat_ms(self.now_ms)
+                if consumer.phase in (Phase.STABLE, Phase.AWAITING_SYNC)
+                else self.now_ms
+            )
+            consumer.alive = False
+            consumer.incarnation += 1
+            self.ledger.lose_all(consumer)
+            consumer.phase = Phase.OFFLINE
+            self.on_departure(consumer, kind, last_contact_ms)
+        if restart_after_ms is not None:
+            self.agenda.schedule(self.now_ms + restart_after_ms, Start(consumer.index))
+
+    def send_join(self, consumer: Consumer, reason: Cause) -> None:
+        if self.topic_exists and self.refreshes_on_rejoin():
+            consumer.knows_topic = True
+        consumer.joined_with_topic = consumer.knows_topic
+        self.agenda.schedule(
+            self.now_ms + self.join_latency_ms(consumer),
+            JoinArrive(consumer.index, consumer.incarnation, reason, consumer.joined_with_topic),
+        )
+
+    def rejoin(self, consumer: Consumer, reason: Cause) -> None:
+        if not self.cooperative:
+            self.ledger.revoke(consumer, consumer.owned)
+        consumer.phase = Phase.JOINING
+        self.send_join(consumer, reason)
+
+    def rejoin_as_new_member(self, consumer: Consumer) -> None:
+        """UNKNOWN_MEMBER_ID: the coordinator forgot this member; its partitions are lost."""
+        self.ledger.lose_all(consumer)
+        consumer.member_id = None
+        consumer.phase = Phase.JOINING
+        self.send_join(consumer, "member-join")
+
+    def deliver(self, consumer: Consumer, partitions: frozenset[int], generation: int) -> None:
+        """A member receives its assignment (SyncGroup response) and reacts to it."""
+        revoked = consumer.owned - partitions
+        if revoked:
+            self.ledger.revoke(consumer, revoked)
+        self.ledger.hand_over(consumer, partitions)
+        consumer.phase = Phase.STABLE
+        consumer.generation = generation
+        consumer.heartbeat_anchor_ms = self.now_ms
+        if partitions & set(self.topic_partitions):
+            # The leader's choice adds assigned topics to the subscription and to the joined
+            # subscription alike, so an assigned member never rejoins for the topic.
+            consumer.knows_topic = consumer.joined_with_topic = True
+        if revoked and self.cooperative:
+            self.schedule_rejoin(consumer, "cooperative-follow-up")
+        elif consumer.knows_topic and not consumer.joined_with_topic:
+            self.schedule_rejoin(consumer, "metadata-change")
+
+    def schedule_rejoin(self, consumer: Consumer, reason: Cause) -> None:
+        self.agenda.schedule(self.now_ms, Rejoin(consumer.index, consumer.incarnation, reason))
+
+    def schedule_notice(self, consumer: Consumer) -> None:
+        if consumer.alive and consumer.phase is Phase.STABLE and not consumer.notice_pending:
+            consumer.notice_pending = True
+            self.agenda.schedule(
+                consumer.next_heartbeat_ms(self.now_ms),
+                HeartbeatNotice(consumer.index, consumer.incarnation),
+            )
+
+    def everyone_assigned(self, generation: int) -> bool:
+        return all(
+            consumer.phase is Phase.STABLE and consumer.generation == generation
+            for consumer in self.consumers
+            if consumer.alive
+        )
+
+    # -- the new topic (KAFKA-7126) --------------------------------------------------------
+
+    def create_topic(self) -> None:
+        creation = self.scenario.topic_creation
+        if creation is None or self.topic_exists:
+            return
+        first = self.scenario.partitions + len(self.topic_partitions)
+        self.topic_partitions = tuple(range(first, first + creation.partitions))
+        self.ledger.add_partitions(creation.partitions)
+        self.topic_exists = True
+        for consumer in self.consumers:
+            self.schedule_refresh(consumer)
+
+    def schedule_refresh(self, consumer: Consumer) -> None:
+        if self.topic_exists and consumer.alive and not consumer.knows_topic:
+            self.agenda.schedule(
+                consumer.first_refresh_at_or_after(self.now_ms),
+                MetadataRefresh(consumer.index, consumer.incarnation),
+            )
+
+    def refresh_metadata(self, consumer: Consumer) -> None:
+        consumer.knows_topic = True
+        if consumer.phase is Phase.STABLE and not consumer.joined_with_topic:
+            self.rejoin(consumer, "metadata-change")
+
+    def refreshes_on_rejoin(self) -> bool:
+        creation = self.scenario.topic_creation
+        return creation is not None and creation.notice in ("fixed", "enforced")
+
+    def enforce(self) -> None:
+        """The operator's lever: one member rejoins with changed metadata (see DESIGN.md)."""
+        for consumer in self.consumers:
+            if consumer.alive and consumer.phase is Phase.STABLE:
+                self.rejoin(consumer, "enforced")
+                return
+
+    def partitions_to_assign(self, any_member_has_topic: bool) -> list[int]:
+        partitions = list(range(self.scenario.partitions))
+        if any_member_has_topic:
+            # The leader fetches metadata for every topic any member subscribes to.
+            partitions.extend(self.topic_partitions)
+        return partitions
+
+    # -- the coordinator -------------------------------------------------------------------
+
+    def join_latency_ms(self, consumer: Consumer) -> float:
+        return self.settings.join_latency_ms
+
+    @abstractmethod
+    def receive_join(self, consumer: Consumer, reason: Cause, with_topic: bool) -> None: ...
+
+    @abstractmethod
+    def on_departure(self, consumer: Consumer, kind: DepartureKind, last_contact_ms: float) -> None:
+        """The member's process is gone: LeaveGroup, or silence until its session expires."""
+
+    @abstractmethod
+    def notice_by_heartbeat(self, consumer: Consumer) -> None:
+        """A Stable member heartbeats after the group moved on."""
+
+    @abstractmethod
+    def handle_coordinator_event(self, event: Event) -> None: ...
+
+
+def _group_assignor(assignors: list[Assignor]) -> Assignor:
+    """The protocol every member supports: cooperative only if all are, sticky if all can be."""
+    if all(assignor == "cooperative-sticky" for assignor in assignors):
+        return "cooperative-sticky"
+    if all(assignor in ("sticky", "cooperative-sticky") for assignor in assignors):
+        return "sticky"
+    return "round-robin"

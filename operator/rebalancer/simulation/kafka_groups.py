@@ -1,0 +1,370 @@
+"""Apache Kafka's classic group coordinator (and Redpanda's, which follows it), as implemented.
+
+Sources, apache/kafka, Kafka 2.x-3.x (core/src/main/scala/kafka/coordinator/group/):
+- GroupCoordinator.scala: handleJoinGroup / doJoinGroup (a Stable group rebalances for a JoinGroup
+  from the leader or with changed metadata, otherwise returns the current generation);
+  addMemberAndRebalance (`newMemberAdded` is set only while PreparingRebalance at generation 0);
+  prepareRebalance (an Empty group gets an InitialDelayedJoin of group.initial.rebalance.delay.ms
+  with `remaining = max(rebalanceTimeout - delay, 0)`, any other group a DelayedJoin of the
+  rebalance timeout, and the join is tried at once); tryCompleteJoin (all known members rejoined);
+  onCompleteJoin (dynamic members that did not rejoin are removed, static ones kept, then
+  initNextGeneration); doSyncGroup (the leader's SyncGroup makes the group Stable);
+  removeMemberAndUpdateGroup and onExpireHeartbeat (LeaveGroup and session expiry rebalance a
+  Stable or CompletingRebalance group); the KIP-345 branch of doUnknownJoinGroup (a static member
+  rejoining with a new process takes its old slot without a rebalance while Stable).
+- DelayedJoin.scala, InitialDelayedJoin: tryComplete is always false; on expiry, if a new member
+  joined during the delay and time remains, a further delay of `min(delay, remaining)` follows,
+  with `remaining` reduced by the delay just spent. The window therefore slides in whole steps and
+  never exceeds the rebalance timeout (the largest max.poll.interval.ms among members).
+- GroupMetadata.scala: states and transitions; rebalanceTimeoutMs is the members' maximum.
+- KIP-134 (the initial delay), KIP-345 (static membership: no LeaveGroup on shutdown, the slot is
+  kept for session.timeout.ms), KIP-394 (MEMBER_ID_REQUIRED; folded into the join latency),
+  KIP-429 (cooperative rebalancing), KAFKA-9801 (Kafka 2.5+: a static rejoin during
+  CompletingRebalance does rebalance).
+
+Two details differ across versions: the Java coordinator of Kafka 3.7+/4.0 (GroupMetadataManager)
+also lets the initial delay slide for a group that became Empty again (it checks the previous
+state instead of generation 0); and a member's heartbeats keep it alive while its JoinGroup is
+parked, so a member that crashes mid-rebalance is caught only by the rebalance timeout or by its
+session after the generation forms. Both are modelled as in the Scala coordinator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from rebalancer.simulation.assignors import assign_partitions
+from rebalancer.simulation.consumers import Consumer, Phase
+from rebalancer.simulation.events import Event, JoinDeadline, Resync, SessionCheck, SyncDone
+from rebalancer.simulation.group_models import METADATA_CHANGES, GroupModel
+from rebalancer.simulation.results import Cause
+from rebalancer.simulation.scenarios import DepartureKind, Scenario
+
+
+class _State(Enum):
+    EMPTY = "Empty"
+    PREPARING = "PreparingRebalance"
+    COMPLETING = "CompletingRebalance"
+    STABLE = "Stable"
+
+
+@dataclass
+class _Record:
+    """The coordinator's MemberMetadata."""
+
+    member_id: str
+    consumer: int
+    instance_id: str | None
+    session_timeout_ms: float
+    rebalance_timeout_ms: float
+    awaiting_join: bool = True
+    last_heartbeat_ms: float = 0.0
+    assignment: frozenset[int] = frozenset()
+    with_topic: bool = False
+
+
+class KafkaGroupModel(GroupModel):
+    """GroupCoordinator + GroupMetadata for one group."""
+
+    def __init__(self, scenario: Scenario, consumers: list[Consumer]) -> None:
+        super().__init__(scenario, consumers)
+        self.state = _State.EMPTY
+        self.generation = 0
+        self.members: dict[str, _Record] = {}
+        self.static_ids: dict[str, str] = {}
+        self.leader: str | None = None
+        self.new_member_added = False
+        self.join_token = 0
+        self.join_is_initial = False
+        self.join_delay_ms = 0.0
+        self.join_remaining_ms = 0.0
+
+    # -- JoinGroup -------------------------------------------------------------------------
+
+    def receive_join(self, consumer: Consumer, reason: Cause, with_topic: bool) -> None:
+        if consumer.member_id is None:
+            if consumer.instance_id is not None and consumer.instance_id in self.static_ids:
+                self.replace_static_member(consumer, with_topic)
+            else:
+                self.add_member(consumer, with_topic)
+            return
+        record = self.members.get(consumer.member_id)
+        if record is None or self.state is _State.EMPTY:
+            self.rejoin_as_new_member(consumer)
+            return
+        record.with_topic = with_topic
+        changed = reason in METADATA_CHANGES
+        match self.state:
+            case _State.PREPARING:
+                record.awaiting_join = True
+                self.try_complete_join()
+            case _State.COMPLETING if not changed:
+                # Same metadata: the member is simply told the pending generation again.
+                record.awaiting_join = False
+                consumer.phase = Phase.AWAITING_SYNC
+            case _State.STABLE if not changed and record.member_id != self.leader:
+                self.agenda.schedule(
+                    self.now_ms + self.settings.sync_latency_ms,
+                    Resync(consumer.index, consumer.incarnation),
+                )
+            case _:
+                record.awaiting_join = True
+                self.prepare_rebalance(reason)
+
+    def add_member(self, consumer: Consumer, with_topic: bool) -> None:
+        member_id = f"{consumer.name}#{consumer.incarnation}"
+        consumer.member_id = member_id
+        record = _Record(
+            member_id=member_id,
+            consumer=consumer.index,
+            instance_id=consumer.instance_id,
+            session_timeout_ms=consumer.settings.session_timeout_ms,
+            rebalance_timeout_ms=consumer.settings.max_poll_interval_ms,
+            last_heartbeat_ms=self.now_ms,
+            with_topic=with_topic,
+        )
+        if self.state is _State.PREPARING and self.generation == 0:
+            self.new_member_added = True
+        self.members[member_id] = record
+        if record.instance_id is not None:
+            self.static_ids[record.instance_id] = member_id
+        if self.leader is None:
+            self.leader = member_id
+        if self.state is _State.PREPARING:
+            self.try_complete_join()
+        else:
+            self.prepare_rebalance("initial-join" if self.state is _State.EMPTY else "member-join")
+
+    def replace_static_member(self, consumer: Consumer, with_topic: bool) -> None:
+        assert consumer.instance_id is not None
+        old_id = self.static_ids[consumer.instance_id]
+        record = self.members.pop(old_id)
+        record.member_id = f"{consumer.name}#{consumer.incarnation}"
+        record.consumer = consumer.index
+        record.with_topic = with_topic
+        record.last_heartbeat_ms = self.now_ms
+        self.members[record.member_id] = record
+        self.static_ids[consumer.instance_id] = record.member_id
+        if self.leader == old_id:
+            self.leader = record.member_id
+        consumer.member_id = record.member_id
+        match self.state:
+            case _State.STABLE:
+                # KIP-345: the new process takes over the slot and its stored assignment.
+                self.agenda.schedule(
+                    self.now_ms + self.settings.sync_latency_ms,
+                    Resync(consumer.index, consumer.incarnation),
+                )
+            case _State.COMPLETING:
+                record.awaiting_join = True
+                self.prepare_rebalance("member-rejoin")
+            case _:
+                record.awaiting_join = True
+                self.try_complete_join()
+
+    # -- the join phase --------------------------------------------------------------------
+
+    def prepare_rebalance(self, cause: Cause) -> None:
+        if self.state is _State.COMPLETING:
+            # The pending generation is abandoned; its members' SyncGroups fail and they rejoin.
+            self.ledger.close_rebalance(self.now_ms, completed=False)
+            for record in self.members.values():
+                consumer = self.live_consumer(record)
+                if consumer is not None and consumer.phase is Phase.AWAITING_SYNC:
+                    self.rejoin(consumer, "member-rejoin")
+        was_stable = self.state is _State.STABLE
+        if self.state is _State.EMPTY:
+            delay = self.settings.initial_rebalance_delay_ms
+            self.arm_join_timer(
+                initial=True,
+                delay_ms=delay,
+                remaining_ms=max(self.rebalance_timeout_ms() - delay, 0.0),
+            )
+        else:
+            self.arm_join_timer(initial=False, delay_ms=self.rebalance_timeout_ms())
+        self.state = _State.PREPARING
+        self.ledger.open_rebalance(cause, self.now_ms)
+        if was_stable:
+            for record in self.members.values():
+                consumer = self.live_consumer(record)
+                if consumer is not None:
+                    self.schedule_notice(consumer)
+        self.try_complete_join()
+
+    def arm_join_timer(self, *, initial: bool, delay_ms: float, remaining_ms: float = 0.0) -> None:
+        self.join_token += 1
+        self.join_is_initial = initial
+        self.join_delay_ms = delay_ms
+        self.join_remaining_ms = remaining_ms
+        self.agenda.schedule(self.now_ms + delay_ms, JoinDeadline(self.join_token))
+
+    def expire_join_timer(self) -> None:
+        if not self.join_is_initial:
+            self.complete_join()
+        elif self.new_member_added and self.join_remaining_ms != 0:
+            self.new_member_added = False
+            self.arm_join_timer(
+                initial=True,
+                delay_ms=min(self.settings.initial_rebalance_delay_ms, self.join_remaining_ms),
+                remaining_ms=max(self.join_remaining_ms - self.join_delay_ms, 0.0),
+            )
+        else:
+            self.complete_join()
+
+    def try_complete_join(self) -> None:
+        if (
+            self.state is _State.PREPARING
+            and not self.join_is_initial
+            and all(record.awaiting_join for record in self.members.values())
+        ):
+            self.complete_join()
+
+    def complete_join(self) -> None:
+        self.join_token += 1
+        for record in list(self.members.values()):
+            if not record.awaiting_join and record.instance_id is None:
+                self.remove_record(record)
+        joined = [record for record in self.members.values() if record.awaiting_join]
+        if self.members and not joined:
+            # Only absent static members are left: wait for them or their sessions.
+            self.arm_join_timer(initial=False, delay_ms=self.rebalance_timeout_ms())
+            return
+        self.generation += 1
+        if not self.members:
+            self.state = _State.EMPTY
+            self.ledger.form_generation(self.generation, ())
+            self.ledger.close_rebalance(self.now_ms, completed=True)
+            return
+        if self.leader not in {record.member_id for record in joined}:
+            self.leader = joined[0].member_id
+        self.state = _State.COMPLETING
+        for record in self.members.values():
+            record.awaiting_join = False
+            record.last_heartbeat_ms = self.now_ms
+            consumer = self.live_consumer(record)
+            if consumer is None:
+                self.agenda.schedule(
+                    self.now_ms + record.session_timeout_ms, SessionCheck(record.member_id)
+                )
+            else:
+                consumer.phase = Phase.AWAITING_SYNC
+                consumer.heartbeat_anchor_ms = self.now_ms
+        self.ledger.form_generation(self.generation, self.member_names())
+        self.agenda.schedule(self.now_ms + self.settings.sync_latency_ms, SyncDone(self.generation))
+
+    def complete_sync(self, generation: int) -> None:
+        if self.state is not _State.COMPLETING or generation != self.generation:
+            return
+        self.state = _State.STABLE
+        records = sorted(self.members.values(), key=self.name_of)
+        assignment = assign_partitions(
+            [self.name_of(record) for record in records],
+            self.partitions_to_assign(any(record.with_topic for record in records)),
+            self.assignor,
+            {self.name_of(record): record.assignment for record in records},
+        )
+        for record in records:
+            record.assignment = assignment.granted[self.name_of(record)]
+        self.ledger.close_rebalance(self.now_ms, completed=True)
+        for record in records:
+            consumer = self.live_consumer(record)
+            if consumer is not None and consumer.phase is Phase.AWAITING_SYNC:
+                self.deliver(consumer, record.assignment, self.generation)
+        self.ledger.note_stable(
+            self.now_ms, everyone_assigned=self.everyone_assigned(self.generation)
+        )
+
+    # -- leaving ---------------------------------------------------------------------------
+
+    def on_departure(self, consumer: Consumer, kind: DepartureKind, last_contact_ms: float) -> None:
+        record = self.members.get(consumer.member_id or "")
+        if record is None:
+            return
+        if kind == "leave" and record.instance_id is None:
+            self.remove_member_and_update(record, "member-leave")
+        elif not record.awaiting_join:
+            # A parked JoinGroup keeps the member alive; complete_join schedules its check.
+            record.last_heartbeat_ms = last_contact_ms
+            self.agenda.schedule(
+                last_contact_ms + record.session_timeout_ms, SessionCheck(record.member_id)
+            )
+
+    def check_session(self, member_id: str) -> None:
+        record = self.members.get(member_id)
+        if record is None or record.awaiting_join or self.live_consumer(record) is not None:
+            return
+        if record.last_heartbeat_ms + record.session_timeout_ms <= self.now_ms:
+            self.remove_member_and_update(record, "session-expiry")
+
+    def remove_member_and_update(self, record: _Record, cause: Cause) -> None:
+        self.remove_record(record)
+        if self.state in (_State.STABLE, _State.COMPLETING):
+            self.prepare_rebalance(cause)
+        else:
+            self.try_complete_join()
+
+    def remove_record(self, record: _Record) -> None:
+        del self.members[record.member_id]
+        if record.instance_id is not None:
+            self.static_ids.pop(record.instance_id, None)
+        if self.leader == record.member_id:
+            self.leader = next(iter(self.members), None)
+        consumer = self.live_consumer(record)
+        if consumer is not None:
+            # Still running (too slow for the rebalance timeout): its next heartbeat is refused.
+            self.schedule_notice(consumer)
+
+    # -- heartbeats and stored assignments -------------------------------------------------
+
+    def notice_by_heartbeat(self, consumer: Consumer) -> None:
+        if consumer.member_id not in self.members:
+            self.rejoin_as_new_member(consumer)
+        elif self.state is not _State.STABLE or consumer.generation != self.generation:
+            self.rejoin(consumer, "member-rejoin")
+
+    def resync(self, consumer: Consumer) -> None:
+        record = self.members.get(consumer.member_id or "")
+        if record is None:
+            self.rejoin_as_new_member(consumer)
+        elif self.state is _State.STABLE:
+            self.deliver(consumer, record.assignment, self.generation)
+            self.ledger.note_stable(
+                self.now_ms, everyone_assigned=self.everyone_assigned(self.generation)
+            )
+        else:
+            consumer.phase = Phase.JOINING
+            self.send_join(consumer, "member-rejoin")
+
+    def handle_coordinator_event(self, event: Event) -> None:
+        match event:
+            case JoinDeadline(token=token):
+                if token == self.join_token and self.state is _State.PREPARING:
+                    self.expire_join_timer()
+            case SyncDone(generation=generation):
+                self.complete_sync(generation)
+            case SessionCheck(member_id=member_id):
+                self.check_session(member_id)
+            case Resync(consumer=index, incarnation=incarnation):
+                consumer = self.consumers[index]
+                if self.is_current(consumer, incarnation):
+                    self.resync(consumer)
+            case _:
+                raise AssertionError(f"unexpected event for the Kafka coordinator: {event}")
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def rebalance_timeout_ms(self) -> float:
+        return max((record.rebalance_timeout_ms for record in self.members.values()), default=0.0)
+
+    def live_consumer(self, record: _Record) -> Consumer | None:
+        consumer = self.consumers[record.consumer]
+        if consumer.alive and consumer.member_id == record.member_id:
+            return consumer
+        return None
+
+    def name_of(self, record: _Record) -> str:
+        return self.consumers[record.consumer].name
+
+    def member_names(self) -> tuple[str, ...]:
+        return tuple(sorted(self.name_of(record) for record in self.members.values()))
