@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from tests.e2e.support import free_port
 
 from rebalancer.lab.running import Lab, LabConfig
-from tests.e2e.support import free_port
 
 
 @pytest.fixture(scope="module")
@@ -27,4 +27,3 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield running
     finally:
         running.stop()
-

@@ -7,7 +7,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,7 +15,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from rebalancer.lab.running import Lab, LabConfig
+from rebalancer.lab.running import Lab
 
 T = TypeVar("T")
 KUBECTL = shutil.which("kubectl")
@@ -27,7 +27,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-
 def kubectl(lab: Lab, *args: str, stdin: str | None = None, check: bool = True) -> str:
     if KUBECTL is None:
         pytest.skip("kubectl is not installed")
@@ -37,6 +36,7 @@ def kubectl(lab: Lab, *args: str, stdin: str | None = None, check: bool = True) 
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,
     )
     if check and result.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")

@@ -5,19 +5,19 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from rebalancer.lab.running import Lab
 from tests.e2e.support import (
     apply,
     condition,
     consumer_group,
     consumer_log_generations,
-    eventually,
     events_for,
+    eventually,
     get_cg,
     kubectl,
     statefulset,
 )
+
+from rebalancer.lab.running import Lab
 
 pytestmark = pytest.mark.e2e
 
@@ -53,8 +53,10 @@ def test_status_and_events_follow_real_rebalances(lab: Lab) -> None:
     def rebalance_events_cover_generations() -> list[dict[str, object]] | None:
         events = [e for e in events_for(lab, "orders") if e["reason"] == "Rebalance"]
         messages = " ".join(str(e["message"]) for e in events)
-        if all(f"generation {g}:" in messages or f"generation {g};" in messages
-               for g in seen_by_consumers):
+        if all(
+            f"generation {g}:" in messages or f"generation {g};" in messages
+            for g in seen_by_consumers
+        ):
             return events
         return None
 
@@ -67,8 +69,14 @@ def test_status_and_events_follow_real_rebalances(lab: Lab) -> None:
     header, row = table.splitlines()[0], table.splitlines()[1]
     for column in ("NAME", "GROUP", "STATE", "MEMBERS", "GENERATION", "READY", "AGE"):
         assert column in header
-    assert row.split()[:6] == ["orders", "orders", "Stable", "2", str(max(seen_by_consumers)),
-                               "True"]
+    assert row.split()[:6] == [
+        "orders",
+        "orders",
+        "Stable",
+        "2",
+        str(max(seen_by_consumers)),
+        "True",
+    ]
 
     # A member leaves cleanly: one more rebalance, caused by member-left, and one member.
     before = recorded["rebalances"]
@@ -161,11 +169,16 @@ def test_missing_secret_is_degraded_and_then_recovers(lab: Lab) -> None:
     [
         ({"groupId": None}, "spec.groupId"),
         ({"kafka": {"bootstrapServers": "k:9092"}}, "spec.kafka.bootstrapServers"),
-        ({"kafka": {"bootstrapServers": ["k:9092"], "requestTimeoutSeconds": 0}},
-         "spec.kafka.requestTimeoutSeconds"),
+        (
+            {"kafka": {"bootstrapServers": ["k:9092"], "requestTimeoutSeconds": 0}},
+            "spec.kafka.requestTimeoutSeconds",
+        ),
         ({"workload": {"kind": "DaemonSet", "name": "x"}}, "spec.workload.kind"),
         ({"subscription": {"topics": ["a"], "pattern": "a.*"}}, "spec.subscription"),
-        ({"policy": {"observe": {"intervalSeconds": "often"}}}, "spec.policy.observe.intervalSeconds"),
+        (
+            {"policy": {"observe": {"intervalSeconds": "often"}}},
+            "spec.policy.observe.intervalSeconds",
+        ),
     ],
 )
 def test_schema_rejects_bad_resources_naming_the_field(

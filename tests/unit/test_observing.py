@@ -19,8 +19,13 @@ from rebalancer.structs.snapshots import Source
 CONTEXT = EventContext("default", "orders", "orders", "k:9092")
 
 
-def member_report(host: str, generation: int, partitions: list[int], at: float,
-                  event: ReportEvent = ReportEvent.ASSIGNED) -> MemberReport:
+def member_report(
+    host: str,
+    generation: int,
+    partitions: list[int],
+    at: float,
+    event: ReportEvent = ReportEvent.ASSIGNED,
+) -> MemberReport:
     return MemberReport(
         group_id="orders",
         host=host,
@@ -38,8 +43,9 @@ def member_report(host: str, generation: int, partitions: list[int], at: float,
     )
 
 
-def view(state: GroupState, members: tuple[BrokerMember, ...] = (),
-         known: bool = False) -> BrokerGroupView:
+def view(
+    state: GroupState, members: tuple[BrokerMember, ...] = (), known: bool = False
+) -> BrokerGroupView:
     return BrokerGroupView("orders", state, GroupProtocol.CLASSIC, None, members, 1, known)
 
 
@@ -84,17 +90,13 @@ def test_each_reported_generation_is_one_rebalance_even_between_polls() -> None:
             book.add(member_report(host, generation, [0], at=float(generation)))
     reports = book.live_members(now=5.0, ttl=60.0)
     snapshot = combine_observation(view(GroupState.STABLE), reports, 1, now=5.0)
-    events, tracking = detect_rebalances(
-        tracking, snapshot, book.generations_after(-1), CONTEXT
-    )
+    events, tracking = detect_rebalances(tracking, snapshot, book.generations_after(-1), CONTEXT)
     assert [event.generation for event in events] == [1, 2, 3]
     assert tracking.rebalances == 3 and tracking.generation == 3
     assert events[-1].cause is RebalanceCause.MEMBER_JOINED
     assert events[-1].joined == ("a", "b", "c")
     assert events[0].detected_at == 1.0
-    again, tracking = detect_rebalances(
-        tracking, snapshot, book.generations_after(3), CONTEXT
-    )
+    again, tracking = detect_rebalances(tracking, snapshot, book.generations_after(3), CONTEXT)
     assert again == [] and tracking.rebalances == 3
 
 
@@ -143,8 +145,9 @@ def test_without_reports_broker_state_transitions_count() -> None:
 def test_render_group_names_sources_and_counts() -> None:
     reports = [member_report("a", 2, [0, 1], 1.0)]
     snapshot = combine_observation(view(GroupState.STABLE), reports, 2, now=1.0)
-    tracking = GroupTracking(since=0.0, generation=2, rebalances=4, last_rebalance_at=1.0,
-                             last_cause="member-joined")
+    tracking = GroupTracking(
+        since=0.0, generation=2, rebalances=4, last_rebalance_at=1.0, last_cause="member-joined"
+    )
     group = render_group(snapshot, tracking, "tansu")
     assert group["rebalances"] == 4
     assert group["generation"] == 2

@@ -22,7 +22,9 @@ class HistoryRecorder:
     def _path(self, event: RebalanceEvent) -> Path:
         assert self.root is not None
         day = datetime.datetime.fromtimestamp(event.detected_at, tz=datetime.UTC).date()
-        return self.root / f"date={day.isoformat()}" / f"namespace={event.namespace}" / "events.jsonl"
+        return (
+            self.root / f"date={day.isoformat()}" / f"namespace={event.namespace}" / "events.jsonl"
+        )
 
     def _write(self, events: list[RebalanceEvent]) -> None:
         for event in events:

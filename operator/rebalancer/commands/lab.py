@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         lab.start()
-        assert lab.api_client is not None and lab.kubeconfig is not None
+        api_client = lab.api_client
+        assert api_client is not None and lab.kubeconfig is not None
         console.print(
             f"[bold]Lab is up.[/bold] Try: kubectl --kubeconfig {lab.kubeconfig} get consumergroups"
         )
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
         def view() -> LabView:
             running = sum(1 for consumer in lab.consumers if consumer.running)
-            return read_view(lab.api_client, config.namespace, config.group_id, running)
+            return read_view(api_client, config.namespace, config.group_id, running)
 
         def expired() -> bool:
             return args.duration is not None and time.monotonic() - started > args.duration

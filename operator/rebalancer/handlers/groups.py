@@ -27,9 +27,10 @@ GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
 async def validate(
-    body: kopf.Body, namespace: str, name: str, memo: kopf.Memo, **_: Any
+    body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo, **_: Any
 ) -> None:
     deps: Dependencies = memo.deps
+    namespace = namespace or "default"
     status = dict(body.get("status") or {})
     generation = body.metadata.get("generation")
     try:
@@ -72,13 +73,14 @@ async def validate(
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
 async def observe(
     body: kopf.Body,
-    namespace: str,
+    namespace: str | None,
     name: str,
     memo: kopf.Memo,
     stopped: kopf.DaemonStopped,
     **_: Any,
 ) -> None:
     deps: Dependencies = memo.deps
+    namespace = namespace or "default"
     tracking = tracking_from_status(dict(body.get("status") or {}), since=time.time() - 1.0)
     observer = Observer(deps=deps, namespace=namespace, name=name, tracking=tracking)
     await observe_forever(observer, body, stopped)

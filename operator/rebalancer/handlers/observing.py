@@ -13,13 +13,9 @@ from typing import Any
 
 import kopf
 
-from rebalancer.clients.kafka_admin import (
-    AdminGateway,
-    KafkaRequestFailed,
-    KafkaUnavailable,
-    build_client_config,
-    cluster_key,
-)
+from rebalancer.clients.kafka_admin import AdminGateway
+from rebalancer.clients.kafka_config import build_client_config
+from rebalancer.clients.kafka_errors import KafkaRequestFailed, KafkaUnavailable
 from rebalancer.clients.patching import ResourceGone, patch_status, workload_exists
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
 from rebalancer.handlers.dependencies import Dependencies
@@ -32,7 +28,13 @@ from rebalancer.planning.statuses import (
     render_group,
     rfc3339,
 )
-from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType, merge_conditions
+from rebalancer.structs.brokers import cluster_key
+from rebalancer.structs.conditions import (
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    merge_conditions,
+)
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.specs import ConsumerGroupSpec, parse_spec
 
@@ -125,7 +127,9 @@ class Observer:
                 ConditionType.DEGRADED, ConditionStatus.TRUE, "WorkloadNotFound", message
             )
         profile = None if spec.kafka.profile.value == "auto" else spec.kafka.profile.value
-        group = render_group(snapshot, self.tracking, profile or gateway.profile)
+        if profile is None and gateway.profile is not None:
+            profile = gateway.profile.value
+        group = render_group(snapshot, self.tracking, profile)
         await self._write(body, conditions, {"group": group}, force=bool(events))
         if self.failures:
             kopf.info(body, reason="Recovered", message="the group is observed again")
@@ -181,9 +185,7 @@ def _without_clock(fields: Mapping[str, Any]) -> dict[str, Any]:
     return copied
 
 
-async def observe_forever(
-    observer: Observer, body: kopf.Body, stopped: kopf.DaemonStopped
-) -> None:
+async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.DaemonStopped) -> None:
     hub = observer.deps.hub
     spacing = observer.deps.settings.min_observe_spacing_seconds
     try:

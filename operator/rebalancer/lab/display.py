@@ -23,7 +23,7 @@ def read_view(
     api_client: client.ApiClient, namespace: str, name: str, consumers_running: int
 ) -> LabView:
     custom = client.CustomObjectsApi(api_client)
-    body = custom.get_namespaced_custom_object(
+    body: dict[str, Any] = custom.get_namespaced_custom_object(
         "rebalancer.dev", "v1alpha1", namespace, "consumergroups", name
     )
     status = body.get("status") or {}
@@ -79,9 +79,11 @@ def render(view: LabView, title: str) -> Group:
             value += f" / {group.get('totalPartitions', '?')}"
         overview.add_row(label, value + (f"  [dim]({source})[/dim]" if source else ""))
     for condition in view.conditions:
-        style = "green" if (condition.get("status") == "True") != (
-            condition.get("type") == "Degraded"
-        ) else "red"
+        style = (
+            "green"
+            if (condition.get("status") == "True") != (condition.get("type") == "Degraded")
+            else "red"
+        )
         overview.add_row(
             condition.get("type", ""),
             Text(f"{condition.get('status')} {condition.get('reason', '')}", style=style),
@@ -90,8 +92,12 @@ def render(view: LabView, title: str) -> Group:
     for column in ("host", "generation", "partitions", "source"):
         members.add_column(column)
     for member in group.get("memberDetails") or []:
-        members.add_row(*(str(member.get(column, "-")) for column in ("host", "generation",
-                                                                      "partitions", "source")))
+        members.add_row(
+            *(
+                str(member.get(column, "-"))
+                for column in ("host", "generation", "partitions", "source")
+            )
+        )
     events = Table(title="Recent events", expand=False)
     events.add_column("type")
     events.add_column("reason")

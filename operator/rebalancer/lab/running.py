@@ -1,4 +1,4 @@
-"""`rebalancer lab`: broker, API emulator, operator, an example fleet and a producer, on one machine."""
+"""`rebalancer lab`: broker, API emulator, operator, example fleet and producer on one machine."""
 
 from __future__ import annotations
 
@@ -190,7 +190,9 @@ def _client(kubeconfig: Path) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
-def _wait_for_discovery(api_client: client.ApiClient, crd: dict[str, Any], timeout: float = 10) -> None:
+def _wait_for_discovery(
+    api_client: client.ApiClient, crd: dict[str, Any], timeout: float = 10
+) -> None:
     group = crd["spec"]["group"]
     version = crd["spec"]["versions"][0]["name"]
     plural = crd["spec"]["names"]["plural"]

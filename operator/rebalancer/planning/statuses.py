@@ -76,8 +76,9 @@ def observed_conditions(snapshot: GroupSnapshot) -> list[Condition]:
             ConditionType.READY, ConditionStatus.FALSE, "PartitionsUnassigned", summary
         )
     else:
-        ready = Condition(ConditionType.READY, ConditionStatus.FALSE, f"Group{snapshot.state}",
-                          summary)
+        ready = Condition(
+            ConditionType.READY, ConditionStatus.FALSE, f"Group{snapshot.state}", summary
+        )
     progressing = Condition(
         ConditionType.PROGRESSING,
         ConditionStatus.TRUE if rebalancing else ConditionStatus.FALSE,

@@ -284,7 +284,9 @@ def _parse_kafka(reader: _Reader, raw: Mapping[str, object]) -> KafkaSpec | None
         tpath = f"{path}.tls"
         ca = None
         if tls_raw.get("caSecretRef") is not None:
-            ca = _secret_ref(reader, tls_raw["caSecretRef"], f"{tpath}.caSecretRef", "key", "ca.crt")
+            ca = _secret_ref(
+                reader, tls_raw["caSecretRef"], f"{tpath}.caSecretRef", "key", "ca.crt"
+            )
         cert = key = None
         if tls_raw.get("clientCertSecretRef") is not None:
             cpath = f"{tpath}.clientCertSecretRef"
@@ -350,7 +352,9 @@ def _parse_subscription(reader: _Reader, raw: Mapping[str, object]) -> Subscript
         return None
     trouble = check_pattern(pattern)
     if trouble is not None:
-        reader.fail(f"{path}.pattern", trouble, "write a simple regular expression like orders\\..*")
+        reader.fail(
+            f"{path}.pattern", trouble, "write a simple regular expression like orders\\..*"
+        )
         return None
     return SubscriptionSpec(pattern=pattern)
 
