@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from rebalancer.clients.reporting import MemberReporter, build_report_body
-from rebalancer.clients.reporting import MemberIdentity
+from rebalancer.clients.reporting import MemberIdentity, MemberReporter, build_report_body
 from rebalancer.structs.brokers import TopicPartition
 from rebalancer.structs.reports import parse_report
 
@@ -60,7 +59,9 @@ class Sink:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
 
     @property
