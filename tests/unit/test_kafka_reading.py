@@ -168,6 +168,11 @@ def test_topics_leave_out_internal_and_partitionless_ones() -> None:
             "did not answer as Kafka within 3 s",
         ),
         (
+            "[thrd:127.0.0.1:5/bootstrap]: 127.0.0.1:5/bootstrap: Connect to ipv4#127.0.0.1:5 "
+            "failed: Connection refused (after 0ms in state CONNECT)",
+            "connection refused",
+        ),
+        (
             "b:9093/bootstrap: SSL handshake failed: error:0A000086:SSL routines::certificate "
             "verify failed (after 5ms in state SSL_HANDSHAKE)",
             "TLS handshake failed: SSL handshake failed",
@@ -183,3 +188,4 @@ def test_connection_problems_in_plain_words(text: str, phrase: str) -> None:
     described = describe_connection_problem(text, setup_timeout_s=3)
     assert phrase in described
     assert "after 0ms" not in described and "/bootstrap" not in described
+    assert "thrd:" not in described

@@ -111,6 +111,22 @@ librdkafka_logger = logging.getLogger(LIBRDKAFKA_LOGGER_NAME)
 librdkafka_logger.addFilter(_RepeatFilter())
 
 
+class _ClientLog:
+    """librdkafka's `logger`: forwards to Python logging and reads connection failures.
+
+    The error callback misses some causes (a connection setup timeout only says "all brokers
+    down"); the FAIL log line always names it.
+    """
+
+    def __init__(self, watch: ConnectionWatch) -> None:
+        self._watch = watch
+
+    def log(self, level: int, message: str, *args: object) -> None:
+        librdkafka_logger.log(level, message, *args)
+        if len(args) == 3 and args[0] == "FAIL":
+            self._watch.record("_TRANSPORT", str(args[2]))
+
+
 class AdminGateway:
     """One AdminClient, its log and error callbacks served by a small thread of its own."""
 
@@ -123,7 +139,7 @@ class AdminGateway:
         self._group_profile: BrokerProfile | None = None
         self._cluster_profile: BrokerProfile | None = None
         client_config: dict[str, Any] = dict(settings)
-        client_config["logger"] = librdkafka_logger
+        client_config["logger"] = _ClientLog(self._watch)
         client_config["error_cb"] = self._on_error
         try:
             self._admin: Any = AdminClient(client_config)

@@ -23,11 +23,11 @@ class KafkaGatewayError(Exception):
 
 
 # The names are the operator's vocabulary (conditions say KafkaUnreachable, KafkaRequestFailed).
-class KafkaUnavailable(KafkaGatewayError):  # noqa: N818
+class KafkaUnavailable(KafkaGatewayError):
     """The cluster could not be reached, or refused our identity."""
 
 
-class KafkaRequestFailed(KafkaGatewayError):  # noqa: N818
+class KafkaRequestFailed(KafkaGatewayError):
     """The cluster answered, and said no."""
 
     def __init__(self, message: str, *, code: str | None = None, retriable: bool = False) -> None:
@@ -77,7 +77,7 @@ _BROKER_WORDS: dict[str, str] = {
     "_INVALID_ARG": "the request was invalid",
 }
 
-_WHERE = re.compile(r"^\S+/(?:bootstrap|\d+|\w+): ")
+_WHERE = re.compile(r"^(?:\[thrd:[^\]]*\]: )?\S+/(?:bootstrap|\d+|\w+): ")
 _AFTER = re.compile(r"\s*\(after \d+ms in state \w+\)\s*$")
 
 

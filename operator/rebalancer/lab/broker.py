@@ -45,6 +45,23 @@ def free_port(host: str) -> int:
         return int(probe.getsockname()[1])
 
 
+def port_taken(host: str, port: int) -> bool:
+    # SO_REUSEADDR tolerates our own previous run's TIME_WAIT sockets on restart, but not a
+    # live listener.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+# Tansu does not exit non-zero when it cannot listen: a worker thread panics and the process
+# ends with code 0, possibly after another broker on the same port answered our probe.
+_START_FAILURES = ("Address in use", "AddrInUse", "panicked")
+
+
 def _tail(path: Path, lines: int = 15) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()
@@ -75,6 +92,7 @@ class TansuBroker:
         self._log_dir = Path(log_dir) if log_dir is not None else None
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
+        self._log_start = 0
         self._lock = threading.Lock()
         self.starts = 0
 
@@ -131,7 +149,10 @@ class TansuBroker:
             return self
 
     def _spawn_and_wait(self) -> None:
+        if port_taken(self.host, self.port):
+            raise BrokerStartError(f"cannot start Tansu: {self.bootstrap} is already in use")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._log_file = self.log_path.open("ab")
         self._log_file.write(f"--- starting {' '.join(self._command())}\n".encode())
         self._log_file.flush()
@@ -167,6 +188,11 @@ class TansuBroker:
                         f"Tansu exited with code {code} before answering on {self.bootstrap}; "
                         f"its log ({self.log_path}) ends:\n{_tail(self.log_path)}"
                     )
+                if self._failed_in_log():
+                    raise BrokerStartError(
+                        f"Tansu could not listen on {self.bootstrap}; its log ({self.log_path}) "
+                        f"ends:\n{_tail(self.log_path)}"
+                    )
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise BrokerStartError(
@@ -179,10 +205,20 @@ class TansuBroker:
                 except Exception:
                     time.sleep(0.05)
                     continue
-                if metadata.brokers:
+                if metadata.brokers and not self._failed_in_log():
                     return
+                time.sleep(0.05)
         finally:
             del probe
+
+    def _failed_in_log(self) -> bool:
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(self._log_start)
+                text = log.read().decode(errors="replace")
+        except OSError:
+            return False
+        return any(marker in text for marker in _START_FAILURES)
 
     def _terminate(self, grace: float = 5.0) -> None:
         process, self._process = self._process, None
