@@ -1,0 +1,319 @@
+"""The Helm chart renders valid, locked-down manifests for every combination of its options."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes_validate.utils import SchemaNotFoundError, latest_version
+from tests.chart.support import (
+    ALL_FEATURES,
+    CHART,
+    KUBE_VERSION,
+    NAMESPACED,
+    ROOT,
+    Helm,
+    Manifest,
+    by_kind,
+    only,
+)
+
+from rebalancer import __version__
+
+# Kinds of the Prometheus Operator: kubernetes-validate has no schema for them.
+UNVALIDATED_KINDS = {"ServiceMonitor", "PrometheusRule"}
+
+
+# The oldest Kubernetes the chart supports (Chart.yaml's kubeVersion) and the newest known.
+VERSIONS = (KUBE_VERSION, latest_version())
+
+
+def validate(manifests: list[Manifest]) -> set[str]:
+    """Validate each manifest strictly against Kubernetes' schemas; return kinds with none."""
+    unknown = set()
+    for manifest, version in itertools.product(manifests, VERSIONS):
+        try:
+            kubernetes_validate.validate(manifest, version, strict=True)
+        except SchemaNotFoundError:
+            unknown.add(manifest["kind"])
+        except kubernetes_validate.ValidationError as error:
+            path = ".".join(str(part) for part in error.path)
+            name = manifest.get("metadata", {}).get("name")
+            pytest.fail(f"{manifest['kind']} {name} ({version}): {path}: {error.message}")
+    return unknown
+
+
+def container(manifests: list[Manifest]) -> dict[str, Any]:
+    pod = only(manifests, "Deployment")["spec"]["template"]["spec"]
+    assert len(pod["containers"]) == 1
+    found: dict[str, Any] = pod["containers"][0]
+    return found
+
+
+def test_lint_is_clean(helm: Helm) -> None:
+    for values in ({}, ALL_FEATURES, NAMESPACED):
+        result = helm.run("lint", "--strict", str(CHART), "--values", "-", stdin=json.dumps(values))
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("values", [None, ALL_FEATURES, NAMESPACED], ids=["default", "all", "ns"])
+def test_manifests_pass_strict_kubernetes_validation(
+    helm: Helm, values: dict[str, Any] | None
+) -> None:
+    manifests = helm.render(values)
+    assert validate(manifests) <= UNVALIDATED_KINDS
+
+
+def test_validation_is_not_vacuous(helm: Helm) -> None:
+    manifests = helm.render()
+    container(manifests)["imagePullPolicyy"] = "Always"
+    with pytest.raises(pytest.fail.Exception, match="imagePullPolicyy"):
+        validate(manifests)
+
+
+def test_default_install(helm: Helm) -> None:
+    manifests = helm.render()
+    kinds = sorted(m["kind"] for m in manifests)
+    assert kinds == sorted(
+        [
+            "CustomResourceDefinition",
+            "ServiceAccount",
+            "ConfigMap",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Service",
+            "Deployment",
+        ]
+    )
+    deployment = only(manifests, "Deployment")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    main = container(manifests)
+    assert main["image"] == f"ghcr.io/rebalancer-dev/rebalancer:{__version__}"
+    assert main["command"] == ["rebalancer"]
+    assert main["args"] == [
+        "operator",
+        "--reports-host=0.0.0.0",
+        "--reports-port=8090",
+        "--liveness=http://0.0.0.0:8080/healthz",
+        "--log-level=INFO",
+        "--status-refresh-seconds=60",
+    ]
+    assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "liveness"}
+    assert main["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert {p["name"]: p["containerPort"] for p in main["ports"]} == {
+        "http": 8090,
+        "liveness": 8080,
+    }
+    assert "REBALANCER_REPORT_TOKEN_FILE" not in {e["name"] for e in main["env"]}
+    service = only(manifests, "Service")
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 8090, "targetPort": "http", "protocol": "TCP"}
+    ]
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    for manifest in manifests:
+        if manifest["kind"] not in {
+            "CustomResourceDefinition",
+            "ClusterRole",
+            "ClusterRoleBinding",
+        }:
+            assert manifest["metadata"]["namespace"] == "rebalancer", manifest["kind"]
+
+
+def test_pod_runs_locked_down(helm: Helm) -> None:
+    for values in (None, ALL_FEATURES, NAMESPACED):
+        manifests = helm.render(values)
+        pod = only(manifests, "Deployment")["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] != 0
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        security = container(manifests)["securityContext"]
+        assert security["readOnlyRootFilesystem"] is True
+        assert security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"] == {"drop": ["ALL"]}
+        resources = container(manifests)["resources"]
+        assert resources["requests"]["cpu"] and resources["requests"]["memory"]
+        assert resources["limits"]["memory"]
+        mounts = {m["mountPath"] for m in container(manifests)["volumeMounts"]}
+        assert "/tmp" in mounts
+
+
+def test_every_option_reaches_the_manifests(helm: Helm) -> None:
+    manifests = helm.render(ALL_FEATURES)
+    main = container(manifests)
+    assert main["image"] == "ghcr.io/rebalancer-dev/rebalancer@sha256:" + "0" * 64
+    assert "--history-dir=/var/lib/rebalancer/history" in main["args"]
+    assert "--log-level=DEBUG" in main["args"]
+    assert main["args"][-1] == "--status-refresh-seconds=30"
+    env = {e["name"]: e.get("value") for e in main["env"]}
+    assert env["REBALANCER_REPORT_TOKEN_FILE"] == "/etc/rebalancer/report-token/token"
+    assert env["TZ"] == "UTC"
+
+    secret = only(manifests, "Secret")
+    assert secret["metadata"]["name"] == "rebalancer-report-token"
+    assert len(secret["data"]["token"]) > 40
+    claim = only(manifests, "PersistentVolumeClaim")
+    assert claim["metadata"]["name"] == "rebalancer-history"
+    assert claim["spec"]["storageClassName"] == "fast"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    pod = only(manifests, "Deployment")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["report-token"]["secret"]["secretName"] == "rebalancer-report-token"
+    assert volumes["history"]["persistentVolumeClaim"]["claimName"] == "rebalancer-history"
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["imagePullSecrets"] == [{"name": "registry"}]
+
+    monitor = only(manifests, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == "http"
+    assert endpoint["path"] == "/metrics"
+    assert endpoint["honorLabels"] is True
+    service = only(manifests, "Service")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+
+    dashboards = only(manifests, "ConfigMap")
+    assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert dashboards["metadata"]["annotations"] == {"grafana_folder": "Kafka"}
+    shipped = (CHART / "dashboards" / "rebalancer.json").read_text(encoding="utf-8")
+    assert dashboards["data"]["rebalancer.json"] == shipped
+
+
+def test_given_secret_and_claim_are_used(helm: Helm) -> None:
+    manifests = helm.render(NAMESPACED)
+    assert not by_kind(manifests, "Secret")
+    assert not by_kind(manifests, "PersistentVolumeClaim")
+    assert not by_kind(manifests, "ServiceAccount")
+    pod = only(manifests, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "existing"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["report-token"]["secret"] == {
+        "secretName": "my-token",
+        "items": [{"key": "bearer", "path": "bearer"}],
+    }
+    assert volumes["history"]["persistentVolumeClaim"]["claimName"] == "my-history"
+    main = container(manifests)
+    env = {e["name"]: e.get("value") for e in main["env"]}
+    assert env["REBALANCER_REPORT_TOKEN_FILE"] == "/etc/rebalancer/report-token/bearer"
+    assert [a for a in main["args"] if a.startswith("--namespace")] == [
+        "--namespace=team-a",
+        "--namespace=team-b",
+    ]
+
+
+def test_optional_objects_can_be_switched_off(helm: Helm) -> None:
+    manifests = helm.render({"dashboards": {"enabled": False}, "rbac": {"create": False}})
+    assert {m["kind"] for m in manifests} == {
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "Service",
+        "Deployment",
+    }
+
+
+def test_schema_rejects_bad_values_clearly(helm: Helm) -> None:
+    cases = {
+        "replicaCount=two": "replicaCount: Invalid type. Expected: integer, given: string",
+        "replicaCount=2": "replicaCount: Must be less than or equal to 1",
+        "operator.logLevel=LOUD": "operator.logLevel must be one of the following",
+        "operator.watchNamespaces[0]=Team_A": "operator.watchNamespaces.0: Does not match pattern",
+        "serviceMonitor.interval=often": "serviceMonitor.interval: Does not match pattern",
+        "imagee.tag=1": "Additional property imagee is not allowed",
+    }
+    for setting, message in cases.items():
+        result = helm.template(None, "--set", setting)
+        assert result.returncode != 0, setting
+        assert "values don't meet the specifications of the schema" in result.stderr
+        assert message in result.stderr, (setting, result.stderr)
+
+
+def test_every_value_is_commented() -> None:
+    """A key is documented by a comment right above it or above one of its parents."""
+    lines = (CHART / "values.yaml").read_text(encoding="utf-8").splitlines()
+    documented: list[tuple[int, bool]] = []  # (indent, documented) of the enclosing keys
+    previous = ""
+    undocumented = []
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        match = re.match(r"^(\s*)([A-Za-z_][\w.-]*):(.*)$", line)
+        if match:
+            indent = len(match.group(1))
+            while documented and documented[-1][0] >= indent:
+                documented.pop()
+            own = previous.startswith("#")
+            inherited = any(flag for _, flag in documented)
+            is_section = match.group(3).strip() == ""
+            if not (own or inherited) and not is_section:
+                undocumented.append(f"line {number}: {stripped}")
+            documented.append((indent, own or inherited))
+        if stripped:
+            previous = stripped
+    assert not undocumented, "values without a comment: " + "; ".join(undocumented)
+
+
+def test_schema_describes_every_default_value() -> None:
+    schema = yaml.safe_load((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    values = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+
+    def walk(node: dict[str, Any], props: dict[str, Any], path: str) -> None:
+        for key, value in node.items():
+            assert key in props, f"{path}{key} is not in values.schema.json"
+            assert props[key].get("description"), f"{path}{key} has no description"
+            nested = props[key].get("properties")
+            if isinstance(value, dict) and nested is not None:
+                walk(value, nested, f"{path}{key}.")
+
+    walk(values, schema["properties"], "")
+
+
+def test_chart_crd_is_the_repository_crd() -> None:
+    source = sorted(p.name for p in (ROOT / "crds").glob("*.yaml"))
+    copies = sorted(p.name for p in (CHART / "crds").glob("*.yaml"))
+    assert source == copies
+    for name in source:
+        assert (CHART / "crds" / name).read_bytes() == (ROOT / "crds" / name).read_bytes(), (
+            f"charts/rebalancer/crds/{name} differs from crds/{name}; copy it over"
+        )
+
+
+def test_chart_version_follows_the_package() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text(encoding="utf-8"))
+    assert chart["apiVersion"] == "v2"
+    assert chart["appVersion"] == __version__
+
+
+def test_alert_rules_pass_promtool(helm: Helm, tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian package `prometheus`)")
+    rule = only(helm.render(ALL_FEATURES), "PrometheusRule")
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump(rule["spec"]), encoding="utf-8")
+    checked = subprocess.run(
+        [promtool, "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    alerts = [r for group in rule["spec"]["groups"] for r in group["rules"]]
+    assert len(alerts) >= 2
+    for alert in alerts:
+        assert alert["labels"]["severity"] == "warning"
+        assert alert["annotations"]["summary"] and alert["annotations"]["description"]
+    # Helm must hand Prometheus its own template syntax untouched.
+    frequent = next(a for a in alerts if a["alert"] == "RebalancerFrequentRebalances")
+    assert (
+        "{{ $labels.namespace }}/{{ $labels.consumergroup }}"
+        in frequent["annotations"]["description"]
+    )

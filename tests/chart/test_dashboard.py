@@ -1,0 +1,135 @@
+"""The Grafana dashboard is the generator's output and queries only metrics the operator exports."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from tests.chart.support import CHART
+
+from rebalancer import metrics
+
+DASHBOARD = CHART / "dashboards" / "rebalancer.json"
+# Grafana's range variables, replaced by fixed durations so promtool can parse the query.
+GRAFANA_RANGES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "6h"}
+SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "info": ("_info",)}
+
+
+def load_generator() -> ModuleType:
+    path = CHART / "dashboards" / "generate.py"
+    spec = importlib.util.spec_from_file_location("dashboard_generate", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def exported_names() -> set[str]:
+    names = set()
+    for family in metrics.REGISTRY.collect():
+        for suffix in SUFFIXES.get(family.type, ("",)):
+            names.add(family.name + suffix)
+    return names
+
+
+def dashboard() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    return loaded
+
+
+def panels() -> list[dict[str, Any]]:
+    return [panel for panel in dashboard()["panels"] if panel["type"] != "row"]
+
+
+def expressions() -> list[tuple[str, str]]:
+    return [(panel["title"], target["expr"]) for panel in panels() for target in panel["targets"]]
+
+
+def referenced(expr: str) -> set[str]:
+    without_strings = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    return set(re.findall(r"\brebalancer_[a-z_]+\b", without_strings))
+
+
+def test_committed_dashboard_is_the_generators_output() -> None:
+    pytest.importorskip("grafana_foundation_sdk", reason="grafana-foundation-sdk is not installed")
+    assert load_generator().render() == DASHBOARD.read_text(encoding="utf-8"), (
+        "dashboards/rebalancer.json is out of date: run "
+        ".venv/bin/python charts/rebalancer/dashboards/generate.py"
+    )
+
+
+def test_dashboard_is_well_formed() -> None:
+    board = dashboard()
+    assert board["uid"] and board["title"]
+    assert [v["name"] for v in board["templating"]["list"]] == [
+        "datasource",
+        "namespace",
+        "consumergroup",
+    ]
+    ids = [panel["id"] for panel in board["panels"]]
+    assert len(ids) == len(set(ids))
+    for panel in panels():
+        assert panel["title"] and panel["description"], panel
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+        assert panel["targets"], panel["title"]
+        position = panel["gridPos"]
+        assert position["x"] >= 0 and position["x"] + position["w"] <= 24, panel["title"]
+
+
+def test_queries_use_only_exported_metrics() -> None:
+    exported = exported_names()
+    for title, expr in expressions():
+        names = referenced(expr)
+        assert names, f"{title}: queries no rebalancer metric"
+        assert names <= exported, f"{title}: {sorted(names - exported)} are not exported"
+    for variable in dashboard()["templating"]["list"]:
+        if variable["type"] == "query":
+            assert referenced(variable["query"]) <= exported, variable["name"]
+
+
+def test_dashboard_covers_the_groups_story() -> None:
+    used = set().union(*(referenced(expr) for _, expr in expressions()))
+    assert {
+        "rebalancer_rebalances_total",
+        "rebalancer_group_members",
+        "rebalancer_group_generation",
+        "rebalancer_group_state",
+        "rebalancer_group_lag_messages",
+        "rebalancer_group_last_rebalance_timestamp_seconds",
+        "rebalancer_group_assigned_partitions",
+        "rebalancer_group_ready",
+        "rebalancer_observation_failures_total",
+        "rebalancer_member_reports_accepted_total",
+        "rebalancer_member_reports_rejected_total",
+    } <= used
+
+
+def test_every_query_parses(tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian package `prometheus`)")
+    rules = []
+    for number, (_, expr) in enumerate(expressions()):
+        parsable = expr
+        for variable, duration in GRAFANA_RANGES.items():
+            parsable = parsable.replace(variable, duration)
+        # A recording rule is the one place promtool parses a bare expression offline.
+        rules.append({"record": f"dashboard:query_{number}", "expr": parsable})
+    path = tmp_path / "dashboard-queries.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    checked = subprocess.run(
+        [promtool, "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
