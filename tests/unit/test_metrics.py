@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -261,3 +263,17 @@ def test_exposition_passes_promtool(group: tuple[str, str]) -> None:
         check=False,
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_every_metric_is_documented() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    rows = set(re.findall(r"^\| `(rebalancer_[a-z_]+)` \| (\w+) \|", doc, flags=re.MULTILINE))
+    suffixes = {"counter": "_total", "info": "_info"}
+    exported = {
+        (
+            family.name + suffixes.get(family.type, ""),
+            "gauge" if family.type == "info" else family.type,
+        )
+        for family in metrics.REGISTRY.collect()
+    }
+    assert rows == exported
