@@ -11,6 +11,7 @@ PR #5408, refreshes metadata at the start of a rebalance). Subclasses model the 
 
 from __future__ import annotations
 
+import random
 from abc import ABC, abstractmethod
 
 from rebalancer.simulation.agendas import Agenda
@@ -43,8 +44,9 @@ _MAX_EVENTS = 5_000_000
 class GroupModel(ABC):
     """One run of one group on one broker profile."""
 
-    def __init__(self, scenario: Scenario, consumers: list[Consumer]) -> None:
+    def __init__(self, scenario: Scenario, consumers: list[Consumer], rng: random.Random) -> None:
         self.scenario = scenario
+        self.rng = rng
         self.settings = scenario.coordinator
         self.consumers = consumers
         self.agenda = Agenda()
@@ -77,7 +79,7 @@ class GroupModel(ABC):
             self.handle(event)
         else:
             raise RuntimeError("the simulation did not settle; is the scenario consistent?")
-        return self.ledger.result(self.now_ms)
+        return self.ledger.result()
 
     def handle(self, event: Event) -> None:
         match event:
@@ -188,8 +190,16 @@ class GroupModel(ABC):
         elif consumer.knows_topic and not consumer.joined_with_topic:
             self.schedule_rejoin(consumer, "metadata-change")
 
-    def schedule_rejoin(self, consumer: Consumer, reason: Cause) -> None:
-        self.agenda.schedule(self.now_ms, Rejoin(consumer.index, consumer.incarnation, reason))
+    def schedule_rejoin(self, consumer: Consumer, reason: Cause, *, after_ms: float = 0.0) -> None:
+        self.agenda.schedule(
+            self.now_ms + after_ms, Rejoin(consumer.index, consumer.incarnation, reason)
+        )
+
+    def rejoin_at_next_poll(self, consumer: Consumer) -> None:
+        """Told by a heartbeat to rejoin, the member does so when its application next polls."""
+        processing = consumer.settings.processing_ms
+        gap = self.rng.uniform(0.0, processing) if processing > 0 else 0.0
+        self.schedule_rejoin(consumer, "member-rejoin", after_ms=gap)
 
     def schedule_notice(self, consumer: Consumer) -> None:
         if consumer.alive and consumer.phase is Phase.STABLE and not consumer.notice_pending:

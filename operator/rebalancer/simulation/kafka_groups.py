@@ -31,6 +31,7 @@ session after the generation forms. Both are modelled as in the Scala coordinato
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from enum import Enum
 
@@ -67,8 +68,8 @@ class _Record:
 class KafkaGroupModel(GroupModel):
     """GroupCoordinator + GroupMetadata for one group."""
 
-    def __init__(self, scenario: Scenario, consumers: list[Consumer]) -> None:
-        super().__init__(scenario, consumers)
+    def __init__(self, scenario: Scenario, consumers: list[Consumer], rng: random.Random) -> None:
+        super().__init__(scenario, consumers, rng)
         self.state = _State.EMPTY
         self.generation = 0
         self.members: dict[str, _Record] = {}
@@ -321,7 +322,7 @@ class KafkaGroupModel(GroupModel):
         if consumer.member_id not in self.members:
             self.rejoin_as_new_member(consumer)
         elif self.state is not _State.STABLE or consumer.generation != self.generation:
-            self.rejoin(consumer, "member-rejoin")
+            self.rejoin_at_next_poll(consumer)
 
     def resync(self, consumer: Consumer) -> None:
         record = self.members.get(consumer.member_id or "")

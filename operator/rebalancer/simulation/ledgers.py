@@ -17,7 +17,12 @@ class _OpenRebalance:
 
 
 class Ledger:
-    """Records rebalances and integrates unconsumed partitions over time."""
+    """Records rebalances and integrates unconsumed partitions over time.
+
+    The run ends at its last activity (a change of ownership or of a rebalance), not at its last
+    event: timers that fire for nothing (a join deadline already met, a session still alive) do
+    not stretch the run or its unconsumed partition-seconds.
+    """
 
     def __init__(self, partitions: int, names: list[str]) -> None:
         self._rebalances: list[Rebalance] = []
@@ -29,6 +34,8 @@ class Ledger:
         self._revocations = dict.fromkeys(names, 0)
         self._first_start_ms: float | None = None
         self._last_full_stable_ms: float | None = None
+        self._last_activity_ms = 0.0
+        self._unserved_at_activity = 0.0
 
     # -- time ------------------------------------------------------------------------------
 
@@ -43,16 +50,25 @@ class Ledger:
         if self._first_start_ms is None:
             self._first_start_ms = now_ms
             self._clock_ms = now_ms
+        self._touch()
+
+    def _touch(self) -> None:
+        if self._clock_ms is not None:
+            self._last_activity_ms = self._clock_ms
+            self._unserved_at_activity = self._unserved_partition_ms
 
     # -- partitions ------------------------------------------------------------------------
 
     def add_partitions(self, count: int) -> None:
         self._total += count
+        self._touch()
 
     def hand_over(self, consumer: Consumer, partitions: frozenset[int]) -> None:
         """Set what a running member consumes."""
-        self._served += len(partitions) - len(consumer.owned)
-        consumer.owned = partitions
+        if partitions != consumer.owned:
+            self._served += len(partitions) - len(consumer.owned)
+            consumer.owned = partitions
+            self._touch()
 
     def revoke(self, consumer: Consumer, partitions: frozenset[int]) -> None:
         """A member gives partitions up to a rebalance (onPartitionsRevoked)."""
@@ -72,6 +88,7 @@ class Ledger:
     def open_rebalance(self, cause: Cause, now_ms: float) -> None:
         if self._open is None:
             self._open = _OpenRebalance(cause, now_ms)
+            self._touch()
 
     def form_generation(self, generation: int, members: tuple[str, ...]) -> None:
         if self._open is not None:
@@ -82,6 +99,7 @@ class Ledger:
         opened, self._open = self._open, None
         if opened is None or opened.generation is None:
             return
+        self._touch()
         self._rebalances.append(
             Rebalance(
                 generation=opened.generation,
@@ -96,17 +114,18 @@ class Ledger:
     def note_stable(self, now_ms: float, *, everyone_assigned: bool) -> None:
         if everyone_assigned:
             self._last_full_stable_ms = now_ms
+            self._touch()
 
     # -- result ----------------------------------------------------------------------------
 
-    def result(self, end_ms: float) -> SimulationResult:
+    def result(self) -> SimulationResult:
         time_to_stable = None
         if self._first_start_ms is not None and self._last_full_stable_ms is not None:
             time_to_stable = (self._last_full_stable_ms - self._first_start_ms) / 1000.0
         return SimulationResult(
             rebalances=tuple(self._rebalances),
             time_to_stable_s=time_to_stable,
-            stop_the_world_partition_s=self._unserved_partition_ms / 1000.0,
+            stop_the_world_partition_s=self._unserved_at_activity / 1000.0,
             revocations=dict(self._revocations),
-            end_s=end_ms / 1000.0,
+            end_s=self._last_activity_ms / 1000.0,
         )

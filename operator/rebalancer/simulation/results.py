@@ -58,10 +58,12 @@ class SimulationResult:
 
     time_to_stable_s: from the first member's start to the last moment the group became Stable
     with every running member holding an assignment (None if that never happened).
-    stop_the_world_partition_s: the integral, from the first start to the end of the run, of the
+    stop_the_world_partition_s: the integral, from the first start to the run's end, of the
     number of partitions no running member was consuming (unassigned, revoked for an eager
-    rebalance, withheld for a cooperative one, or held by a member that crashed).
+    rebalance, withheld for a cooperative one, or held by a member that crashed). The first
+    generation's formation counts too: that is what an initial delay costs.
     revocations: partitions each member gave up to a rebalance (not those lost to a crash).
+    end_s: the run's last activity (a change of ownership or of a rebalance).
     """
 
     rebalances: tuple[Rebalance, ...]

@@ -16,20 +16,20 @@ from rebalancer.structs.brokers import BrokerProfile
 
 def simulate(scenario: Scenario) -> SimulationResult:
     """Play `scenario` on its broker profile; the same scenario always gives the same result."""
-    consumers = build_consumers(scenario)
+    rng = random.Random(scenario.seed)
+    consumers = build_consumers(scenario, rng)
     model: GroupModel
     if scenario.profile is BrokerProfile.TANSU:
-        model = TansuGroupModel(scenario, consumers)
+        model = TansuGroupModel(scenario, consumers, rng)
     else:
         # Redpanda follows Kafka's coordinator, initial delay included; it only makes the delay
         # a dynamic setting, which matters to the operator, not to the timing.
-        model = KafkaGroupModel(scenario, consumers)
+        model = KafkaGroupModel(scenario, consumers, rng)
     return model.run()
 
 
-def build_consumers(scenario: Scenario) -> list[Consumer]:
-    """One Consumer per plan; random draws come from the seed in a fixed order."""
-    rng = random.Random(scenario.seed)
+def build_consumers(scenario: Scenario, rng: random.Random) -> list[Consumer]:
+    """One Consumer per plan; its random draws (starts, refresh phases) come first, in order."""
     sampled = sample_start_times(scenario.starts, len(scenario.members), rng)
     consumers: list[Consumer] = []
     for index, plan in enumerate(scenario.members):

@@ -62,6 +62,10 @@ class ConsumerSettings:
     max_poll_interval_ms: float = 300000.0  # sent as the JoinGroup rebalance timeout
     assignor: Assignor = "round-robin"
     metadata_max_age_ms: float = 300000.0
+    # Time the application spends on a batch between poll() calls. The heartbeat thread learns of
+    # a rebalance, but the member revokes and sends its JoinGroup only at its next poll(): a
+    # uniformly random moment within this. It is why an eager rebalance waits for the slowest.
+    processing_ms: float = 500.0
 
     def __post_init__(self) -> None:
         _require_positive(
@@ -70,6 +74,7 @@ class ConsumerSettings:
             max_poll_interval_ms=self.max_poll_interval_ms,
             metadata_max_age_ms=self.metadata_max_age_ms,
         )
+        _require_non_negative(processing_ms=self.processing_ms)
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be below session_timeout_ms")
         if self.assignor not in ASSIGNORS:

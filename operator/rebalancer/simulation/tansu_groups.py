@@ -27,6 +27,7 @@ for Kafka's timings.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 from rebalancer.simulation.assignors import assign_partitions
@@ -52,8 +53,8 @@ class _Record:
 class TansuGroupModel(GroupModel):
     """Forming/Formed with held JoinGroups."""
 
-    def __init__(self, scenario: Scenario, consumers: list[Consumer]) -> None:
-        super().__init__(scenario, consumers)
+    def __init__(self, scenario: Scenario, consumers: list[Consumer], rng: random.Random) -> None:
+        super().__init__(scenario, consumers, rng)
         self.formed = False
         self.generation = -1
         self.leader: str | None = None
@@ -162,7 +163,7 @@ class TansuGroupModel(GroupModel):
         if consumer.member_id not in self.members:
             self.rejoin_as_new_member(consumer)
         elif consumer.generation < self.generation:
-            self.rejoin(consumer, "member-rejoin")
+            self.rejoin_at_next_poll(consumer)
 
     # -- leaving ---------------------------------------------------------------------------
 
