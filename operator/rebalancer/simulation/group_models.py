@@ -2,11 +2,12 @@
 
 The client side follows the Java consumer of Kafka 2.x-3.x (ConsumerCoordinator and
 AbstractCoordinator): a member learns of a rebalance from its next heartbeat response
-(REBALANCE_IN_PROGRESS), then rejoins; under an eager assignor it revokes everything before its
-JoinGroup (onJoinPrepare), under cooperative-sticky it keeps its partitions and, after the
-SyncGroup, revokes only those that moved and rejoins at once (KIP-429). A pattern-subscribed
-member whose subscription grew since its last JoinGroup rejoins (KAFKA-7126; the fix, apache/kafka
-PR #5408, refreshes metadata at the start of a rebalance). Subclasses model the coordinator.
+(REBALANCE_IN_PROGRESS) and rejoins at its application's next poll(); under an eager assignor it
+revokes everything before its JoinGroup (onJoinPrepare), under cooperative-sticky it keeps its
+partitions and, after the SyncGroup, revokes only those that moved and rejoins at once (KIP-429).
+A pattern-subscribed member whose subscription grew since its last JoinGroup rejoins (KAFKA-7126;
+the fix, apache/kafka PR #5408, refreshes metadata at the start of a rebalance). Subclasses model
+the coordinator.
 """
 
 from __future__ import annotations

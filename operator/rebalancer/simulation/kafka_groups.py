@@ -104,6 +104,7 @@ class KafkaGroupModel(GroupModel):
                 # Same metadata: the member is simply told the pending generation again.
                 record.awaiting_join = False
                 consumer.phase = Phase.AWAITING_SYNC
+                consumer.heartbeat_anchor_ms = self.now_ms
             case _State.STABLE if not changed and record.member_id != self.leader:
                 self.agenda.schedule(
                     self.now_ms + self.settings.sync_latency_ms,

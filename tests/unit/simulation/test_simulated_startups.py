@@ -7,7 +7,9 @@ import pytest
 from rebalancer.simulation import (
     ConsumerSettings,
     CoordinatorSettings,
+    Departure,
     FixedOffsets,
+    MemberPlan,
     Scenario,
     Staggered,
     Uniform,
@@ -92,3 +94,28 @@ def test_the_delay_costs_its_length_in_unconsumed_partitions() -> None:
     result = simulate(Scenario(members=plan_members(1), partitions=10))
     assert result.time_to_stable_s == pytest.approx(3.2)
     assert result.stop_the_world_partition_s == pytest.approx(10 * 3.2)
+
+
+def test_a_group_that_became_empty_again_gets_one_delay_step_without_sliding() -> None:
+    # Kafka 2.x-3.x's Scala coordinator lets the delay slide only at generation 0; a group that
+    # every member left (a full restart) waits one step of the delay and no more.
+    offsets = (0.0, 2_500.0, 5_000.0)
+    fresh = simulate(Scenario(members=plan_members(3), starts=FixedOffsets(offsets)))
+    assert fresh.rebalance_count == 1
+
+    restarted = simulate(
+        Scenario(
+            members=tuple(
+                MemberPlan(
+                    name=f"member-{index}",
+                    start_ms=0.0,
+                    departures=(Departure(20_000.0, "leave", restart_after_ms=10_000.0 + offset),),
+                )
+                for index, offset in enumerate(offsets)
+            )
+        )
+    )
+    causes = [rebalance.cause for rebalance in restarted.rebalances]
+    assert causes == ["initial-join", "member-leave", "initial-join", "member-join"]
+    assert restarted.rebalances[1].members == ()  # the group went Empty
+    assert restarted.rebalances[2].members == ("member-0", "member-1")
