@@ -20,7 +20,7 @@ Measured on Tansu 0.6.0 (/work/shared/BROKER-FACTS.md), and modelled as such:
 When an arrival coincides with the end of a hold, the hold is answered first (see events); with
 that order the model gives the measured generation counts for 6 consumers, session 10 s, started
 0.2 s, 1 s and 5 s apart (1, 2 and 4 generations) and the measured 6.2 s for the first case. It
-is slower than the measured 12.1 s and 31.2 s in the other two (about 18 s and 37 s), because it
+is slower than the measured 12.1 s and 31.2 s in the other two (about 18 s and 36 s), because it
 charges every member a full hold on each rejoin; use it to compare strategies on Tansu, never
 for Kafka's timings.
 """

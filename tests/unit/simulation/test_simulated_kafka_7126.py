@@ -29,8 +29,8 @@ def test_pre_fix_clients_rebalance_tens_of_times_in_five_minutes(seed: int) -> N
     result = simulate(build_kafka_7126_scenario("pre-fix", seed=seed))
     causes = after_the_topic(result)
     # The report: 50 rebalances for each of the 200 consumers in 5 minutes. The model gives
-    # 70-85 with 100 ms JoinGroups and about 50 when members take ~2 s to rejoin (MirrorMaker
-    # flushing on revocation): the same order either way.
+    # about 75 with 100 ms JoinGroups and about 50 when members take ~2 s to rejoin (MirrorMaker
+    # flushing its producer on revocation): the same order either way.
     assert 20 <= len(causes) <= 150
     assert set(causes) == {"metadata-change"}
     assert all(len(rebalance.members) == 200 for rebalance in result.rebalances)
