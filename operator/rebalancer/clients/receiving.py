@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from rebalancer.metrics import metrics_handler
+from rebalancer.metrics import metrics_handler, record_report_accepted, record_report_rejected
 from rebalancer.structs.reports import MemberReport, ReportBook, ReportInvalid, parse_report
 
 logger = logging.getLogger(__name__)
@@ -68,22 +68,27 @@ def build_app(hub: ReportHub, token: str | None) -> web.Application:
             expected = f"Bearer {token}"
             if not hmac.compare_digest(given.encode(), expected.encode()):
                 hub.rejected += 1
+                record_report_rejected("unauthorized")
                 return _error(401, "missing or wrong bearer token in the Authorization header")
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
             hub.rejected += 1
+            record_report_rejected("too_large")
             return _error(413, f"report larger than {MAX_BODY_BYTES} bytes")
         try:
             raw = json.loads(await request.read())
         except (ValueError, UnicodeDecodeError):
             hub.rejected += 1
+            record_report_rejected("not_json")
             return _error(400, "body is not JSON", "body")
         try:
             report = parse_report(raw, hub.clock())
             hub.add(report)
         except ReportInvalid as error:
             hub.rejected += 1
+            record_report_rejected("invalid")
             first = error.problems[0] if error.problems else None
             return _error(400, error.summary(), first.path if first else None)
+        record_report_accepted()
         return web.json_response({"accepted": True}, status=202)
 
     async def healthz(_: web.Request) -> web.Response:

@@ -7,6 +7,7 @@ from typing import Any
 
 import kopf
 
+from rebalancer import metrics
 from rebalancer.clients.patching import patch_status
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.observing import Observer, observe_forever, tracking_from_status
@@ -58,6 +59,7 @@ async def validate(
             conditions.append(
                 Condition(ConditionType.DEGRADED, ConditionStatus.FALSE, "SpecFixed", "spec valid")
             )
+    metrics.publish_conditions(namespace, name, conditions)
     merged = merge_conditions(
         status.get("conditions") or [], conditions, now=rfc3339(time.time()), generation=generation
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 import kopf
 
+from rebalancer import metrics
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kafka_config import build_client_config
 from rebalancer.clients.kafka_errors import KafkaRequestFailed, KafkaUnavailable
@@ -115,6 +116,7 @@ class Observer:
             await self.deps.recorder.record(events)
         for event in events:
             kopf.info(body, reason="Rebalance", message=event.describe())
+            metrics.record_rebalance(self.namespace, self.name, event.cause.value)
         conditions = observed_conditions(snapshot)
         if not await workload_exists(
             self.deps.kube, self.namespace, spec.workload.kind.value, spec.workload.name
@@ -130,6 +132,7 @@ class Observer:
         if profile is None and gateway.profile is not None:
             profile = gateway.profile.value
         group = render_group(snapshot, self.tracking, profile)
+        metrics.publish_snapshot(self.namespace, self.name, snapshot, self.tracking)
         await self._write(body, conditions, {"group": group}, force=bool(events))
         if self.failures:
             kopf.info(body, reason="Recovered", message="the group is observed again")
@@ -137,6 +140,7 @@ class Observer:
         self.last_failure_reason = None
 
     async def report_failure(self, body: kopf.Body, reason: str, message: str) -> float:
+        metrics.record_observation_failure(self.namespace, self.name, reason)
         self.failures += 1
         if reason != self.last_failure_reason:
             kopf.warn(body, reason=reason, message=message)
@@ -155,6 +159,7 @@ class Observer:
         fields: dict[str, Any],
         force: bool,
     ) -> None:
+        metrics.publish_conditions(self.namespace, self.name, conditions)
         status = dict(body.get("status") or {})
         now = time.time()
         merged = merge_conditions(
@@ -199,8 +204,11 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
             wakeup = hub.wakeup(spec.group_id)
             wakeup.clear()
             delay: float = spec.policy.observe.interval_seconds
+            started = time.monotonic()
+            succeeded = False
             try:
                 await observer.observe_once(body, spec)
+                succeeded = True
             except ResourceGone:
                 return
             except SecretUnavailable as error:
@@ -216,9 +224,11 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
                 message = f"observing failed: {type(error).__name__}: {str(error)[:300]}"
                 with contextlib.suppress(Exception):
                     delay = await observer.report_failure(body, "ObserveFailed", message)
+            metrics.record_observation_duration(time.monotonic() - started, succeeded=succeeded)
             await _sleep_or_wake(stopped, wakeup, delay, spacing)
     finally:
         observer.release()
+        metrics.forget_group(observer.namespace, observer.name)
 
 
 async def _sleep_or_wake(
