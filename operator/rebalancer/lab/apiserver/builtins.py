@@ -31,6 +31,10 @@ def _ratio(ready: str, total: str) -> Callable[[Body], str]:
     return lambda obj: f"{ready_of(obj) or 0}/{total_of(obj) or 0}"
 
 
+def _status_count(key: str) -> Callable[[Body], int]:
+    return lambda obj: int((obj.get("status") or {}).get(key) or 0)
+
+
 def _age_of(*paths: str) -> Callable[[Body], Any]:
     getters = [path_getter(p) for p in paths]
     return lambda obj: tables.age(next((v for g in getters if (v := g(obj))), None))
@@ -207,7 +211,11 @@ BUILTINS: tuple[ResourceType, ...] = (
     ),
     ResourceType(
         "", "v1", "secrets", "Secret",
-        columns=(Column("Type", getter=_get("type")), Column("Data", "integer", getter=_count("data")), AGE),
+        columns=(
+            Column("Type", getter=_get("type")),
+            Column("Data", "integer", getter=_count("data")),
+            AGE,
+        ),
         field_labels={"type": _get("type")}, prepare=_prepare_secret,
     ),
     ResourceType(
@@ -223,8 +231,8 @@ BUILTINS: tuple[ResourceType, ...] = (
         status=True, scale=_WORKLOAD_SCALE, generation=True, prepare=_prepare_workload,
         columns=(
             Column("Ready", getter=_ratio("status.readyReplicas", "spec.replicas")),
-            Column("Up-to-date", "integer", getter=lambda o: o.get("status", {}).get("updatedReplicas", 0)),
-            Column("Available", "integer", getter=lambda o: o.get("status", {}).get("availableReplicas", 0)),
+            Column("Up-to-date", "integer", getter=_status_count("updatedReplicas")),
+            Column("Available", "integer", getter=_status_count("availableReplicas")),
             AGE,
         ),
     ),
@@ -238,8 +246,8 @@ BUILTINS: tuple[ResourceType, ...] = (
         status=True, scale=_WORKLOAD_SCALE, generation=True, prepare=_prepare_workload,
         columns=(
             Column("Desired", "integer", getter=_get("spec.replicas")),
-            Column("Current", "integer", getter=lambda o: o.get("status", {}).get("replicas", 0)),
-            Column("Ready", "integer", getter=lambda o: o.get("status", {}).get("readyReplicas", 0)),
+            Column("Current", "integer", getter=_status_count("replicas")),
+            Column("Ready", "integer", getter=_status_count("readyReplicas")),
             AGE,
         ),
         field_labels={"status.replicas": _get("status.replicas")},

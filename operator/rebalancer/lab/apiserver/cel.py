@@ -16,6 +16,8 @@ from typing import Any
 
 import celpy
 from celpy import celtypes
+from celpy.celparser import CELParseError
+from celpy.evaluation import CELEvalError
 
 from . import errors
 from .errors import FieldError
@@ -81,14 +83,14 @@ _ENV = celpy.Environment()
 
 @functools.lru_cache(maxsize=1024)
 def compile_rule(rule: str) -> celpy.Runner:
-    """Compile once per rule text; raises celpy.CELParseError on a bad rule."""
+    """Compile once per rule text; raises CELParseError on a bad rule."""
     return _ENV.program(_ENV.compile(rule), functions=FUNCTIONS)
 
 
 def compile_error(rule: str) -> str | None:
     try:
         compile_rule(rule)
-    except celpy.CELParseError as exc:
+    except CELParseError as exc:
         return str(exc).strip().splitlines()[0]
     return None
 
@@ -212,15 +214,15 @@ def _evaluate(
         result = compile_rule(text).evaluate(activation)
         if isinstance(result, Exception):
             raise result
-    except celpy.CELEvalError as exc:
+    except CELEvalError as exc:
         errs.append(
             errors.invalid(where, type_name, f"{_describe(exc)} evaluating rule: {text.strip()}")
         )
         return
-    except celpy.CELParseError as exc:
+    except CELParseError as exc:
         errs.append(errors.invalid(where, type_name, f"compilation failed: {exc}"))
         return
-    if result is True or result == celtypes.BoolType(True):
+    if isinstance(result, celtypes.BoolType) and bool(result):
         return
     message = _message(rule, activation)
     reason = rule.get("reason")
@@ -241,7 +243,7 @@ def _message(rule: Body, activation: dict[str, Any]) -> str:
             text = compile_rule(str(expression)).evaluate(activation)
             if isinstance(text, str) and text.strip():
                 return text.strip()
-        except (celpy.CELEvalError, celpy.CELParseError):
+        except (CELEvalError, CELParseError):
             pass
     if rule.get("message"):
         return str(rule["message"]).strip()

@@ -147,14 +147,14 @@ class Cluster:
         labels = selectors.parse_labels(label_selector)
         supported = self.field_labels(rtype)
         fields = selectors.parse_fields(field_selector, supported)
-        objs = self.store.list(rtype.storage, namespace if rtype.namespaced else None)
+        objs = self.store.objects(rtype.storage, namespace if rtype.namespaced else None)
         return [
             o
             for o in objs
             if selectors.labels_match(labels, o) and selectors.fields_match(fields, o, supported)
         ]
 
-    def list(
+    def list_page(
         self,
         rtype: ResourceType,
         namespace: str | None,
@@ -200,7 +200,8 @@ class Cluster:
                 rtype.group,
                 rtype.plural,
                 name,
-                f"unable to create new content in namespace {namespace} because it is being terminated",
+                f"unable to create new content in namespace {namespace} because it is being "
+                "terminated",
             )
 
     def _check_body(self, rtype: ResourceType, body: Any, namespace: str | None) -> Body:
@@ -332,7 +333,8 @@ class Cluster:
         if content_type == APPLY_PATCH:
             return self.apply(rtype, namespace, name, body, opts, subresource)
         old = self.existing(rtype, namespace, name)
-        current = self.served(rtype, old)
+        # Stored objects are shared with watch history and readers: never patch them in place.
+        current = copy.deepcopy(self.served(rtype, old))
         if content_type == MERGE_PATCH:
             patched = patching.merge_patch(current, body)
         elif content_type == JSON_PATCH:
@@ -629,7 +631,7 @@ class Cluster:
 
     def _empty_namespace(self, namespace: str) -> None:
         for rtype in {t.storage: t for t in self.registry if t.namespaced}.values():
-            for obj in list(self.store.list(rtype.storage, namespace)):
+            for obj in list(self.store.objects(rtype.storage, namespace)):
                 if not obj["metadata"].get("deletionTimestamp"):
                     self._delete(rtype, obj)
         ns = self.store.get(self.namespaces.storage, "", namespace)
@@ -640,7 +642,7 @@ class Cluster:
         served = [t for t in self.registry if t.crd_name == crd["metadata"]["name"]]
         if served:
             rtype = served[0]
-            for obj in list(self.store.list(rtype.storage)):
+            for obj in list(self.store.objects(rtype.storage)):
                 if not obj["metadata"].get("deletionTimestamp"):
                     self._delete(rtype, obj)
             if self.store.count(rtype.storage):
@@ -673,7 +675,7 @@ class Cluster:
         # defaults when reading from etcd; no new resourceVersion, as kube writes none.
         storage_type = next((t for t in served if t.decode({}) == t.encode({})), None)
         if storage_type is not None and storage_type.schema:
-            for obj in self.store.list(storage_type.storage):
+            for obj in self.store.objects(storage_type.storage):
                 refreshed = copy.deepcopy(obj)
                 schemas.apply_defaults(refreshed, storage_type.schema, root=True)
                 if refreshed != obj:
@@ -741,7 +743,7 @@ class Cluster:
                 "autoscaling", "Scale", name,
                 [errors.invalid("spec.replicas", replicas, "must be greater than or equal to 0")],
             )  # fmt: skip
-        obj = self.get(rtype, namespace, name)
+        obj = copy.deepcopy(self.get(rtype, namespace, name))
         wanted_rv = (scale.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != obj["metadata"]["resourceVersion"]:
             raise errors.conflict(rtype.group, rtype.plural, name, errors.STALE)

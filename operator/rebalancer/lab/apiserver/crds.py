@@ -38,7 +38,7 @@ def validate(crd: Body) -> list[FieldError]:
         return [errors.required("spec")]
     name = crd.get("metadata", {}).get("name", "")
     group = spec.get("group") or ""
-    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    names: Body = spec["names"] if isinstance(spec.get("names"), dict) else {}
     plural = names.get("plural") or ""
     if not group:
         errs.append(errors.required("spec.group"))

@@ -66,12 +66,14 @@ def _compare(left: Any, op: str, right: Any) -> bool:
     if op == "!=":
         return bool(left != right)
     try:
-        return {
-            "<": left < right,
-            ">": left > right,
-            "<=": left <= right,
-            ">=": left >= right,
-        }[op]
+        return bool(
+            {
+                "<": left < right,
+                ">": left > right,
+                "<=": left <= right,
+                ">=": left >= right,
+            }[op]
+        )
     except TypeError:
         return False
 
@@ -100,6 +102,12 @@ def _filter_step(expression: str) -> Step:
 
 def _field_step(name: str) -> Step:
     return lambda values: [v[name] for v in values if isinstance(v, dict) and name in v]
+
+
+def _deep_step(name: str) -> Step:
+    return lambda values: [
+        d[name] for v in values for d in _descendants(v) if isinstance(d, dict) and name in d
+    ]
 
 
 def _index_step(index: int) -> Step:
@@ -137,12 +145,7 @@ def compile_path(path: str) -> Callable[[Any], list[Any]]:
         group = match.lastgroup
         value = match.group(group) if group else ""
         if group == "deep":
-            name = value
-            steps.append(
-                lambda vs, n=name: [
-                    d[n] for v in vs for d in _descendants(v) if isinstance(d, dict) and n in d
-                ]
-            )
+            steps.append(_deep_step(value))
         elif group == "field":
             steps.append(_field_step(value))
         elif group == "quoted":

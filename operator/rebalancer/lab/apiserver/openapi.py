@@ -121,8 +121,9 @@ def group_version_document(registry: Registry, group: str, version: str) -> Body
             {"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}}
         ]
         params = params if rtype.namespaced else []
-        named = params + [
-            {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+        named = [
+            *params,
+            {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
         ]
         paths[base] = {
             "get": _operation(rtype, "list", "list", False),
@@ -151,6 +152,10 @@ def group_version_document(registry: Registry, group: str, version: str) -> Body
     }
 
 
+def _hash(doc: bytes) -> str:
+    return hashlib.sha512(doc).hexdigest().upper()
+
+
 class OpenAPICache:
     """Documents rebuilt only when the registry changes; hashes let kubectl cache them."""
 
@@ -176,9 +181,7 @@ class OpenAPICache:
         self._refresh()
         return {
             "paths": {
-                path: {
-                    "serverRelativeURL": f"/openapi/v3/{path}?hash={hashlib.sha512(doc).hexdigest().upper()[:128]}"
-                }
+                path: {"serverRelativeURL": f"/openapi/v3/{path}?hash={_hash(doc)}"}
                 for path, doc in self._documents.items()
             }
         }

@@ -124,6 +124,8 @@ def json_patch(doc: Any, operations: Any) -> Any:
         if not isinstance(op, dict) or "op" not in op:
             raise errors.bad_request(f"invalid JSON patch operation: {op!r}")
         kind, path = op["op"], op.get("path")
+        if not isinstance(path, str):
+            raise errors.bad_request(f"missing path in JSON patch operation: {op!r}")
         if kind in ("add", "replace", "test") and "value" not in op:
             raise errors.bad_request(f"missing value for {kind} operation at {path}")
         value = copy.deepcopy(op.get("value"))
@@ -142,6 +144,8 @@ def json_patch(doc: Any, operations: Any) -> Any:
             doc = _add(doc, path, value)
         elif kind in ("move", "copy"):
             source = op.get("from")
+            if not isinstance(source, str):
+                raise errors.bad_request(f"missing from in JSON patch operation: {op!r}")
             moved = copy.deepcopy(_get(doc, source))
             if kind == "move":
                 doc, moved = _remove(doc, source)
@@ -210,7 +214,8 @@ def strategic_merge(original: Any, patch: Any) -> Any:
 def _merge_map(original: Body, patch: Body) -> Body | None:
     directive = patch.get("$patch")
     if directive == "replace":
-        return strip_directives({k: v for k, v in patch.items() if k != "$patch"})
+        replaced: Body = strip_directives({k: v for k, v in patch.items() if k != "$patch"})
+        return replaced
     if directive == "delete":
         return None
     result = copy.deepcopy(original)

@@ -275,7 +275,8 @@ class ApiServer:
         validation = query.get("fieldValidation", "Warn") or "Warn"
         if validation not in ("Strict", "Warn", "Ignore"):
             raise errors.bad_request(
-                f'fieldValidation parameter unsupported: {validation}. Must be one of "Strict", "Warn", or "Ignore"'
+                f"fieldValidation parameter unsupported: {validation}. "
+                'Must be one of "Strict", "Warn", or "Ignore"'
             )
         dry_run = query.getall("dryRun", [])
         if any(v != "All" for v in dry_run):
@@ -427,7 +428,7 @@ class ApiServer:
             limit = int(query.get("limit", "0") or 0)
         except ValueError as exc:
             raise errors.bad_request(f"invalid limit: {query.get('limit')}") from exc
-        items, meta = self.cluster.list(
+        items, meta = self.cluster.list_page(
             rtype,
             ns,
             query.get("labelSelector"),

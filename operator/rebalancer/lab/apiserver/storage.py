@@ -71,7 +71,7 @@ class Store:
     def get(self, storage: str, namespace: str, name: str) -> Body | None:
         return self._objects.get(storage, {}).get(namespace, {}).get(name)
 
-    def list(self, storage: str, namespace: str | None = None) -> list[Body]:
+    def objects(self, storage: str, namespace: str | None = None) -> list[Body]:
         """Objects sorted as etcd keys sort: by namespace, then name."""
         spaces = self._objects.get(storage, {})
         if namespace is not None:

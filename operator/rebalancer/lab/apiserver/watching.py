@@ -43,10 +43,10 @@ class WatchRequest:
 
 
 def parse_since(value: str | None) -> int | None:
-    if value in (None, "", "0"):
+    if value is None or value in ("", "0"):
         return None
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)
     except ValueError as exc:
         raise errors.bad_request(f"invalid resource version: {value}") from exc
 
@@ -64,9 +64,9 @@ class Watch:
     def _matches(self, obj: Body | None) -> bool:
         if obj is None:
             return False
-        if self.req.rtype.namespaced and self.req.namespace:
-            if obj.get("metadata", {}).get("namespace") != self.req.namespace:
-                return False
+        namespace = self.req.namespace if self.req.rtype.namespaced else None
+        if namespace and obj.get("metadata", {}).get("namespace") != namespace:
+            return False
         return selectors.labels_match(self.labels, obj) and selectors.fields_match(
             self.fields, obj, self.supported
         )
@@ -122,7 +122,7 @@ class Watch:
         initial: list[bytes] = []
         snapshot_rv = store.rv
         if self.req.since is None:
-            for obj in store.list(
+            for obj in store.objects(
                 self.req.rtype.storage, self.req.namespace if self.req.rtype.namespaced else None
             ):
                 if self._matches(obj):
