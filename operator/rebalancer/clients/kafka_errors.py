@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 
 class KafkaGatewayError(Exception):
@@ -67,9 +67,9 @@ _BROKER_WORDS: dict[str, str] = {
     "CLUSTER_AUTHORIZATION_FAILED": (
         "not authorised: grant the operator's user Describe/Create on the cluster"
     ),
-    "COORDINATOR_NOT_AVAILABLE": "the group coordinator is not available yet (will retry)",
-    "NOT_COORDINATOR": "the group coordinator moved (will retry)",
-    "COORDINATOR_LOAD_IN_PROGRESS": "the group coordinator is still loading (will retry)",
+    "COORDINATOR_NOT_AVAILABLE": "the group coordinator is not available yet",
+    "NOT_COORDINATOR": "the group coordinator moved",
+    "COORDINATOR_LOAD_IN_PROGRESS": "the group coordinator is still loading",
     "GROUP_ID_NOT_FOUND": "the group does not exist",
     "INVALID_GROUP_ID": "the group id is not valid",
     "UNSUPPORTED_VERSION": "the broker does not support this request",
@@ -121,7 +121,7 @@ class ConnectionEvent:
 class ConnectionWatch:
     """What the error callback said lately; written from librdkafka's poll thread."""
 
-    def __init__(self, clock: Any = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._cause: ConnectionEvent | None = None
