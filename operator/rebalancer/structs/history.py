@@ -1,15 +1,16 @@
-"""History events: one record per observed rebalance (schema version 1).
+"""History events: one record per observed rebalance, pod start, pod stop and member join.
 
-Fields are documented in docs/history.md; new fields are only ever added, and the
-schema version is bumped when a field changes meaning.
+Schema version 2 (docs/history.md). Fields are only ever added within a version, and the version
+is bumped when a field changes meaning; readers refuse versions newer than the one they know.
+Version 1 records (rebalances only, JSON lines) map onto version 2 with the new fields unset.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
-HISTORY_SCHEMA_VERSION = 1
+HISTORY_SCHEMA_VERSION = 2
 
 
 class RebalanceCause(StrEnum):
@@ -19,6 +20,33 @@ class RebalanceCause(StrEnum):
     REJOIN = "rejoin"
     STATE_CHANGE = "state-change"
     UNKNOWN = "unknown"
+
+
+class RecordType(StrEnum):
+    """What a history record stands for; every type shares the one table schema."""
+
+    REBALANCE = "rebalance"
+    # A consumer pod's container started: the stagger released it, or Kubernetes restarted it.
+    POD_START = "pod-start"
+    # A pod stopped: `departure` says whether it left the group cleanly ("leave") or just
+    # stopped heartbeating ("crash"); the learning job pairs it with the member's next join.
+    POD_STOP = "pod-stop"
+    # A member sent its first JoinGroup after a pod start (first member report or broker sighting).
+    MEMBER_JOIN = "member-join"
+
+
+@dataclass(frozen=True)
+class SettingsInForce:
+    """The timing settings that governed the group when the record was written (None: unknown)."""
+
+    initial_rebalance_delay_ms: float | None = None
+    session_timeout_ms: float | None = None
+    heartbeat_interval_ms: float | None = None
+    max_poll_interval_ms: float | None = None
+    assignor: str | None = None
+    static_membership: bool | None = None
+    # The stagger's batch size when a rollout was running; None outside rollouts.
+    batch_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -37,8 +65,28 @@ class RebalanceEvent:
     left: tuple[str, ...]
     source: str
     state: str
+    record_type: RecordType = RecordType.REBALANCE
+    # The pod or member a pod-start, pod-stop or member-join record is about.
+    member: str | None = None
+    # For a pod-stop record: "leave" (LeaveGroup sent) or "crash" (heartbeats just stopped).
+    departure: str | None = None
+    # Joins of this rebalance, in ms after its first join (a rebalance record), or this member's
+    # join in ms after the first join of its batch (a member-join record).
+    join_offsets_ms: tuple[float, ...] = ()
+    # From the rebalance's start (its first join) until the group was Stable with every member
+    # assigned, in ms.
+    time_to_stable_ms: float | None = None
+    # Partition-seconds no member consumed because of this rebalance (the simulator's measure).
+    stop_the_world_partition_s: float | None = None
+    partitions: int | None = None
+    # Ties the records of one stagger batch together, and the batches of one rollout.
+    batch_id: str | None = None
+    rollout_id: str | None = None
+    settings: SettingsInForce = field(default_factory=SettingsInForce)
 
     def describe(self) -> str:
+        if self.record_type is not RecordType.REBALANCE:
+            return f"{self.record_type.value} {self.member or '?'} (source: {self.source})"
         generation = "?" if self.generation is None else str(self.generation)
         parts = [f"generation {generation}", f"{self.members} members", f"cause {self.cause}"]
         if self.joined:
@@ -48,9 +96,14 @@ class RebalanceEvent:
         return "; ".join(parts) + f" (source: {self.source})"
 
     def to_record(self) -> dict[str, object]:
+        """A flat row of the history table (nested settings spread into their own columns)."""
         record = asdict(self)
+        settings = record.pop("settings")
+        record.update(settings)
         record["cause"] = self.cause.value
+        record["record_type"] = self.record_type.value
         record["joined"] = list(self.joined)
         record["left"] = list(self.left)
+        record["join_offsets_ms"] = list(self.join_offsets_ms)
         record["schema_version"] = HISTORY_SCHEMA_VERSION
         return record

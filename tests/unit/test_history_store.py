@@ -1,0 +1,135 @@
+"""The history store: events go in as Parquet and come back as the same records."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import fsspec
+import pyarrow.parquet as pq
+import pytest
+
+from rebalancer.clients.recording import (
+    FILE_SCHEMA,
+    VERSION_KEY,
+    HistoryRecorder,
+    history_files,
+    read_history,
+)
+from rebalancer.structs.history import (
+    HISTORY_SCHEMA_VERSION,
+    RebalanceCause,
+    RebalanceEvent,
+    RecordType,
+    SettingsInForce,
+)
+
+DAY = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+
+
+def rebalance(namespace: str = "shop", at: float = DAY) -> RebalanceEvent:
+    return RebalanceEvent(
+        namespace=namespace,
+        name="orders",
+        group_id="orders-v1",
+        cluster="kafka-0:9092,kafka-1:9092",
+        generation=7,
+        previous_generation=6,
+        cause=RebalanceCause.MEMBER_JOINED,
+        detected_at=at,
+        started_at=at - 2.5,
+        members=3,
+        joined=("orders-2",),
+        left=(),
+        source="member-reports",
+        state="Stable",
+        join_offsets_ms=(0.0, 120.5, 900.0),
+        time_to_stable_ms=2500.0,
+        stop_the_world_partition_s=30.0,
+        partitions=12,
+        batch_id="r1-b0",
+        rollout_id="r1",
+        settings=SettingsInForce(3000.0, 45000.0, 3000.0, 300000.0, "cooperative-sticky", True, 3),
+    )
+
+
+def pod_start(at: float) -> RebalanceEvent:
+    return RebalanceEvent(
+        namespace="shop",
+        name="orders",
+        group_id="orders-v1",
+        cluster="kafka-0:9092",
+        generation=None,
+        previous_generation=None,
+        cause=RebalanceCause.UNKNOWN,
+        detected_at=at,
+        started_at=None,
+        members=2,
+        joined=(),
+        left=(),
+        source="operator",
+        state="Stable",
+        record_type=RecordType.POD_START,
+        member="orders-2",
+    )
+
+
+@pytest.fixture(params=["directory", "file-url", "memory"])
+def root(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "directory":
+        return str(tmp_path / "history")
+    if request.param == "file-url":
+        return f"file://{tmp_path}/history"
+    return f"memory://history-{uuid.uuid4().hex}"
+
+
+def test_round_trip_keeps_every_field(root: str) -> None:
+    events = [rebalance(), pod_start(DAY + 1), rebalance("billing", DAY + 86400)]
+    asyncio.run(HistoryRecorder(root).record(events))
+
+    records = read_history(root)
+
+    assert len(records) == 3
+    first = records[0]
+    expected = events[0].to_record()
+    for key, value in expected.items():
+        assert first[key] == value, key
+    assert first["date"] == "2023-11-14"
+    assert records[1]["record_type"] == "pod-start"
+    assert records[1]["member"] == "orders-2"
+    assert records[1]["batch_size"] is None
+    assert records[2]["namespace"] == "billing"
+    assert records[2]["date"] == "2023-11-15"
+
+
+def test_files_are_partitioned_versioned_and_never_appended(root: str) -> None:
+    recorder = HistoryRecorder(root)
+    asyncio.run(recorder.record([rebalance()]))
+    asyncio.run(recorder.record([rebalance(at=DAY + 10)]))
+
+    filesystem, files = history_files(root)
+
+    assert len(files) == 2
+    assert all("/date=2023-11-14/namespace=shop/part-" in path for path in files)
+    with filesystem.open(files[0], "rb") as handle:
+        schema = pq.read_schema(handle)
+    assert schema.metadata[VERSION_KEY] == str(HISTORY_SCHEMA_VERSION).encode()
+    assert schema.names == FILE_SCHEMA.names
+    assert len(read_history(root)) == 2
+
+
+def test_readers_skip_hidden_files_a_write_in_progress_leaves(tmp_path: Path) -> None:
+    root = tmp_path / "history"
+    asyncio.run(HistoryRecorder(root).record([rebalance()]))
+    partition = root / "date=2023-11-14" / "namespace=shop"
+    (partition / ".part-123.parquet.tmp").write_bytes(b"PAR1 half a file")
+
+    assert len(read_history(root)) == 1
+
+
+def test_no_root_records_nothing_and_an_empty_root_reads_empty(tmp_path: Path) -> None:
+    asyncio.run(HistoryRecorder(None).record([rebalance()]))
+    assert read_history(tmp_path / "missing") == []
+    fs = fsspec.filesystem("memory")
+    assert not fs.exists("/missing")
