@@ -94,9 +94,9 @@ def test_each_reported_generation_is_one_rebalance_even_between_polls() -> None:
     assert [event.generation for event in events] == [1, 2, 3]
     assert tracking.rebalances == 3 and tracking.generation == 3
     assert events[-1].cause is RebalanceCause.MEMBER_JOINED
-    assert events[-1].joined == ("a", "b", "c")
+    assert [event.joined for event in events] == [("a",), ("b",), ("c",)]
     assert events[0].detected_at == 1.0
-    again, tracking = detect_rebalances(tracking, snapshot, book.generations_after(3), CONTEXT)
+    again, tracking = detect_rebalances(tracking, snapshot, book.generations_after(2), CONTEXT)
     assert again == [] and tracking.rebalances == 3
 
 
@@ -160,3 +160,19 @@ def test_render_group_names_sources_and_counts() -> None:
         "state": "broker",
     }
     assert group["lastRebalanceTime"] == "1970-01-01T00:00:01Z"
+
+
+def test_member_gone_before_its_rebalance_is_reported_is_still_the_cause() -> None:
+    book = ReportBook()
+    for host in ("a", "b"):
+        book.add(member_report(host, 1, [0], at=1.0))
+    first = combine_observation(view(GroupState.STABLE), book.live_members(1.0, 60), 1, 1.0)
+    _, tracking = detect_rebalances(GroupTracking(0.0), first, book.generations_after(-1), CONTEXT)
+    book.add(member_report("b", 1, [], at=2.0, event=ReportEvent.STOPPED))
+    between = combine_observation(view(GroupState.STABLE), book.live_members(2.0, 60), 1, 2.0)
+    events, tracking = detect_rebalances(tracking, between, book.generations_after(1), CONTEXT)
+    assert events == []
+    book.add(member_report("a", 2, [0], at=3.0))
+    after = combine_observation(view(GroupState.STABLE), book.live_members(3.0, 60), 1, 3.0)
+    events, tracking = detect_rebalances(tracking, after, book.generations_after(1), CONTEXT)
+    assert [(e.cause, e.left) for e in events] == [(RebalanceCause.MEMBER_LEFT, ("b",))]

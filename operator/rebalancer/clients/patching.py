@@ -10,6 +10,9 @@ from kubernetes.client.exceptions import ApiException
 from rebalancer.clients.kubernetes_api import GROUP, PLURAL, VERSION, KubernetesApi
 
 
+JSON_PATCH = "application/json-patch+json"
+
+
 class ResourceGone(Exception):
     """The ConsumerGroup was deleted while we were working on it."""
 
@@ -42,6 +45,7 @@ async def patch_status(
             PLURAL,
             name,
             ops,
+            _content_type=JSON_PATCH,
         )
     except ApiException as error:
         if error.status == 404:
@@ -56,6 +60,7 @@ async def patch_status(
                 PLURAL,
                 name,
                 status_patch_ops(None, new_fields),
+                _content_type=JSON_PATCH,
             )
             return
         raise

@@ -107,7 +107,7 @@ class Observer:
         ]
         snapshot = combine_observation(view, reports, total, now)
         floor = -1 if self.tracking.generation is None else self.tracking.generation
-        sightings = book.generations_after(floor)
+        sightings = book.generations_after(floor - 1)
         context = EventContext(
             self.namespace, self.name, spec.group_id, ",".join(spec.kafka.bootstrap_servers)
         )

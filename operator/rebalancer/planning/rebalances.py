@@ -59,16 +59,20 @@ def detect_rebalances(
 ) -> tuple[list[RebalanceEvent], GroupTracking]:
     """Rebalance events since `tracking`, and the tracking to keep for next time.
 
-    `sightings` are the generations members reported above tracking.generation.
+    `sightings` are the generations members reported from tracking.generation on; the one equal
+    to tracking.generation (if given) is the baseline its successor's joins and leaves are
+    counted against, because members keep reporting a generation after it was first seen.
     """
     events: list[RebalanceEvent] = []
-    current = snapshot.member_keys
-    joined = tuple(sorted(current - tracking.members))
-    left = tuple(sorted(tracking.members - current))
     generation = tracking.generation
 
     def event(
-        cause: RebalanceCause, gen: int | None, seen: float | None, members: int, source: Source
+        cause: RebalanceCause,
+        gen: int | None,
+        seen: float | None,
+        members: int,
+        change: tuple[tuple[str, ...], tuple[str, ...]],
+        source: Source,
     ) -> RebalanceEvent:
         return RebalanceEvent(
             namespace=context.namespace,
@@ -81,41 +85,64 @@ def detect_rebalances(
             detected_at=snapshot.observed_at if seen is None else seen,
             started_at=None,
             members=members,
-            joined=joined,
-            left=left,
+            joined=change[0],
+            left=change[1],
             source=source.value,
             state=snapshot.state,
         )
 
     floor = generation_or(tracking.generation)
-    fresh = [s for s in sightings if s.generation > floor]
-    for sighting in fresh:
+    baseline = tracking.members
+    ordered = sorted(sightings, key=lambda sighting: sighting.generation)
+    for sighting in ordered:
+        if sighting.generation == floor:
+            baseline = sighting.members
+    for sighting in (s for s in ordered if s.generation > floor):
+        joined = tuple(sorted(sighting.members - baseline))
+        left = tuple(sorted(baseline - sighting.members))
         if sighting.first_seen >= tracking.since:
-            is_last = sighting is fresh[-1]
-            cause = _cause(joined, left) if is_last else RebalanceCause.REJOIN
-            members = len(sighting.members)
-            seen = sighting.first_seen
-            events.append(event(cause, sighting.generation, seen, members, Source.MEMBER_REPORTS))
+            events.append(
+                event(
+                    _cause(joined, left),
+                    sighting.generation,
+                    sighting.first_seen,
+                    len(sighting.members),
+                    (joined, left),
+                    Source.MEMBER_REPORTS,
+                )
+            )
         generation = sighting.generation
+        baseline = sighting.members
 
+    current = snapshot.member_keys
     reports_in_use = snapshot.sources.get("generation") is Source.MEMBER_REPORTS
-    if not reports_in_use and tracking.observed:
-        entered = snapshot.state in REBALANCING_STATES and tracking.state not in REBALANCING_STATES
-        members_moved = (
-            snapshot.sources.get("members") is Source.BROKER
-            and (joined or left)
-            and snapshot.state not in REBALANCING_STATES
-        )
-        if entered or members_moved:
-            cause = _cause(joined, left) if members_moved else RebalanceCause.STATE_CHANGE
-            events.append(event(cause, None, None, snapshot.members, Source.BROKER))
+    if reports_in_use:
+        members = baseline
+    else:
+        members = current
+        joined = tuple(sorted(current - tracking.members))
+        left = tuple(sorted(tracking.members - current))
+        if tracking.observed:
+            entered = (
+                snapshot.state in REBALANCING_STATES and tracking.state not in REBALANCING_STATES
+            )
+            members_moved = (
+                snapshot.sources.get("members") is Source.BROKER
+                and bool(joined or left)
+                and snapshot.state not in REBALANCING_STATES
+            )
+            if entered or members_moved:
+                cause = _cause(joined, left) if members_moved else RebalanceCause.STATE_CHANGE
+                events.append(
+                    event(cause, None, None, snapshot.members, (joined, left), Source.BROKER)
+                )
 
     last = events[-1] if events else None
     updated = replace(
         tracking,
         generation=generation,
         state=snapshot.state,
-        members=current,
+        members=members,
         rebalances=tracking.rebalances + len(events),
         last_rebalance_at=last.detected_at if last else tracking.last_rebalance_at,
         last_cause=last.cause.value if last else tracking.last_cause,
