@@ -170,6 +170,12 @@ def test_describe_lists_events_of_the_object(widgets: Kubectl, core: client.Core
     assert "Events:" in described and "widget reconciled" in described and "tester" in described
     events = widgets("get", "events").stdout
     assert "widget/w1" in events and "Reconciled" in events
+    events_v1 = rows(widgets("get", "events.v1.events.k8s.io").stdout)
+    assert events_v1[0] == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert ["Normal", "Reconciled", "widget/w1", "widget", "reconciled"] in [
+        r[1:] for r in events_v1
+    ]
+    assert rows(widgets("get", "events", "-o", "wide").stdout)[0][-1] == "NAME"
 
 
 def test_get_watch_streams_table_rows(widgets: Kubectl, kubeconfig: Path, tmp_path: Path) -> None:
@@ -267,3 +273,8 @@ def test_explain_and_api_resources(widgets: Kubectl) -> None:
     assert "url" in explained and "-required-" in explained
     resources = widgets("api-resources").stdout
     assert "widgets" in resources and "wd" in resources and "test.rebalancer.dev/v1" in resources
+
+
+def test_auth_reviews_allow_everything(kubectl: Kubectl) -> None:
+    assert kubectl("auth", "can-i", "delete", "widgets").stdout.strip() == "yes"
+    assert "rebalancer-lab" in kubectl("auth", "whoami").stdout

@@ -57,9 +57,12 @@ def _service_ports(obj: Body) -> str:
     return text or "<none>"
 
 
-def _event_object(obj: Body) -> str:
-    ref = obj.get("involvedObject") or {}
-    return f"{str(ref.get('kind', '')).lower()}/{ref.get('name', '')}"
+def _event_object(reference: str) -> Callable[[Body], str]:
+    def render(obj: Body) -> str:
+        ref = obj.get(reference) or {}
+        return f"{str(ref.get('kind', '')).lower()}/{ref.get('name', '')}"
+
+    return render
 
 
 AGE = Column("Age", "string", getter=_age_of("metadata.creationTimestamp"))
@@ -148,8 +151,8 @@ _EVENT_FIELDS = {
     "source": _get("source.component"),
     "type": _get("type"),
 }
-# Selectors and printer columns see the stored (core v1) form, so events.k8s.io's field
-# names map onto core paths.
+# Selectors see the stored (core v1) form, so events.k8s.io's field names map onto core
+# paths; printer columns see each endpoint's own form.
 _EVENT_V1_FIELDS = {
     **{k.replace("involvedObject", "regarding"): getter
        for k, getter in _EVENT_FIELDS.items() if k.startswith("involvedObject")},
@@ -163,9 +166,44 @@ _EVENT_COLUMNS = (
     ),
     Column("Type", "string", getter=_get("type")),
     Column("Reason", "string", getter=_get("reason")),
-    Column("Object", "string", getter=_event_object),
+    Column("Object", "string", getter=_event_object("involvedObject")),
     Column("Message", "string", getter=_get("message")),
+    # kube lists an event's name last, in wide output only.
+    Column("Name", "string", priority=1, format="name", getter=_get("metadata.name")),
 )
+_EVENT_V1_COLUMNS = (
+    Column(
+        "Last Seen",
+        "string",
+        getter=_age_of("deprecatedLastTimestamp", "eventTime", "metadata.creationTimestamp"),
+    ),
+    Column("Type", "string", getter=_get("type")),
+    Column("Reason", "string", getter=_get("reason")),
+    Column("Object", "string", getter=_event_object("regarding")),
+    Column("Message", "string", getter=_get("note")),
+    Column("Name", "string", priority=1, format="name", getter=_get("metadata.name")),
+)
+
+
+def _allow(review: Body) -> Body:
+    """Every access review is allowed: the emulator has no RBAC."""
+    return {**review, "status": {"allowed": True, "reason": "the API emulator has no RBAC"}}
+
+
+def _all_rules(review: Body) -> Body:
+    rules = {
+        "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+        "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+        "incomplete": False,
+    }
+    return {**review, "status": rules}
+
+
+def _whoami(review: Body) -> Body:
+    user = {"username": "rebalancer-lab", "groups": ["system:masters", "system:authenticated"]}
+    return {**review, "status": {"userInfo": user}}
+
+
 _WORKLOAD_SCALE = ScalePaths(".spec.replicas", ".status.replicas", ".spec.selector")
 
 BUILTINS: tuple[ResourceType, ...] = (
@@ -267,8 +305,24 @@ BUILTINS: tuple[ResourceType, ...] = (
         columns=(Column("Holder", getter=_get("spec.holderIdentity")), AGE),
     ),
     ResourceType(
+        "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
+        namespaced=False, verbs=("create",), review=_allow,
+    ),
+    ResourceType(
+        "authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview",
+        namespaced=False, verbs=("create",), review=_all_rules,
+    ),
+    ResourceType(
+        "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
+        namespaced=False, verbs=("create",), review=_allow,
+    ),
+    ResourceType(
+        "authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview",
+        namespaced=False, verbs=("create",), review=_whoami,
+    ),
+    ResourceType(
         "events.k8s.io", "v1", "events", "Event", short_names=("ev",), storage="/events",
-        columns=_EVENT_COLUMNS, field_labels={**_EVENT_FIELDS, **_EVENT_V1_FIELDS},
+        columns=_EVENT_V1_COLUMNS, field_labels={**_EVENT_FIELDS, **_EVENT_V1_FIELDS},
         decode=_from_events_v1, encode=_to_events_v1, prepare=_prepare_event,
     ),
 )  # fmt: skip

@@ -240,6 +240,8 @@ class Cluster:
         self, rtype: ResourceType, namespace: str | None, body: Any, opts: WriteOptions
     ) -> Outcome:
         obj = self._check_body(rtype, body, namespace)
+        if rtype.review is not None:
+            return Outcome(rtype.review(obj), 201)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
             for _ in range(8):

@@ -97,9 +97,25 @@ MESSAGES: dict[str, Schema] = {
     "ResourceRequirements": {1: ("limits", "map:Quantity"), 2: ("requests", "map:Quantity")},
     "Quantity": {1: ("string", "str")},
     "Time": {1: ("seconds", "int"), 2: ("nanos", "int")},
+    "SelfSubjectAccessReview": {1: ("metadata", "ObjectMeta"),
+                                2: ("spec", "SelfSubjectAccessReviewSpec"), 3: ("status", "skip")},
+    "SelfSubjectAccessReviewSpec": {1: ("resourceAttributes", "ResourceAttributes"),
+                                    2: ("nonResourceAttributes", "NonResourceAttributes")},
+    "ResourceAttributes": {1: ("namespace", "str"), 2: ("verb", "str"), 3: ("group", "str"),
+                           4: ("version", "str"), 5: ("resource", "str"),
+                           6: ("subresource", "str"), 7: ("name", "str"),
+                           8: ("fieldSelector", "skip"), 9: ("labelSelector", "skip")},
+    "NonResourceAttributes": {1: ("path", "str"), 2: ("verb", "str")},
+    "SelfSubjectReview": {1: ("metadata", "ObjectMeta"), 2: ("status", "skip")},
+    "SelfSubjectRulesReview": {1: ("metadata", "ObjectMeta"), 2: ("spec", "RulesReviewSpec"),
+                               3: ("status", "skip")},
+    "RulesReviewSpec": {1: ("namespace", "str")},
 }  # fmt: skip
 
-_TOP_LEVEL = {"ConfigMap", "Secret", "Namespace", "ServiceAccount", "Service", "Deployment", "Pod"}
+_TOP_LEVEL = {
+    "ConfigMap", "Secret", "Namespace", "ServiceAccount", "Service", "Deployment", "Pod",
+    "SelfSubjectAccessReview", "SelfSubjectReview", "SelfSubjectRulesReview",
+}  # fmt: skip
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:

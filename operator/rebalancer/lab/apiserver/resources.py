@@ -69,12 +69,14 @@ class ResourceType:
     preferred: bool = True
     crd_name: str = ""
     # How this endpoint's objects map to the stored ones; identity for single-version types.
-    # Selectors, printer columns and `prepare` all see the stored form.
+    # Selectors and `prepare` see the stored form, printer columns the served one.
     decode: Codec = _identity
     encode: Codec = _identity
     # Type-specific normalisation of a stored-form object being created (True) or replaced
     # (False): secrets' stringData, a few defaults.
     prepare: Callable[[Body, bool], None] | None = None
+    # Create-only review kinds (access reviews) answer at once and store nothing.
+    review: Callable[[Body], Body] | None = None
 
     def __post_init__(self) -> None:
         if not self.singular:

@@ -20,6 +20,7 @@ NAME = Column(
     "definition. Cannot be updated. More info: "
     "https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
     format="name",
+    json_path=".metadata.name",
 )
 AGE = Column(
     "Age",
@@ -77,6 +78,8 @@ def columns(rtype: ResourceType) -> tuple[Column, ...]:
     # declared); built-in types list theirs explicitly, as kube's printers do.
     if (rtype.custom or not defined) and not any(c.name.lower() == "age" for c in defined):
         defined = (*defined, AGE)
+    if any(c.format == "name" for c in defined):
+        return defined
     return (NAME, *defined)
 
 
@@ -113,9 +116,7 @@ def _cell(column: Column, obj: Body) -> Any:
 
 
 def row(rtype: ResourceType, obj: Body, include: str) -> Body:
-    cells = [obj.get("metadata", {}).get("name")]
-    cells += [_cell(c, obj) for c in columns(rtype)[1:]]
-    result: Body = {"cells": cells}
+    result: Body = {"cells": [_cell(c, obj) for c in columns(rtype)]}
     if include == "Object":
         result["object"] = obj
     elif include != "None":
