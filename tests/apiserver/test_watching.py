@@ -176,3 +176,15 @@ def test_watch_across_namespaces_and_cluster_scoped(
     assert events(api, f"watch=true&resourceVersion={rv}", 1, "/api/v1/namespaces") == [
         ("ADDED", "team")
     ]
+
+
+def test_abandoned_watches_release_their_subscriptions(api: ApiServerThread) -> None:
+    store = api.server.cluster.store
+    for _ in range(3):
+        response = requests.get(f"{api.url}{CONFIGMAPS}?watch=true", stream=True, timeout=5)
+        assert response.status_code == 200
+        response.close()
+    deadline = time.monotonic() + 5
+    while store.subscriptions() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.subscriptions() == []

@@ -29,7 +29,6 @@ from .faults import Faults
 from .kubeconfig import write_kubeconfig
 from .openapi import OpenAPICache
 from .resources import ResourceType
-from .storage import Subscription
 from .watching import Watch, WatchRequest, parse_since
 
 Body = dict[str, Any]
@@ -106,7 +105,6 @@ class ApiServer:
         self.openapi = OpenAPICache(self.cluster.registry)
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._watches: set[Subscription] = set()
         self.faults.on_drop(self._request_drop)
 
     # Lifecycle --------------------------------------------------------------------------
@@ -121,16 +119,20 @@ class ApiServer:
         self._loop = asyncio.get_running_loop()
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        # Cancelling handlers of gone clients ends abandoned watches at once, so their
+        # subscriptions cannot pile up on resources that never change.
         self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, shutdown_timeout=1.0
+            app,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=1.0,
+            handler_cancellation=True,
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        server = site._server
-        if self.port == 0 and server is not None:
-            sockets = getattr(server, "sockets", None) or []
-            self.port = sockets[0].getsockname()[1]
+        if self.port == 0:
+            self.port = int(self._runner.addresses[0][1])
 
     async def stop(self) -> None:
         self._drop_watches()
@@ -153,9 +155,9 @@ class ApiServer:
             self._loop.call_soon_threadsafe(self._drop_watches)
 
     def _drop_watches(self) -> None:
-        for sub in list(self._watches):
+        # Every subscription is an open watch stream; closing it ends the stream.
+        for sub in self.cluster.store.subscriptions():
             sub.close()
-        self._watches.clear()
 
     # Middleware -------------------------------------------------------------------------
 
@@ -495,7 +497,7 @@ class ApiServer:
         if watch_request.send_initial_events:
             watch_request.since = None
         watch = Watch(self.cluster, watch_request, self.bookmark_interval)
-        return await watch.serve(request, self._watches.add)
+        return await watch.serve(request)
 
     # Admin ------------------------------------------------------------------------------
 
@@ -518,7 +520,7 @@ class ApiServer:
                 )
                 return respond(fault.describe(), 201)
         if parts == ["drop-watches"] and request.method == "POST":
-            count = len(self._watches)
+            count = len(self.cluster.store.subscriptions())
             self._drop_watches()
             return respond({"dropped": count})
         raise errors.no_such_route()

@@ -11,7 +11,6 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,9 +103,7 @@ class Watch:
             json.dumps({"type": "BOOKMARK", "object": obj}, separators=(",", ":")).encode() + b"\n"
         )
 
-    async def serve(
-        self, request: web.Request, on_start: Callable[[Subscription], None]
-    ) -> web.StreamResponse:
+    async def serve(self, request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
         store = self.cluster.store
@@ -134,7 +131,6 @@ class Watch:
                 translated = self.translate(change)
                 if translated:
                     initial.append(self.encode(*translated))
-        on_start(sub)
         try:
             await response.prepare(request)
             for chunk in initial:
