@@ -176,3 +176,35 @@ def test_member_gone_before_its_rebalance_is_reported_is_still_the_cause() -> No
     after = combine_observation(view(GroupState.STABLE), book.live_members(3.0, 60), 1, 3.0)
     events, tracking = detect_rebalances(tracking, after, book.generations_after(1), CONTEXT)
     assert [(e.cause, e.left) for e in events] == [(RebalanceCause.MEMBER_LEFT, ("b",))]
+
+
+def test_a_generation_is_reported_once_all_members_have_reported_it() -> None:
+    book = ReportBook()
+    for host in ("a", "b", "c"):
+        book.add(member_report(host, 1, [0], at=1.0))
+    first = combine_observation(view(GroupState.STABLE), book.live_members(1.0, 60), 1, 1.0)
+    _, tracking = detect_rebalances(GroupTracking(0.0), first, book.generations_after(-1), CONTEXT)
+    book.add(member_report("a", 2, [0], at=5.0))
+    early = combine_observation(view(GroupState.STABLE), book.live_members(5.5, 60), 1, 5.5)
+    events, tracking = detect_rebalances(tracking, early, book.generations_after(0), CONTEXT)
+    assert events == [] and tracking.pending
+    for host in ("b", "c"):
+        book.add(member_report(host, 2, [0], at=5.6))
+    done = combine_observation(view(GroupState.STABLE), book.live_members(5.7, 60), 1, 5.7)
+    events, tracking = detect_rebalances(tracking, done, book.generations_after(0), CONTEXT)
+    assert [(e.generation, e.members, e.cause, e.joined, e.left) for e in events] == [
+        (2, 3, RebalanceCause.REJOIN, (), ())
+    ]
+    assert not tracking.pending
+
+
+def test_a_member_that_never_reports_does_not_hold_a_generation_forever() -> None:
+    book = ReportBook()
+    for host in ("a", "b"):
+        book.add(member_report(host, 1, [0], at=1.0))
+    first = combine_observation(view(GroupState.STABLE), book.live_members(1.0, 60), 1, 1.0)
+    _, tracking = detect_rebalances(GroupTracking(0.0), first, book.generations_after(-1), CONTEXT)
+    book.add(member_report("a", 2, [0], at=5.0))
+    later = combine_observation(view(GroupState.STABLE), book.live_members(9.0, 60), 1, 9.0)
+    events, tracking = detect_rebalances(tracking, later, book.generations_after(0), CONTEXT)
+    assert [(e.generation, e.left) for e in events] == [(2, ("b",))]

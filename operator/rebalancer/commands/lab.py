@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import tempfile
 import time
@@ -83,6 +84,13 @@ def run(args: argparse.Namespace) -> int:
     )
     console = Console()
     lab = Lab(config)
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    # `kill` or a closed terminal stops the lab as cleanly as Ctrl-C does.
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGHUP, interrupt)
     started = time.monotonic()
     try:
         lab.start()
@@ -103,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
         if plain:
             while not expired():
-                console.print(summary_line(view()))
+                print(summary_line(view()), flush=True)
                 time.sleep(1)
         else:
             with Live(console=console, refresh_per_second=2) as live:

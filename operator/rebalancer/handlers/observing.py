@@ -40,6 +40,8 @@ from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.specs import ConsumerGroupSpec, parse_spec
 
 logger = logging.getLogger(__name__)
+# A generation some members have not reported yet is looked at again this soon.
+PENDING_RECHECK_SECONDS = 1.0
 
 
 def tracking_from_status(status: Mapping[str, Any], since: float) -> GroupTracking:
@@ -209,6 +211,8 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
             try:
                 await observer.observe_once(body, spec)
                 succeeded = True
+                if observer.tracking.pending:
+                    delay = min(delay, PENDING_RECHECK_SECONDS)
             except ResourceGone:
                 return
             except SecretUnavailable as error:

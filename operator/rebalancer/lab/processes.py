@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,16 +39,19 @@ class ChildProcess:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def terminate(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+
     def stop(self, grace: float = 10.0) -> int | None:
         if self.process is None:
             return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
+        self.terminate()
+        try:
+            self.process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -57,6 +61,15 @@ class ChildProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=5)
+
+
+def stop_all(children: Sequence[ChildProcess], grace: float = 10.0) -> None:
+    """SIGTERM every child at once, so stopping N of them takes one grace period, not N."""
+    for child in children:
+        child.terminate()
+    deadline = time.monotonic() + grace
+    for child in children:
+        child.stop(grace=max(0.1, deadline - time.monotonic()))
 
 
 def python_module(module: str, *args: str) -> list[str]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +15,7 @@ from kubernetes import client, dynamic
 from rebalancer.lab.apiserver import ApiServerThread
 from rebalancer.lab.broker import TansuBroker
 from rebalancer.lab.manifests import crds, examples
-from rebalancer.lab.processes import ChildProcess, python_module
+from rebalancer.lab.processes import ChildProcess, python_module, stop_all
 
 logger = logging.getLogger(__name__)
 
@@ -168,10 +170,19 @@ class Lab:
             logger.info("consumer orders-consumer-%d started", index)
 
     def stop(self) -> None:
-        for child in reversed(self.consumers):
-            child.stop()
-        if self.producer is not None:
-            self.producer.stop()
+        # A second Ctrl-C while stopping must not leave orphans behind.
+        if threading.current_thread() is not threading.main_thread():
+            self._stop()
+            return
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            self._stop()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _stop(self) -> None:
+        fleet = [*self.consumers, *([self.producer] if self.producer else [])]
+        stop_all(fleet, grace=10)
         if self.operator is not None:
             self.operator.stop(grace=15)
         if self.api_client is not None:

@@ -39,6 +39,7 @@ class GroupTracking:
     last_rebalance_at: float | None = None
     last_cause: str | None = None
     observed: bool = False
+    pending: bool = False
 
 
 def _cause(joined: Sequence[str], left: Sequence[str]) -> RebalanceCause:
@@ -56,6 +57,7 @@ def detect_rebalances(
     snapshot: GroupSnapshot,
     sightings: Sequence[GenerationSighting],
     context: EventContext,
+    settle_seconds: float = 3.0,
 ) -> tuple[list[RebalanceEvent], GroupTracking]:
     """Rebalance events since `tracking`, and the tracking to keep for next time.
 
@@ -94,10 +96,17 @@ def detect_rebalances(
     floor = generation_or(tracking.generation)
     baseline = tracking.members
     ordered = sorted(sightings, key=lambda sighting: sighting.generation)
+    newest = ordered[-1].generation if ordered else floor
+    pending = False
     for sighting in ordered:
         if sighting.generation == floor:
             baseline = sighting.members
     for sighting in (s for s in ordered if s.generation > floor):
+        if not _complete(sighting, newest, snapshot, settle_seconds):
+            # Members report a new generation one by one; naming its joins and leaves before
+            # they all have would blame members that are merely late to report.
+            pending = True
+            break
         joined = tuple(sorted(sighting.members - baseline))
         left = tuple(sorted(baseline - sighting.members))
         if sighting.first_seen >= tracking.since:
@@ -147,8 +156,20 @@ def detect_rebalances(
         last_rebalance_at=last.detected_at if last else tracking.last_rebalance_at,
         last_cause=last.cause.value if last else tracking.last_cause,
         observed=True,
+        pending=pending,
     )
     return events, updated
+
+
+def _complete(
+    sighting: GenerationSighting, newest: int, snapshot: GroupSnapshot, settle_seconds: float
+) -> bool:
+    """Whether every member that will report this generation has done so, as far as we can tell."""
+    if sighting.generation < newest:
+        return True
+    if snapshot.member_keys <= sighting.members:
+        return True
+    return snapshot.observed_at - sighting.first_seen >= settle_seconds
 
 
 def generation_or(value: int | None, default: int = -1) -> int:
