@@ -359,3 +359,32 @@ def deployment(name: str) -> dict[str, Any]:
             },
         },
     }
+
+
+def test_garbage_collection_deletes_dependents_of_deleted_owners(
+    custom: client.CustomObjectsApi, core: client.CoreV1Api, crd: Any
+) -> None:
+    owner = custom.create_namespaced_custom_object(GROUP, "v1", "default", PLURAL, widget("owner"))
+    other = custom.create_namespaced_custom_object(GROUP, "v1", "default", PLURAL, widget("other"))
+
+    def ref(obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        return {
+            "apiVersion": f"{GROUP}/v1",
+            "kind": "Widget",
+            "name": meta["name"],
+            "uid": meta["uid"],
+        }
+
+    core.create_namespaced_config_map("default", configmap("owned", ownerReferences=[ref(owner)]))
+    core.create_namespaced_config_map(
+        "default", configmap("shared", ownerReferences=[ref(owner), ref(other)])
+    )
+    core.create_namespaced_config_map("default", configmap("free"))
+    custom.delete_namespaced_custom_object(GROUP, "v1", "default", PLURAL, "owner")
+    assert sorted(c.metadata.name for c in core.list_namespaced_config_map("default").items) == [
+        "free",
+        "shared",
+    ]
+    custom.delete_namespaced_custom_object(GROUP, "v1", "default", PLURAL, "other")
+    assert [c.metadata.name for c in core.list_namespaced_config_map("default").items] == ["free"]

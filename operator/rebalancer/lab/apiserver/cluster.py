@@ -604,6 +604,7 @@ class Cluster:
         if gone is None:
             return None
         self._applied.pop((rtype.storage, namespace, name), None)
+        self._collect_dependents(gone)
         if rtype is self._crd_type():
             for served in self.registry.remove_crd(name):
                 self.store.drop_storage(served.storage)
@@ -616,6 +617,30 @@ class Cluster:
             if crd is not None and crd["metadata"].get("deletionTimestamp"):
                 self._empty_crd(crd)
         return gone
+
+    def _collect_dependents(self, owner: Body) -> None:
+        """Kube's garbage collector, synchronously: delete what no live owner holds any more.
+
+        Background propagation only; `foreground` and `orphan` policies are not emulated.
+        """
+        for storage, namespace, name in self.store.dependents(owner["metadata"].get("uid", "")):
+            dependent = self.store.get(storage, namespace, name)
+            sharing = self.registry.sharing(storage)
+            if dependent is None or not sharing or dependent["metadata"].get("deletionTimestamp"):
+                continue
+            refs = dependent["metadata"].get("ownerReferences") or []
+            if not any(self._owner_alive(ref, namespace) for ref in refs):
+                self._delete(sharing[0], dependent)
+
+    def _owner_alive(self, ref: Body, namespace: str) -> bool:
+        group = str(ref.get("apiVersion", "")).rpartition("/")[0]
+        for rtype in self.registry:
+            if rtype.group == group and rtype.kind == ref.get("kind"):
+                found = self.store.get(
+                    rtype.storage, namespace if rtype.namespaced else "", str(ref.get("name"))
+                )
+                return found is not None and found["metadata"].get("uid") == ref.get("uid")
+        return False
 
     def _empty(self, rtype: ResourceType, obj: Body) -> bool:
         if rtype is self.namespaces:

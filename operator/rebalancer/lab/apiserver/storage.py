@@ -65,6 +65,8 @@ class Store:
         self._subscribers: dict[str, set[Subscription]] = {}
         self._per_namespace: Counter[str] = Counter()
         self._per_storage: Counter[str] = Counter()
+        # Owner uid -> dependents' (storage, namespace, name), for garbage collection.
+        self._dependents: dict[str, set[tuple[str, str, str]]] = {}
 
     # Reads ------------------------------------------------------------------------------
 
@@ -104,6 +106,7 @@ class Store:
         if old is None:
             self._per_namespace[namespace] += 1
             self._per_storage[storage] += 1
+        self._index_owners((storage, namespace, name), old, obj)
         self._record(storage, Change("ADDED" if old is None else "MODIFIED", obj, old, rv))
         return obj
 
@@ -117,10 +120,30 @@ class Store:
             del self._objects[storage][namespace]
         self._per_namespace[namespace] -= 1
         self._per_storage[storage] -= 1
+        self._index_owners((storage, namespace, name), old, None)
         rv = self.next_rv()
         gone = {**old, "metadata": {**old.get("metadata", {}), "resourceVersion": str(rv)}}
         self._record(storage, Change("DELETED", gone, old, rv))
         return gone
+
+    @staticmethod
+    def _owners(obj: Body | None) -> set[str]:
+        refs = (obj or {}).get("metadata", {}).get("ownerReferences") or ()
+        return {str(r["uid"]) for r in refs if isinstance(r, dict) and r.get("uid")}
+
+    def _index_owners(self, key: tuple[str, str, str], old: Body | None, new: Body | None) -> None:
+        before, after = self._owners(old), self._owners(new)
+        for uid in before - after:
+            dependents = self._dependents.get(uid)
+            if dependents is not None:
+                dependents.discard(key)
+                if not dependents:
+                    del self._dependents[uid]
+        for uid in after - before:
+            self._dependents.setdefault(uid, set()).add(key)
+
+    def dependents(self, uid: str) -> list[tuple[str, str, str]]:
+        return sorted(self._dependents.get(uid, ()))
 
     def replace_silently(self, storage: str, namespace: str, name: str, obj: Body) -> None:
         """Swap an object's stored form without a new version (defaults of a changed schema)."""
