@@ -96,19 +96,17 @@ class Cluster:
         self._events: deque[tuple[float, str, str, str]] = deque()
         # Server-side apply's last applied configuration per object and field manager.
         self._applied: dict[tuple[str, str, str], dict[str, Body]] = {}
-        ns_type = self._builtin("", "namespaces")
+        # Looked up once: the write path consults them on every request.
+        self.namespaces = self._builtin("", "namespaces")
+        self._crd = self._builtin("apiextensions.k8s.io", "customresourcedefinitions")
         for name in NAMESPACES:
-            self.create(ns_type, None, {"metadata": {"name": name}}, WriteOptions())
+            self.create(self.namespaces, None, {"metadata": {"name": name}}, WriteOptions())
 
     def _builtin(self, group: str, plural: str) -> ResourceType:
         for rtype in self.registry:
             if rtype.group == group and rtype.plural == plural:
                 return rtype
         raise LookupError(plural)
-
-    @property
-    def namespaces(self) -> ResourceType:
-        return self._builtin("", "namespaces")
 
     # Reads ------------------------------------------------------------------------------
 
@@ -687,7 +685,7 @@ class Cluster:
     # CRDs -------------------------------------------------------------------------------
 
     def _crd_type(self) -> ResourceType:
-        return self._builtin("apiextensions.k8s.io", "customresourcedefinitions")
+        return self._crd
 
     def _crd_terminating(self, crd_name: str) -> bool:
         crd = self.store.get(self._crd_type().storage, "", crd_name)
