@@ -110,3 +110,34 @@ def test_openapi_v3_tells_kubectl_that_field_validation_is_server_side(
     schema = doc["components"]["schemas"]["dev.rebalancer.test.v1.Widget"]
     assert schema["properties"]["spec"]["required"] == ["size", "backend"]
     assert requests.get(api.url + "/openapi/v2", timeout=5).status_code == 404
+
+
+def test_dynamic_client_crud_and_status(api_client: client.ApiClient) -> None:
+    client.ApiextensionsV1Api(api_client).create_custom_resource_definition(CRD)
+    dyn = dynamic.DynamicClient(api_client)
+    widgets = dyn.resources.get(api_version=f"{GROUP}/v1", kind="Widget")
+    body = {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "Widget",
+        "metadata": {"name": "dyn"},
+        "spec": {"size": 2, "backend": {"url": "https://kafka:9092"}},
+    }
+    created = widgets.create(body=body, namespace="default")
+    assert created.spec.mode == "Safe" and created.metadata.generation == 1
+    widgets.patch(
+        name="dyn",
+        namespace="default",
+        body={"spec": {"size": 4}},
+        content_type="application/merge-patch+json",
+    )
+    widgets.status.patch(
+        name="dyn",
+        namespace="default",
+        body={"status": {"phase": "Up"}},
+        content_type="application/merge-patch+json",
+    )
+    current = widgets.get(name="dyn", namespace="default")
+    assert (current.spec.size, current.status.phase, current.metadata.generation) == (4, "Up", 2)
+    assert [w.metadata.name for w in widgets.get(namespace="default").items] == ["dyn"]
+    widgets.delete(name="dyn", namespace="default")
+    assert widgets.get(namespace="default").items == []
