@@ -9,7 +9,6 @@ from kubernetes.client.exceptions import ApiException
 
 from rebalancer.clients.kubernetes_api import GROUP, PLURAL, VERSION, KubernetesApi
 
-
 JSON_PATCH = "application/json-patch+json"
 
 
