@@ -17,6 +17,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         broker_port=free_port(),
         api_port=free_port(),
         reports_port=free_port(),
+        prometheus_port=free_port(),
         consumers=2,
         partitions=6,
         start_spread_seconds=0.2,

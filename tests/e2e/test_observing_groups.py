@@ -214,3 +214,25 @@ def test_operator_reports_what_the_schema_cannot_check(lab: Lab) -> None:
     warnings = [e for e in events_for(lab, "backtracking") if e["reason"] == "InvalidSpec"]
     assert warnings and warnings[0]["type"] == "Warning"
     kubectl(lab, "delete", "consumergroup", "backtracking", "--wait=true", "--timeout=30s")
+
+
+def test_prometheus_in_the_lab_shows_the_series(lab: Lab) -> None:
+    from rebalancer.lab.prometheus import query
+
+    if lab.prometheus_url is None:
+        pytest.skip("no prometheus binary installed (Debian package prometheus)")
+    url = lab.prometheus_url
+    apply(lab, statefulset("metered-consumer"), consumer_group("metered", lab.bootstrap))
+
+    def series() -> list[dict[str, object]] | None:
+        found = query(url, 'rebalancer_group_state{consumergroup="metered"} == 1')
+        return found or None
+
+    found = eventually(series, 60, "rebalancer_group_state in Prometheus")
+    labels = found[0]["metric"]
+    assert isinstance(labels, dict)
+    assert labels["namespace"] == "default"
+    assert labels["state"] in {"Empty", "Unknown", "Dead"}
+    assert query(url, "rebalancer_operator_info")
+    assert query(url, 'rebalancer_group_ready{consumergroup="metered"}')
+    kubectl(lab, "delete", "consumergroup", "metered", "--wait=true", "--timeout=30s")

@@ -32,6 +32,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--reports-port", type=int, default=8090, help="operator's member-report port (8090)"
     )
     parser.add_argument(
+        "--prometheus-port",
+        type=int,
+        default=9090,
+        help="port of the lab's Prometheus server, started when a prometheus binary is installed "
+        "(default 9090; 0 turns it off)",
+    )
+    parser.add_argument(
         "--state-dir",
         type=Path,
         default=default_state,
@@ -77,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         broker_port=args.broker_port,
         api_port=args.api_port,
         reports_port=args.reports_port,
+        prometheus_port=args.prometheus_port or None,
         consumers=args.consumers,
         partitions=args.partitions,
         start_spread_seconds=args.start_spread,
@@ -98,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
         assert api_client is not None and lab.kubeconfig is not None
         console.print(
             f"[bold]Lab is up.[/bold] Try: kubectl --kubeconfig {lab.kubeconfig} get consumergroups"
+        )
+        console.print(
+            f"Metrics: {lab.metrics_url}"
+            + (f"  Prometheus: {lab.prometheus_url}" if lab.prometheus_url else "")
         )
         plain = args.plain or not console.is_terminal
         title = f"ConsumerGroup {config.namespace}/{config.group_id}"

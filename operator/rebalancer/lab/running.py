@@ -16,6 +16,7 @@ from rebalancer.lab.apiserver import ApiServerThread
 from rebalancer.lab.broker import TansuBroker
 from rebalancer.lab.manifests import crds, examples
 from rebalancer.lab.processes import ChildProcess, python_module, stop_all
+from rebalancer.lab.prometheus import find_prometheus, prometheus_process, wait_ready
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ class LabConfig:
     rate: float = 20.0
     start_spread_seconds: float = 2.0
     session_timeout_ms: int = 6000
+    # None: no Prometheus server even when one is installed.
+    prometheus_port: int | None = 9090
 
 
 @dataclass
@@ -44,6 +47,7 @@ class Lab:
     api: ApiServerThread | None = None
     operator: ChildProcess | None = None
     producer: ChildProcess | None = None
+    prometheus: ChildProcess | None = None
     consumers: list[ChildProcess] = field(default_factory=list)
     kubeconfig: Path | None = None
     api_client: client.ApiClient | None = None
@@ -92,10 +96,37 @@ class Lab:
         )
         self.operator.start()
         logger.info("operator started (log: %s)", self.operator.log_path)
+        self.start_prometheus()
         if fleet:
             self.apply_examples()
             self.start_producer()
             self.start_consumers()
+
+    @property
+    def prometheus_url(self) -> str | None:
+        if self.prometheus is None or self.config.prometheus_port is None:
+            return None
+        return f"http://{self.config.host}:{self.config.prometheus_port}"
+
+    def start_prometheus(self) -> None:
+        binary = find_prometheus()
+        if self.config.prometheus_port is None:
+            return
+        if binary is None:
+            logger.info("no prometheus binary installed: metrics only at %s", self.metrics_url)
+            return
+        target = f"{self.config.host}:{self.config.reports_port}"
+        self.prometheus = prometheus_process(
+            binary, self.config.state_dir, self.config.host, self.config.prometheus_port, [target]
+        )
+        self.prometheus.start()
+        assert self.prometheus_url is not None
+        wait_ready(self.prometheus_url)
+        logger.info("Prometheus at %s scrapes %s", self.prometheus_url, self.metrics_url)
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.config.host}:{self.config.reports_port}/metrics"
 
     def install_crds(self) -> None:
         assert self.api_client is not None
@@ -185,6 +216,8 @@ class Lab:
         stop_all(fleet, grace=10)
         if self.operator is not None:
             self.operator.stop(grace=15)
+        if self.prometheus is not None:
+            self.prometheus.stop()
         if self.api_client is not None:
             self.api_client.close()
         if self.api is not None:
