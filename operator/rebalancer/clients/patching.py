@@ -27,6 +27,21 @@ def status_patch_ops(
     ]
 
 
+async def _json_patch_status(
+    api: KubernetesApi, namespace: str, name: str, ops: list[dict[str, object]]
+) -> None:
+    await asyncio.to_thread(
+        api.custom.patch_namespaced_custom_object_status,
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        name,
+        ops,
+        _content_type=JSON_PATCH,
+    )
+
+
 async def patch_status(
     api: KubernetesApi,
     namespace: str,
@@ -34,33 +49,14 @@ async def patch_status(
     current_status: Mapping[str, object] | None,
     new_fields: Mapping[str, object],
 ) -> None:
-    ops = status_patch_ops(current_status, new_fields)
     try:
-        await asyncio.to_thread(
-            api.custom.patch_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            ops,
-            _content_type=JSON_PATCH,
-        )
+        await _json_patch_status(api, namespace, name, status_patch_ops(current_status, new_fields))
     except ApiException as error:
         if error.status == 404:
             raise ResourceGone(f"{namespace}/{name}") from None
         if error.status == 422 and current_status:
             # /status vanished between read and write (a replace by the user): write it whole.
-            await asyncio.to_thread(
-                api.custom.patch_namespaced_custom_object_status,
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
-                name,
-                status_patch_ops(None, new_fields),
-                _content_type=JSON_PATCH,
-            )
+            await _json_patch_status(api, namespace, name, status_patch_ops(None, new_fields))
             return
         raise
 
