@@ -1,0 +1,384 @@
+"""Bench of `rebalancer learn`: time and peak memory per history size, and quality of the choice.
+
+For each size (records), a seeded set of synthetic fleets (rebalancer.learning.fleets) writes a
+history, and `rebalancer learn --master local[2]` runs on it in a child process whose process tree
+(Python driver, JVM, Python workers) is sampled for memory. Then, for the fleets of the first
+size, the recommended settings are scored against each fleet's true behaviour on held-out
+simulator seeds, next to the optimum of an exhaustive search (every delay in 250 ms steps to
+20 s and beyond, every batch size, sessions in 2 s steps) and Kafka's defaults (3000 ms, all pods
+at once, 45 s session).
+
+    .venv/bin/python bench/learning.py                      # 1e5, 1e6, 1e7
+    .venv/bin/python bench/learning.py --sizes 100000       # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "operator"))
+
+from rebalancer.learning.fleets import (  # noqa: E402
+    Fleet,
+    days_for,
+    make_fleets,
+    true_profile,
+    write_history,
+)
+from rebalancer.learning.scoring import (  # noqa: E402
+    DEFAULT_DELAY_MS,
+    DEFAULT_SESSION_MS,
+    GroupProfile,
+    departures_cost_per_day_s,
+    session_candidates,
+    startup_cost_s,
+)
+
+FLEETS_PER_SIZE = {100_000: 24, 1_000_000: 80, 10_000_000: 240}
+HELD_OUT_SEED = 424242
+EXHAUSTIVE_DELAYS = (*(float(ms) for ms in range(0, 20001, 250)), 25000.0, 30000.0)
+EXHAUSTIVE_SESSIONS = tuple(float(ms) for ms in range(6000, 300001, 2000))
+HELD_OUT_SAMPLES = 16
+
+
+def log(line: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of a process and all its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry))
+        except OSError:
+            continue
+    total = 0
+    stack = [pid]
+    while stack:
+        current = stack.pop()
+        stack.extend(children.get(current, []))
+        try:
+            with open(f"/proc/{current}/status") as handle:
+                for line in handle:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return total
+
+
+@dataclass
+class JobRun:
+    size: int
+    records: int
+    fleets: int
+    seconds: float
+    peak_bytes: int
+    summary: dict[str, Any]
+
+
+def generate(size: int, directory: Path, seed: int) -> tuple[list[Fleet], int]:
+    fleets = make_fleets(FLEETS_PER_SIZE.get(size, max(size // 40_000, 4)), seed=seed)
+    history = directory / f"history-{size}"
+    marker = history / "_records"
+    if marker.exists():
+        log(f"{size:,}: reusing {history}")
+        return fleets, int(marker.read_text())
+    days = days_for(fleets, size)
+    log(f"{size:,}: generating {len(fleets)} fleets x {days:.0f} days into {history}")
+    started = time.perf_counter()
+    records = write_history(str(history), fleets, days, seed=seed)
+    marker.write_text(str(records))
+    log(f"{size:,}: {records:,} records written in {time.perf_counter() - started:.0f} s")
+    return fleets, records
+
+
+def run_job(size: int, records: int, fleets: int, directory: Path) -> JobRun:
+    output = directory / f"recommendations-{size}"
+    command = [
+        str(Path(sys.executable).parent / "rebalancer"),
+        "learn",
+        "--history",
+        str(directory / f"history-{size}"),
+        "--output",
+        str(output),
+        "--master",
+        "local[2]",
+        "--driver-memory",
+        "2g",
+    ]
+    log(f"{size:,}: {' '.join(command[1:])}")
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.wait(0.5):
+            peak = max(peak, tree_rss_bytes(process.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    assert process.stdout is not None
+    for line in process.stdout:
+        if "learn [" in line or "tasks" in line or "learn:" in line:
+            log(f"{size:,}:   {line.strip()}")
+    code = process.wait()
+    done.set()
+    sampler.join()
+    seconds = time.perf_counter() - started
+    if code != 0:
+        raise SystemExit(f"rebalancer learn failed for {size:,} (exit {code})")
+    summary = json.loads((output / "recommendations.json").read_text())
+    log(f"{size:,}: {seconds:.1f} s, peak {peak / 2**20:,.0f} MiB")
+    return JobRun(size, records, fleets, seconds, peak, summary)
+
+
+# ---- quality: the recommendation against the exhaustive optimum, on held-out seeds ----------
+
+
+def evaluate_group(profile: GroupProfile) -> dict[str, Any]:
+    """Held-out costs of every delay x batch (start-ups) and every session (departures)."""
+    startup: dict[tuple[float, int], float] = {}
+    for delay in EXHAUSTIVE_DELAYS:
+        for batch in range(1, profile.members + 1):
+            startup[(delay, batch)] = startup_cost_s(
+                profile, delay, batch, HELD_OUT_SAMPLES, HELD_OUT_SEED
+            )
+    sessions = session_candidates(profile.heartbeat_interval_ms, EXHAUSTIVE_SESSIONS)
+    if DEFAULT_SESSION_MS not in sessions:
+        sessions = (*sessions, DEFAULT_SESSION_MS)
+    departure = {
+        session: departures_cost_per_day_s(profile, session, HELD_OUT_SEED) for session in sessions
+    }
+    return {"startup": startup, "departure": departure}
+
+
+def _startup_at(table: dict[tuple[float, int], float], delay: float, batch: int) -> float:
+    if (delay, batch) in table:
+        return table[(delay, batch)]
+    raise KeyError((delay, batch))
+
+
+def quality(fleets: Sequence[Fleet], summary: dict[str, Any], workers: int) -> list[dict[str, Any]]:
+    profiles = [true_profile(fleet) for fleet in fleets]
+    log(f"quality: exhaustive search for {len(profiles)} held-out fleets ({workers} processes)")
+    started = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        tables = []
+        for index, table in enumerate(pool.map(evaluate_group, profiles)):
+            tables.append(table)
+            if (index + 1) % 4 == 0 or index + 1 == len(profiles):
+                log(f"quality:   {index + 1}/{len(profiles)} fleets searched")
+    log(f"quality: searched in {time.perf_counter() - started:.0f} s")
+    results: list[dict[str, Any]] = []
+    for cluster in sorted({fleet.cluster for fleet in fleets}):
+        members = [
+            (fleet, profile, table)
+            for fleet, profile, table in zip(fleets, profiles, tables, strict=True)
+            if fleet.cluster == cluster
+        ]
+
+        def startup_total(delay: float, choose_batch: Any, members: list[Any] = members) -> float:
+            return sum(
+                profile.rollouts_per_day
+                * _startup_at(table["startup"], delay, choose_batch(fleet, table, delay))
+                for fleet, profile, table in members
+            )
+
+        def best_batch(fleet: Fleet, table: dict[str, Any], delay: float) -> int:
+            return min(
+                range(1, fleet.members + 1),
+                key=lambda batch: float(table["startup"][(delay, batch)]),
+            )
+
+        optimum_delay = min(EXHAUSTIVE_DELAYS, key=lambda delay: startup_total(delay, best_batch))
+        optimum_startup = startup_total(optimum_delay, best_batch)
+        optimum_departures = sum(min(table["departure"].values()) for _, _, table in members)
+        default_startup = startup_total(DEFAULT_DELAY_MS, lambda fleet, _t, _d: fleet.members)
+        default_departures = sum(table["departure"][DEFAULT_SESSION_MS] for _, _, table in members)
+
+        recommended = summary["clusters"].get(cluster, {}).get("initialRebalanceDelayMs")
+        rec_startup = 0.0
+        rec_departures = 0.0
+        for fleet, profile, table in members:
+            entry = summary["groups"].get(f"{fleet.namespace}/{fleet.name}", {})
+            delay = entry.get("initialRebalanceDelayMs") or recommended or DEFAULT_DELAY_MS
+            batch = entry.get("batchSize") or fleet.members
+            if (delay, batch) not in table["startup"]:
+                table["startup"][(delay, batch)] = startup_cost_s(
+                    profile, delay, batch, HELD_OUT_SAMPLES, HELD_OUT_SEED
+                )
+            rec_startup += profile.rollouts_per_day * table["startup"][(delay, batch)]
+            session = entry.get("sessionTimeoutMs") or DEFAULT_SESSION_MS
+            if session not in table["departure"]:
+                table["departure"][session] = departures_cost_per_day_s(
+                    profile, session, HELD_OUT_SEED
+                )
+            rec_departures += table["departure"][session]
+        results.append(
+            {
+                "cluster": cluster,
+                "groups": len(members),
+                "optimum_delay_ms": optimum_delay,
+                "recommended_delay_ms": recommended,
+                "optimum": optimum_startup + optimum_departures,
+                "recommended": rec_startup + rec_departures,
+                "default": default_startup + default_departures,
+                "optimum_startup": optimum_startup,
+                "recommended_startup": rec_startup,
+                "default_startup": default_startup,
+            }
+        )
+    return results
+
+
+def plot(runs: Sequence[JobRun], results: Sequence[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4.8))
+    sizes = [run.records for run in runs]
+    left.loglog(sizes, [run.seconds for run in runs], marker="o", label="measured")
+    if runs:
+        base = runs[0]
+        left.loglog(
+            sizes,
+            [base.seconds * size / base.records for size in sizes],
+            linestyle="--",
+            color="grey",
+            label="linear from the smallest",
+        )
+    left.set_xlabel("history records")
+    left.set_ylabel("job wall time (s)")
+    left.set_title("rebalancer learn, local[2]")
+    left.legend()
+    middle.semilogx(sizes, [run.peak_bytes / 2**30 for run in runs], marker="o")
+    middle.set_xlabel("history records")
+    middle.set_ylabel("peak RSS of driver + JVM + workers (GiB)")
+    middle.set_title("Peak memory")
+    names = [result["cluster"].split(".")[0] for result in results]
+    positions = range(len(results))
+    right.bar(
+        [p - 0.2 for p in positions],
+        [r["recommended"] / r["optimum"] for r in results],
+        width=0.4,
+        label="learned / optimum",
+    )
+    right.bar(
+        [p + 0.2 for p in positions],
+        [r["default"] / r["optimum"] for r in results],
+        width=0.4,
+        label="Kafka defaults / optimum",
+    )
+    right.axhline(1.1, color="red", linestyle="--", label="+10 %")
+    right.set_xticks(list(positions), names)
+    right.set_ylabel("daily cost relative to the exhaustive optimum")
+    right.set_title("Held-out fleets")
+    right.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100000,1000000,10000000")
+    parser.add_argument("--directory", default="/tmp/rebalancer-bench-learning")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--plot", default=str(ROOT / "bench" / "learning.png"))
+    parser.add_argument("--json", default=str(ROOT / "bench" / "learning.json"))
+    args = parser.parse_args(argv)
+    directory = Path(args.directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    sizes = [int(float(size)) for size in args.sizes.split(",")]
+    runs: list[JobRun] = []
+    first_fleets: list[Fleet] = []
+    for size in sizes:
+        fleets, records = generate(size, directory, args.seed)
+        if not first_fleets:
+            first_fleets = fleets
+        runs.append(run_job(size, records, len(fleets), directory))
+    print()
+    print(f"{'records':>12} {'fleets':>7} {'seconds':>9} {'peak MiB':>9} {'records/s':>11}")
+    for run in runs:
+        print(
+            f"{run.records:>12,} {run.fleets:>7} {run.seconds:>9.1f} "
+            f"{run.peak_bytes / 2**20:>9,.0f} {run.records / run.seconds:>11,.0f}"
+        )
+    for previous, current in itertools.pairwise(runs):
+        print(
+            f"{previous.records:,} -> {current.records:,}: "
+            f"records x{current.records / previous.records:.1f}, "
+            f"time x{current.seconds / previous.seconds:.2f}, "
+            f"memory x{current.peak_bytes / max(previous.peak_bytes, 1):.2f}"
+        )
+    results = quality(first_fleets, runs[0].summary, args.workers)
+    print()
+    print(
+        f"{'cluster':<24} {'opt ms':>7} {'rec ms':>7} {'optimum':>9} {'learned':>9} {'default':>9}"
+        f" {'learned/opt':>11} {'default/opt':>11}"
+    )
+    for result in results:
+        print(
+            f"{result['cluster']:<24} {result['optimum_delay_ms']:>7.0f} "
+            f"{result['recommended_delay_ms'] or 0:>7.0f} {result['optimum']:>9.1f} "
+            f"{result['recommended']:>9.1f} {result['default']:>9.1f} "
+            f"{result['recommended'] / result['optimum']:>11.3f} "
+            f"{result['default'] / result['optimum']:>11.3f}"
+        )
+    within = all(r["recommended"] <= 1.10 * r["optimum"] for r in results)
+    better = all(
+        r["recommended"] < r["default"] for r in results if r["default"] > 1.0001 * r["optimum"]
+    )
+    print()
+    print(f"learned within 10% of the optimum on every cluster: {'yes' if within else 'NO'}")
+    print(
+        f"learned strictly better than the defaults where they are not optimal: {'yes' if better else 'NO'}"
+    )
+    plot(runs, results, Path(args.plot))
+    Path(args.json).write_text(
+        json.dumps(
+            {
+                "runs": [
+                    {
+                        "records": run.records,
+                        "fleets": run.fleets,
+                        "seconds": run.seconds,
+                        "peak_bytes": run.peak_bytes,
+                    }
+                    for run in runs
+                ],
+                "quality": results,
+            },
+            indent=2,
+        )
+    )
+    print(f"plot: {args.plot}\njson: {args.json}")
+    return 0 if within and better else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

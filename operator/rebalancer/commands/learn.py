@@ -1,0 +1,110 @@
+"""`rebalancer learn`: learn the initial delay, batch sizes and session timeouts from history."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+DEFAULT_MASTER = "local[*]"
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "learn",
+        help="recommend delay, batch size and session timeout from the rebalance history (Spark)",
+        description=(
+            "Read the rebalance history (docs/history.md), estimate each group's start-up "
+            "spreads, rebalance cost and departures, score candidate settings on the coordinator "
+            "simulator, and write recommendations (recommendations.json for the operator, "
+            "Parquet, and a markdown + PNG report). The previous recommendations are replaced "
+            "only when the whole run succeeds."
+        ),
+    )
+    parser.add_argument(
+        "--history",
+        required=True,
+        help="history root: a directory or fsspec URL (file://, s3://, ...)",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        help="where recommendations go: a directory or fsspec URL",
+    )
+    parser.add_argument(
+        "--master",
+        default=DEFAULT_MASTER,
+        help=f"Spark master: local[N], spark://HOST:PORT, k8s://https://... (default "
+        f"{DEFAULT_MASTER}); executors need this package installed",
+    )
+    parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory (default 2g)")
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any Spark setting, repeatable (for example spark.executor.instances=4)",
+    )
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=16,
+        help="simulated start-ups per candidate (default 16; more is steadier and slower)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
+    parser.add_argument(
+        "--scoring-partitions",
+        type=int,
+        default=None,
+        help="Spark tasks that score candidates (default twice the default parallelism)",
+    )
+    parser.add_argument(
+        "--keep-runs", type=int, default=5, help="past runs kept under OUTPUT/runs (default 5)"
+    )
+    parser.set_defaults(command_module=sys.modules[__name__])
+
+
+def parse_conf(pairs: list[str]) -> tuple[tuple[str, str], ...]:
+    parsed: list[tuple[str, str]] = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--conf {pair!r}: use KEY=VALUE")
+        parsed.append((key.strip(), value))
+    return tuple(parsed)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        conf = parse_conf(args.conf)
+        if args.samples < 1:
+            raise ValueError("--samples must be at least 1")
+    except ValueError as error:
+        print(f"rebalancer learn: {error}", file=sys.stderr)
+        return 2
+    # Spark is heavy to import: only this subcommand pays for it.
+    from rebalancer.learning.jobs import LearnOptions, learn
+
+    options = LearnOptions(
+        history=args.history,
+        output=args.output,
+        master=args.master,
+        driver_memory=args.driver_memory,
+        conf=conf,
+        samples=args.samples,
+        seed=args.seed,
+        scoring_partitions=args.scoring_partitions,
+        keep_runs=args.keep_runs,
+    )
+    started = time.perf_counter()
+
+    def progress(line: str) -> None:
+        print(f"{time.perf_counter() - started:7.1f}s {line}", flush=True)
+
+    result = learn(options, progress=progress)
+    for message in result.messages:
+        print(f"rebalancer learn: {message}", file=sys.stderr)
+    if result.output is not None:
+        print(f"recommendations: {result.output.location}/recommendations.json")
+        print(f"report:          {result.output.location}/report.md")
+    return 0

@@ -1,0 +1,210 @@
+"""Choosing settings from the scored candidates: a delay per cluster, batch and session per group.
+
+Pure: the Spark job scores (the expensive part) and collects the table of scores, one row per
+group and candidate, which is small; this module picks from it. The delay is broker-wide, so it
+is chosen for the cluster (the sum of its groups' best start-up costs at each delay); batch size
+and session timeout are then each group's own best at that delay.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rebalancer.learning.scoring import DEFAULT_DELAY_MS, DEFAULT_SESSION_MS, ScoreRow
+
+BATCH_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class GroupFacts:
+    """A group as the history showed it: what it is, what was in force, how much evidence."""
+
+    cluster: str
+    namespace: str
+    name: str
+    group_id: str
+    members: int
+    partitions: int
+    rollouts_per_day: float
+    departures_per_day: float
+    processing_ms: float
+    latency_p50_ms: float | None
+    latency_p90_ms: float | None
+    join_samples: int
+    rebalance_samples: int
+    departure_samples: int
+    current_delay_ms: float | None = None
+    current_batch_size: int | None = None
+    current_session_ms: float | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.cluster, self.namespace, self.name, self.group_id)
+
+
+@dataclass(frozen=True)
+class GroupScores:
+    facts: GroupFacts
+    rows: tuple[ScoreRow, ...]
+
+    def startup(self, delay_ms: float, batch_size: int) -> ScoreRow | None:
+        for row in self.rows:
+            if row.kind == "startup" and row.delay_ms == delay_ms and row.batch_size == batch_size:
+                return row
+        return None
+
+    def best_startup(self, delay_ms: float) -> ScoreRow | None:
+        candidates = [
+            row for row in self.rows if row.kind == "startup" and row.delay_ms == delay_ms
+        ]
+        if not candidates:
+            return None
+        # Splitting a rollout into more batches must earn its keep: a smaller batch is chosen
+        # only when it beats the larger ones by more than the simulation's noise.
+        lowest = min(row.cost_s for row in candidates)
+        near = [row for row in candidates if row.cost_s <= lowest * (1 + BATCH_MARGIN)]
+        return max(near, key=lambda row: (row.batch_size, -row.cost_s))
+
+    def departure(self, session_ms: float) -> ScoreRow | None:
+        for row in self.rows:
+            if row.kind == "departure" and row.session_timeout_ms == session_ms:
+                return row
+        return None
+
+    def best_departure(self) -> ScoreRow | None:
+        candidates = [row for row in self.rows if row.kind == "departure"]
+        # Ties go to the session closest to Kafka's default: no change without a gain.
+        return min(
+            candidates,
+            key=lambda row: (row.cost_s, abs(row.session_timeout_ms - DEFAULT_SESSION_MS)),
+            default=None,
+        )
+
+
+@dataclass(frozen=True)
+class GroupChoice:
+    facts: GroupFacts
+    delay_ms: float | None
+    batch_size: int | None
+    session_timeout_ms: float | None
+    # Seconds per day of time to Stable plus stop-the-world, by the simulator, for the group.
+    cost_per_day_s: float
+    default_cost_per_day_s: float
+    startup_cost_s: float | None
+    default_startup_cost_s: float | None
+    departure_cost_s: float | None
+    default_departure_cost_s: float | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def improvement(self) -> float:
+        """Share of the default's daily cost the choice saves (0 when there is nothing to save)."""
+        if self.default_cost_per_day_s <= 0:
+            return 0.0
+        return 1.0 - self.cost_per_day_s / self.default_cost_per_day_s
+
+
+@dataclass(frozen=True)
+class ClusterChoice:
+    cluster: str
+    delay_ms: float | None
+    groups: int
+    scored_groups: int
+    current_delay_ms: float | None
+    # Summed start-up cost per day of the cluster's groups at each delay (the curve in the report).
+    curve: tuple[tuple[float, float], ...] = field(default_factory=tuple)
+    notes: tuple[str, ...] = ()
+
+
+def choose_delay(
+    groups: Sequence[GroupScores],
+) -> tuple[float | None, tuple[tuple[float, float], ...]]:
+    """The delay minimising the cluster's summed start-up cost per day, and the whole curve."""
+    totals: dict[float, float] = defaultdict(float)
+    counts: dict[float, int] = defaultdict(int)
+    scored = [group for group in groups if any(row.kind == "startup" for row in group.rows)]
+    for group in scored:
+        for delay in {row.delay_ms for row in group.rows if row.kind == "startup"}:
+            best = group.best_startup(delay)
+            if best is not None:
+                totals[delay] += best.per_day_s
+                counts[delay] += 1
+    # Only delays every scored group has a score for can be compared fairly.
+    complete = sorted(delay for delay in totals if counts[delay] == len(scored))
+    if not complete:
+        return None, ()
+    curve = tuple((delay, totals[delay]) for delay in complete)
+    # Ties go to the delay closest to Kafka's default.
+    chosen = min(complete, key=lambda delay: (totals[delay], abs(delay - DEFAULT_DELAY_MS)))
+    return chosen, curve
+
+
+def choose(groups: Sequence[GroupScores]) -> tuple[list[ClusterChoice], list[GroupChoice]]:
+    """Delay per cluster, then batch size and session timeout per group."""
+    by_cluster: dict[str, list[GroupScores]] = defaultdict(list)
+    for group in groups:
+        by_cluster[group.facts.cluster].append(group)
+    clusters: list[ClusterChoice] = []
+    choices: list[GroupChoice] = []
+    for cluster in sorted(by_cluster):
+        members = by_cluster[cluster]
+        delay, curve = choose_delay(members)
+        scored = sum(1 for group in members if any(row.kind == "startup" for row in group.rows))
+        notes: list[str] = []
+        if delay is None:
+            notes.append("no group of this cluster has start-up history: delay not chosen")
+        elif scored == 1:
+            notes.append("one group only: the delay is that group's best")
+        currents = [g.facts.current_delay_ms for g in members if g.facts.current_delay_ms]
+        clusters.append(
+            ClusterChoice(
+                cluster=cluster,
+                delay_ms=delay,
+                groups=len(members),
+                scored_groups=scored,
+                current_delay_ms=max(currents) if currents else None,
+                curve=curve,
+                notes=tuple(notes),
+            )
+        )
+        for group in members:
+            choices.append(_choose_group(group, delay))
+    return clusters, choices
+
+
+def _choose_group(group: GroupScores, delay: float | None) -> GroupChoice:
+    facts = group.facts
+    notes = list(facts.notes)
+    startup = group.best_startup(delay) if delay is not None else None
+    default_startup = group.startup(DEFAULT_DELAY_MS, facts.members)
+    if startup is None:
+        notes.append("not enough start-up history to choose a delay or batch size")
+    departure = group.best_departure()
+    default_departure = group.departure(DEFAULT_SESSION_MS)
+    if departure is None:
+        notes.append("no departures in the history: session timeout not chosen")
+    cost = (startup.per_day_s if startup else 0.0) + (departure.per_day_s if departure else 0.0)
+    default = (default_startup.per_day_s if default_startup else 0.0) + (
+        default_departure.per_day_s if default_departure else 0.0
+    )
+    # Where the default was not scored (outside the grid), compare with the choice itself.
+    if startup is not None and default_startup is None:
+        default += startup.per_day_s
+    if departure is not None and default_departure is None:
+        default += departure.per_day_s
+    return GroupChoice(
+        facts=facts,
+        delay_ms=delay if startup is not None else None,
+        batch_size=startup.batch_size if startup else None,
+        session_timeout_ms=departure.session_timeout_ms if departure else None,
+        cost_per_day_s=cost,
+        default_cost_per_day_s=default,
+        startup_cost_s=startup.cost_s if startup else None,
+        default_startup_cost_s=default_startup.cost_s if default_startup else None,
+        departure_cost_s=departure.cost_s if departure else None,
+        default_departure_cost_s=default_departure.cost_s if default_departure else None,
+        notes=tuple(notes),
+    )

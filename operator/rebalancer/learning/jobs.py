@@ -1,0 +1,644 @@
+# mypy: disable-error-code="import-untyped"
+"""The learning job: history in, recommendations out, on any Spark master.
+
+Stages (each prints a progress line, and long Spark stages print task counts as they run):
+1. find the history files and check their footers (learning.inputs);
+2. read them (Spark's own Parquet reader for paths Spark can open, pyarrow through fsspec for
+   the rest, such as memory:// in tests);
+3. estimate per group: start-up latency quantiles (pod start to JoinGroup), join spreads per
+   batch size, the cost of a rebalance (its duration, fitted to the simulator's model), fleet
+   size, rollout and departure rates, and downtime quantiles of members that come back;
+4. score every candidate on the simulator, one group per pandas UDF call (mapInPandas), spread
+   over the executors;
+5. choose (learning.choosing) and write (learning.outputs) atomically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as sf
+from pyspark.sql import types as st
+
+from rebalancer.clients.recording import FILE_SCHEMA, PARTITIONING
+from rebalancer.learning.choosing import GroupFacts, GroupScores, choose
+from rebalancer.learning.inputs import HistoryInputs, find_inputs
+from rebalancer.learning.outputs import LearnOutput, build_output, write_output
+from rebalancer.learning.scoring import (
+    DOWNTIME_POINTS,
+    QUANTILE_SHARES,
+    DepartureProfile,
+    GroupProfile,
+    ScoreRow,
+    score_group,
+)
+from rebalancer.structs.history import HISTORY_SCHEMA_VERSION
+
+KEY = ["cluster", "namespace", "name", "group_id"]
+# Spark reads these itself; anything else (memory://, fsspec-only filesystems) goes via pyarrow.
+SPARK_SCHEMES = ("file", "local", "hdfs", "s3a", "gs", "abfs", "abfss", "wasb", "wasbs", "viewfs")
+# A member that is not back within this long was scaled away or lost, not restarted.
+RETURN_WINDOW_S = 1800.0
+# Fewer start-up latencies than this and the group's start-ups are not scored.
+MIN_LATENCY_SAMPLES = 5
+PROTOCOL_MS = 200.0  # the simulator's JoinGroup + SyncGroup round trips
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LearnOptions:
+    history: str
+    output: str
+    master: str = "local[*]"
+    driver_memory: str = "2g"
+    conf: tuple[tuple[str, str], ...] = ()
+    samples: int = 16
+    seed: int = 0
+    # Scoring tasks; None: twice Spark's default parallelism.
+    scoring_partitions: int | None = None
+    keep_runs: int = 5
+    app_name: str = "rebalancer-learn"
+
+
+@dataclass
+class LearnResult:
+    output: LearnOutput | None
+    messages: list[str] = field(default_factory=list)
+    timings_s: dict[str, float] = field(default_factory=dict)
+    events: int = 0
+    groups: int = 0
+
+
+def build_session(options: LearnOptions) -> SparkSession:
+    """A session for `options.master`; workers run this interpreter (they need pandas)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if options.master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (
+        SparkSession.builder.master(options.master)
+        .appName(options.app_name)
+        .config("spark.driver.memory", options.driver_memory)
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.adaptive.enabled", "true")
+        # The job prints its own progress lines; Spark's bar would interleave with them.
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    for key, value in options.conf:
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+class StageProgress:
+    """Prints the running Spark stages' task counts every `interval` seconds."""
+
+    def __init__(self, spark: SparkSession, progress: Progress, interval: float = 10.0) -> None:
+        self.spark = spark
+        self.progress = progress
+        self.interval = interval
+        self.label = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> StageProgress:
+        self._thread = threading.Thread(target=self._run, name="learn-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def _run(self) -> None:
+        tracker = self.spark.sparkContext.statusTracker()
+        while not self._stop.wait(self.interval):
+            parts = []
+            for stage_id in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(stage_id)
+                if info is not None:
+                    parts.append(f"stage {stage_id} {info.numCompletedTasks}/{info.numTasks} tasks")
+            if parts:
+                self.progress(f"      {self.label}: " + ", ".join(parts))
+
+
+def spark_schema() -> st.StructType:
+    """The history table as Spark sees it: the file columns plus the partition columns."""
+    fields = [
+        st.StructField(arrow_field.name, _spark_type(arrow_field.type), True)
+        for arrow_field in FILE_SCHEMA
+    ]
+    fields += [
+        st.StructField("date", st.StringType(), True),
+        st.StructField("namespace", st.StringType(), True),
+    ]
+    return st.StructType(fields)
+
+
+def _spark_type(kind: pa.DataType) -> st.DataType:
+    mapping: dict[pa.DataType, st.DataType] = {
+        pa.int32(): st.IntegerType(),
+        pa.int64(): st.LongType(),
+        pa.float64(): st.DoubleType(),
+        pa.string(): st.StringType(),
+        pa.bool_(): st.BooleanType(),
+    }
+    if pa.types.is_list(kind):
+        return st.ArrayType(_spark_type(kind.value_type), True)
+    return mapping[kind]
+
+
+def read_history_frame(spark: SparkSession, inputs: HistoryInputs) -> DataFrame:
+    schema = spark_schema()
+    if inputs.protocol in SPARK_SCHEMES:
+        prefix = "file://" if inputs.protocol in ("file", "local") else f"{inputs.protocol}://"
+        paths = [_with_scheme(prefix, path) for path in inputs.files]
+        return (
+            spark.read.schema(schema)
+            .option("basePath", _with_scheme(prefix, inputs.base))
+            .parquet(*paths)
+        )
+    # fsspec-only filesystems: read in the driver, hand Spark the Arrow table (small histories).
+    import fsspec
+
+    filesystem, _ = fsspec.core.url_to_fs(inputs.root)
+    dataset = ds.dataset(
+        list(inputs.files),
+        filesystem=filesystem,
+        format="parquet",
+        partitioning=PARTITIONING,
+        partition_base_dir=inputs.base,
+        schema=FILE_SCHEMA.append(pa.field("date", pa.string())).append(
+            pa.field("namespace", pa.string())
+        ),
+    )
+    return spark.createDataFrame(dataset.to_table().to_pandas(), schema=schema)
+
+
+def _with_scheme(prefix: str, path: str) -> str:
+    return path if "://" in path else prefix + path
+
+
+@dataclass(frozen=True)
+class Estimates:
+    profiles: DataFrame
+    spreads: DataFrame
+    events: DataFrame  # persisted: unpersist when done
+
+
+def estimate(history: DataFrame) -> Estimates:
+    """Per-group statistics the scoring needs (one row per group) and join spreads per batch."""
+    wanted = [
+        *KEY,
+        "record_type",
+        "detected_at",
+        "member",
+        "departure",
+        "batch_id",
+        "rollout_id",
+        "previous_generation",
+        "members",
+        "partitions",
+        "time_to_stable_ms",
+        "stop_the_world_partition_s",
+        "initial_rebalance_delay_ms",
+        "session_timeout_ms",
+        "heartbeat_interval_ms",
+        "max_poll_interval_ms",
+        "assignor",
+        "static_membership",
+        "batch_size",
+    ]
+    events = history.filter(sf.col("schema_version") <= HISTORY_SCHEMA_VERSION).select(*wanted)
+    events = events.filter(sf.col("group_id").isNotNull() & sf.col("cluster").isNotNull())
+    for column in ("namespace", "name"):
+        events = events.withColumn(column, sf.coalesce(sf.col(column), sf.lit("")))
+    # Five aggregations read the same rows: read the files once.
+    events = events.persist(StorageLevel.MEMORY_AND_DISK)
+
+    joins = events.filter(sf.col("record_type") == "member-join")
+    starts = events.filter(sf.col("record_type") == "pod-start")
+    batch_key = [*KEY, "batch_id", "member"]
+    paired = (
+        joins.filter(sf.col("batch_id").isNotNull())
+        .select(*batch_key, sf.col("detected_at").alias("join_at"))
+        .join(
+            starts.filter(sf.col("batch_id").isNotNull()).select(
+                *batch_key, sf.col("detected_at").alias("start_at")
+            ),
+            on=batch_key,
+        )
+        .withColumn("latency_ms", (sf.col("join_at") - sf.col("start_at")) * 1000.0)
+        .filter(sf.col("latency_ms") >= 0)
+    )
+    latency = paired.groupBy(*KEY).agg(
+        sf.percentile_approx("latency_ms", list(QUANTILE_SHARES), 10000).alias("latency_q"),
+        sf.count(sf.lit(1)).alias("join_samples"),
+    )
+
+    per_batch = (
+        joins.filter(sf.col("batch_id").isNotNull())
+        .groupBy(*KEY, "batch_id")
+        .agg(
+            ((sf.max("detected_at") - sf.min("detected_at")) * 1000.0).alias("spread_ms"),
+            sf.count(sf.lit(1)).alias("batch_members"),
+        )
+    )
+    spreads = per_batch.groupBy(*KEY, "batch_members").agg(
+        sf.count(sf.lit(1)).alias("batches"),
+        sf.percentile_approx("spread_ms", [0.5, 0.9], 1000).alias("spread_q"),
+    )
+    spreads = spreads.select(
+        *KEY,
+        "batch_members",
+        "batches",
+        sf.col("spread_q")[0].alias("spread_p50_ms"),
+        sf.col("spread_q")[1].alias("spread_p90_ms"),
+    )
+
+    rebalances = events.filter(sf.col("record_type") == "rebalance")
+    of_stable_group = sf.col("previous_generation").isNotNull()
+    rebalance_stats = rebalances.groupBy(*KEY).agg(
+        sf.count(sf.lit(1)).alias("rebalance_samples"),
+        sf.percentile_approx(
+            sf.when(of_stable_group, sf.col("time_to_stable_ms")), 0.5, 1000
+        ).alias("rebalance_ms"),
+        sf.percentile_approx(sf.when(of_stable_group, sf.col("members")), 0.5, 1000).alias(
+            "rebalance_members"
+        ),
+        sf.avg("stop_the_world_partition_s").alias("stw_per_rebalance"),
+    )
+
+    latest = sf.col("detected_at")
+    overall = events.groupBy(*KEY).agg(
+        sf.min("detected_at").alias("first_at"),
+        sf.max("detected_at").alias("last_at"),
+        sf.count(sf.lit(1)).alias("records"),
+        sf.countDistinct("rollout_id").alias("rollouts"),
+        sf.percentile_approx("members", 0.95, 1000).alias("members_p95"),
+        sf.max("partitions").alias("partitions"),
+        sf.max_by("initial_rebalance_delay_ms", latest).alias("current_delay_ms"),
+        sf.max_by("session_timeout_ms", latest).alias("current_session_ms"),
+        sf.max_by("heartbeat_interval_ms", latest).alias("heartbeat_interval_ms"),
+        sf.max_by("max_poll_interval_ms", latest).alias("max_poll_interval_ms"),
+        sf.max_by("assignor", latest).alias("assignor"),
+        sf.max_by("static_membership", latest).alias("static_membership"),
+        sf.max_by("batch_size", latest).alias("current_batch_size"),
+    )
+
+    # Each stop's next join of the same member: the nearest later join, found by a running
+    # frame over time descending (an unbounded-following frame would be quadratic).
+    later = (
+        Window.partitionBy(*KEY, "member")
+        .orderBy(sf.col("detected_at").desc())
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    stops = (
+        events.filter(sf.col("record_type").isin("pod-stop", "member-join"))
+        .filter(sf.col("member").isNotNull())
+        .withColumn(
+            "join_at", sf.when(sf.col("record_type") == "member-join", sf.col("detected_at"))
+        )
+        .withColumn("next_join_at", sf.last("join_at", ignorenulls=True).over(later))
+        .filter(sf.col("record_type") == "pod-stop")
+        .withColumn("downtime_ms", (sf.col("next_join_at") - sf.col("detected_at")) * 1000.0)
+        .withColumn(
+            "back",
+            sf.col("downtime_ms").isNotNull() & (sf.col("downtime_ms") <= RETURN_WINDOW_S * 1000),
+        )
+        .withColumn("kind", sf.coalesce(sf.col("departure"), sf.lit("crash")))
+    )
+    departures = (
+        stops.groupBy(*KEY, "kind")
+        .agg(
+            sf.count(sf.lit(1)).alias("stops"),
+            sf.sum(sf.col("back").cast("int")).alias("returned"),
+            sf.percentile_approx(
+                sf.when(sf.col("back"), sf.col("downtime_ms")), list(DOWNTIME_POINTS), 1000
+            ).alias("downtime_q"),
+        )
+        .groupBy(*KEY)
+        .agg(
+            sf.collect_list(sf.struct("kind", "stops", "returned", "downtime_q")).alias(
+                "departures"
+            )
+        )
+    )
+
+    profiles = (
+        overall.join(latency, on=KEY, how="left")
+        .join(rebalance_stats, on=KEY, how="left")
+        .join(departures, on=KEY, how="left")
+    )
+    return Estimates(profiles=profiles, spreads=spreads, events=events)
+
+
+SCORE_SCHEMA = st.StructType(
+    [
+        *(st.StructField(column, st.StringType(), False) for column in KEY),
+        st.StructField("kind", st.StringType(), False),
+        st.StructField("delay_ms", st.DoubleType(), False),
+        st.StructField("batch_size", st.IntegerType(), False),
+        st.StructField("session_timeout_ms", st.DoubleType(), False),
+        st.StructField("cost_s", st.DoubleType(), False),
+        st.StructField("per_day_s", st.DoubleType(), False),
+    ]
+)
+
+
+def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
+    """A group's simulator profile and its facts for the report, from one estimates row."""
+    days = max(((row["last_at"] or 0.0) - (row["first_at"] or 0.0)) / 86400.0, 1.0)
+    members = max(int(_number(row.get("members_p95"), 1)), 1)
+    partitions = max(int(_number(row.get("partitions"), 12)), 1)
+    notes: list[str] = []
+    rebalance_ms = row.get("rebalance_ms")
+    if rebalance_ms is not None and not _missing(rebalance_ms):
+        # The model's rebalance of a Stable group lasts the round trips plus the slowest member's
+        # wait for its next poll, processing x U^(1/m); its median is processing x 0.5^(1/m).
+        rejoining = max(int(_number(row.get("rebalance_members"), members)), 1)
+        processing = max(float(rebalance_ms) - PROTOCOL_MS, 0.0) / (0.5 ** (1.0 / rejoining))
+    else:
+        processing = 500.0
+        notes.append("no rebalance of a Stable group recorded: rebalance cost assumed (500 ms)")
+    latency_q = row.get("latency_q")
+    joins = int(_number(row.get("join_samples"), 0))
+    quantiles: tuple[float, ...] = ()
+    if latency_q is not None and joins >= MIN_LATENCY_SAMPLES:
+        quantiles = tuple(float(value) for value in latency_q)
+    departures: list[DepartureProfile] = []
+    stops_total = 0
+    entries = row.get("departures")
+    for entry in [] if entries is None else list(entries):
+        stops = int(entry["stops"])
+        returned = int(entry["returned"] or 0)
+        stops_total += stops
+        downtime = entry["downtime_q"]
+        downtime = [] if downtime is None else list(downtime)
+        departures.append(
+            DepartureProfile(
+                kind=str(entry["kind"]),
+                per_day=stops / days,
+                downtime_quantiles_ms=tuple(float(v) for v in downtime) if returned else (),
+                no_return_share=1.0 - returned / stops if stops else 0.0,
+            )
+        )
+    static = (
+        bool(row.get("static_membership")) if not _missing(row.get("static_membership")) else False
+    )
+    profile = GroupProfile(
+        cluster=row["cluster"],
+        namespace=row["namespace"],
+        name=row["name"],
+        group_id=row["group_id"],
+        members=members,
+        partitions=partitions,
+        latency_quantiles_ms=quantiles,
+        processing_ms=min(processing, 600000.0),
+        static=static,
+        assignor=str(row.get("assignor") or "round-robin"),
+        heartbeat_interval_ms=_number(row.get("heartbeat_interval_ms"), 3000.0),
+        max_poll_interval_ms=_number(row.get("max_poll_interval_ms"), 300000.0),
+        rollouts_per_day=int(_number(row.get("rollouts"), 0)) / days,
+        departures=tuple(departures),
+    )
+    facts = GroupFacts(
+        cluster=profile.cluster,
+        namespace=profile.namespace,
+        name=profile.name,
+        group_id=profile.group_id,
+        members=members,
+        partitions=partitions,
+        rollouts_per_day=profile.rollouts_per_day,
+        departures_per_day=sum(d.per_day for d in departures),
+        processing_ms=profile.processing_ms,
+        latency_p50_ms=quantiles[10] if quantiles else None,
+        latency_p90_ms=quantiles[18] if quantiles else None,
+        join_samples=joins,
+        rebalance_samples=int(_number(row.get("rebalance_samples"), 0)),
+        departure_samples=stops_total,
+        current_delay_ms=_optional(row.get("current_delay_ms")),
+        current_batch_size=_optional_int(row.get("current_batch_size")),
+        current_session_ms=_optional(row.get("current_session_ms")),
+        notes=tuple(notes),
+    )
+    return profile, facts
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _number(value: object, default: float) -> float:
+    return default if _missing(value) else float(value)  # type: ignore[arg-type]
+
+
+def _optional(value: object) -> float | None:
+    return None if _missing(value) else float(value)  # type: ignore[arg-type]
+
+
+def _optional_int(value: object) -> int | None:
+    return None if _missing(value) else int(value)  # type: ignore[call-overload]
+
+
+def profile_to_json(profile: GroupProfile) -> str:
+    return json.dumps(dataclasses.asdict(profile))
+
+
+def profile_from_json(text: str) -> GroupProfile:
+    data = json.loads(text)
+    data["latency_quantiles_ms"] = tuple(data["latency_quantiles_ms"])
+    data["departures"] = tuple(
+        DepartureProfile(
+            kind=entry["kind"],
+            per_day=entry["per_day"],
+            downtime_quantiles_ms=tuple(entry["downtime_quantiles_ms"]),
+            no_return_share=entry["no_return_share"],
+        )
+        for entry in data["departures"]
+    )
+    return GroupProfile(**data)
+
+
+def score_partitions(
+    batches: Iterator[pd.DataFrame], samples: int, seed: int
+) -> Iterator[pd.DataFrame]:
+    """mapInPandas body: every candidate of every group in these batches, on the simulator."""
+    for frame in batches:
+        out: list[dict[str, Any]] = []
+        for text in frame["profile"]:
+            profile = profile_from_json(str(text))
+            # Without start-up latencies only the session timeout can be scored.
+            delays = None if profile.latency_quantiles_ms else ()
+            if delays is None:
+                profile_rows = score_group(profile, samples=samples, seed=seed)
+            else:
+                profile_rows = score_group(profile, delays_ms=delays, samples=samples, seed=seed)
+            for scored in profile_rows:
+                out.append(
+                    {
+                        "cluster": profile.cluster,
+                        "namespace": profile.namespace,
+                        "name": profile.name,
+                        "group_id": profile.group_id,
+                        "kind": scored.kind,
+                        "delay_ms": scored.delay_ms,
+                        "batch_size": scored.batch_size,
+                        "session_timeout_ms": scored.session_timeout_ms,
+                        "cost_s": scored.cost_s,
+                        "per_day_s": scored.per_day_s,
+                    }
+                )
+        yield pd.DataFrame(out, columns=SCORE_SCHEMA.fieldNames())
+
+
+def learn(
+    options: LearnOptions,
+    spark: SparkSession | None = None,
+    progress: Progress = print,
+) -> LearnResult:
+    """Run the whole job; the previous recommendations stay in place unless it succeeds."""
+    result = LearnResult(output=None)
+    run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+    clock = time.perf_counter()
+
+    def step(number: int, text: str) -> None:
+        progress(f"learn [{number}/5] {text}")
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        result.timings_s[name] = now - clock
+        clock = now
+
+    step(1, f"checking history files under {options.history}")
+    inputs = find_inputs(options.history)
+    result.messages.extend(inputs.messages)
+    for message in inputs.messages:
+        progress(f"      {message}")
+    progress(
+        f"      {len(inputs.files)} files, {inputs.rows:,} records, "
+        f"{inputs.size_bytes / 1e6:.1f} MB; {len(inputs.skipped)} skipped"
+    )
+    lap("inputs")
+    clusters: list[Any] = []
+    choices: list[Any] = []
+    spread_rows: list[dict[str, Any]] = []
+    if inputs.files:
+        owned = spark is None
+        session = spark if spark is not None else build_session(options)
+        try:
+            with StageProgress(session, progress) as tracker:
+                step(
+                    2,
+                    f"reading and estimating on {options.master if owned else 'the given session'}",
+                )
+                tracker.label = "estimating"
+                # Spark's 200 shuffle partitions cost more than they save on small histories.
+                cores = session.sparkContext.defaultParallelism
+                shuffle = max(2 * cores, min(400, inputs.rows // 250_000))
+                session.conf.set("spark.sql.shuffle.partitions", str(shuffle))
+                history = read_history_frame(session, inputs)
+                estimates = estimate(history)
+                profiles_frame: Any = estimates.profiles.toPandas()
+                spreads_frame: Any = estimates.spreads.toPandas()
+                spread_rows = spreads_frame.to_dict("records")
+                estimates.events.unpersist()
+                estimated = [profile_from_row(row) for row in profiles_frame.to_dict("records")]
+                result.events = inputs.rows
+                result.groups = len(profiles_frame)
+                lap("estimate")
+                progress(f"      {len(profiles_frame)} groups, {len(spread_rows)} batch sizes")
+                step(3, f"scoring candidates for {len(profiles_frame)} groups on the simulator")
+                tracker.label = "scoring"
+                scores = _score(session, [profile for profile, _ in estimated], options)
+                lap("score")
+            facts = [fact for _, fact in estimated]
+        finally:
+            if owned:
+                session.stop()
+        step(4, "choosing a delay per cluster, a batch size and session timeout per group")
+        grouped = _group_scores(facts, scores)
+        clusters, choices = choose(grouped)
+        for cluster in clusters:
+            for note in cluster.notes:
+                result.messages.append(f"cluster {cluster.cluster}: {note}")
+        if result.groups == 1:
+            result.messages.append(
+                "the history holds one group only: recommendations cover it alone"
+            )
+        lap("choose")
+    else:
+        step(2, "no readable history: writing an empty recommendation set")
+    step(5, f"writing recommendations to {options.output}")
+    output = build_output(
+        run_id=run_id,
+        options_history=options.history,
+        inputs=inputs,
+        clusters=clusters,
+        choices=choices,
+        spreads=spread_rows,
+        messages=result.messages,
+    )
+    result.output = write_output(options.output, output, keep_runs=options.keep_runs)
+    lap("write")
+    progress(f"      run {run_id}: {len(choices)} groups, {len(clusters)} clusters")
+    return result
+
+
+def _score(
+    spark: SparkSession, profiles: Sequence[GroupProfile], options: LearnOptions
+) -> pd.DataFrame:
+    """Score on the executors: the profiles are small, the simulations are the work."""
+    if not profiles:
+        return pd.DataFrame(columns=SCORE_SCHEMA.fieldNames())
+    parallelism = spark.sparkContext.defaultParallelism
+    partitions = options.scoring_partitions or max(2 * parallelism, 1)
+    partitions = max(1, min(partitions, len(profiles)))
+    samples, seed = options.samples, options.seed
+
+    def body(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        return score_partitions(batches, samples, seed)
+
+    frame = spark.createDataFrame(
+        [(profile_to_json(profile),) for profile in profiles], schema="profile string"
+    )
+    scored = frame.repartition(partitions).mapInPandas(body, SCORE_SCHEMA)
+    return scored.toPandas()
+
+
+def _group_scores(facts: Sequence[GroupFacts], scores: pd.DataFrame) -> list[GroupScores]:
+    rows_by_key: dict[tuple[str, str, str, str], list[ScoreRow]] = {}
+    for record in scores.to_dict("records"):
+        key = (record["cluster"], record["namespace"], record["name"], record["group_id"])
+        rows_by_key.setdefault(key, []).append(
+            ScoreRow(
+                kind=str(record["kind"]),
+                delay_ms=float(record["delay_ms"]),
+                batch_size=int(record["batch_size"]),
+                session_timeout_ms=float(record["session_timeout_ms"]),
+                cost_s=float(record["cost_s"]),
+                per_day_s=float(record["per_day_s"]),
+            )
+        )
+    return [GroupScores(fact, tuple(rows_by_key.get(fact.key, ()))) for fact in facts]

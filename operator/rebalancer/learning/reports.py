@@ -1,0 +1,137 @@
+"""The human-readable report of a learning run: markdown, and a PNG of the same choices."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rebalancer.learning.choosing import ClusterChoice, GroupChoice
+from rebalancer.learning.scoring import DEFAULT_DELAY_MS
+
+TOP_GROUPS = 40
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def render_markdown(
+    summary: Mapping[str, Any],
+    clusters: Sequence[ClusterChoice],
+    choices: Sequence[GroupChoice],
+    spreads: Sequence[Mapping[str, Any]],
+) -> str:
+    lines = [
+        f"# Rebalancer recommendations, run {summary['runId']}",
+        "",
+        f"History `{summary['history']}`: {summary['records']:,} records in {summary['files']} "
+        f"files ({len(summary['skippedFiles'])} skipped), generated {summary['generatedAt']}.",
+        "",
+        "Costs are seconds per day of time to Stable plus stop-the-world time (partition-seconds "
+        "over the group's partitions), by the coordinator simulator, for the start-ups and "
+        "departures the history shows. Default: 3000 ms delay, all pods at once, 45 s session.",
+        "",
+    ]
+    if summary["messages"]:
+        lines += ["## Messages", ""] + [f"- {message}" for message in summary["messages"]] + [""]
+    lines += [
+        "## Initial delay per cluster",
+        "",
+        "| cluster | groups | current ms | recommended ms | cost/day at default | cost/day |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for cluster in clusters:
+        curve = dict(cluster.curve)
+        at_default = curve.get(DEFAULT_DELAY_MS)
+        chosen = curve.get(cluster.delay_ms) if cluster.delay_ms is not None else None
+        lines.append(
+            f"| {cluster.cluster} | {cluster.groups} | {_ms(cluster.current_delay_ms)} | "
+            f"{_ms(cluster.delay_ms)} | {_ms(at_default)} | {_ms(chosen)} |"
+        )
+    ranked = sorted(choices, key=lambda choice: -choice.improvement)
+    lines += [
+        "",
+        f"## Groups (the {min(TOP_GROUPS, len(ranked))} with most to gain of {len(ranked)})",
+        "",
+        "| group | members | batch | session ms | cost/day default | cost/day | saved |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for choice in ranked[:TOP_GROUPS]:
+        facts = choice.facts
+        lines.append(
+            f"| {facts.namespace}/{facts.name} | {facts.members} | "
+            f"{choice.batch_size if choice.batch_size is not None else '-'} | "
+            f"{_ms(choice.session_timeout_ms)} | {choice.default_cost_per_day_s:,.1f} | "
+            f"{choice.cost_per_day_s:,.1f} | {choice.improvement:.0%} |"
+        )
+    if spreads:
+        lines += [
+            "",
+            "## Join spreads per batch size (first 40)",
+            "",
+            "| group | batch members | batches | p50 spread ms | p90 spread ms |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        ordered = sorted(
+            spreads, key=lambda row: (row["namespace"], row["name"], row["batch_members"])
+        )
+        for row in ordered[:40]:
+            lines.append(
+                f"| {row['namespace']}/{row['name']} | {row['batch_members']} | {row['batches']} | "
+                f"{row['spread_p50_ms']:,.0f} | {row['spread_p90_ms']:,.0f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def render_png(clusters: Sequence[ClusterChoice], choices: Sequence[GroupChoice]) -> bytes:
+    """Left: each cluster's cost against the delay; right: default vs recommended per group."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
+    for cluster in clusters:
+        if not cluster.curve:
+            continue
+        delays = [delay / 1000 for delay, _ in cluster.curve]
+        costs = [cost for _, cost in cluster.curve]
+        (line,) = left.plot(delays, costs, marker=".", label=cluster.cluster)
+        if cluster.delay_ms is not None:
+            chosen = dict(cluster.curve)[cluster.delay_ms]
+            left.scatter(
+                [cluster.delay_ms / 1000], [chosen], color=line.get_color(), s=80, zorder=3
+            )
+    left.axvline(DEFAULT_DELAY_MS / 1000, color="grey", linestyle="--", label="Kafka default")
+    left.set_xlabel("group.initial.rebalance.delay.ms (s)")
+    left.set_ylabel("start-up cost per day (s)")
+    left.set_title("Cluster start-up cost by initial delay (dot: chosen)")
+    if clusters:
+        left.legend(fontsize="small")
+    ranked = sorted(choices, key=lambda choice: -choice.default_cost_per_day_s)[:20]
+    labels = [choice.facts.name for choice in ranked]
+    positions = range(len(ranked))
+    right.barh(
+        [p + 0.2 for p in positions],
+        [c.default_cost_per_day_s for c in ranked],
+        height=0.4,
+        label="default",
+    )
+    right.barh(
+        [p - 0.2 for p in positions],
+        [c.cost_per_day_s for c in ranked],
+        height=0.4,
+        label="learned",
+    )
+    right.set_yticks(list(positions), labels, fontsize="small")
+    right.invert_yaxis()
+    right.set_xlabel("cost per day (s)")
+    right.set_title("Groups: default settings vs learned (20 costliest)")
+    if ranked:
+        right.legend()
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90)
+    plt.close(figure)
+    return buffer.getvalue()

@@ -1,0 +1,336 @@
+"""Scoring candidate settings for one group on the coordinator simulator.
+
+Pure (stdlib and the simulator), so the Spark job, the bench's exhaustive search and the tests
+score with the same code. A group is summarised by a `GroupProfile` (what the history says about
+it); a candidate is an initial delay, a batch size and a session timeout.
+
+The objective is seconds, per event, of "time to Stable" plus "stop-the-world time", the latter
+being the simulator's partition-seconds divided by the group's partitions (the time the whole
+group would have stood still for the same loss). Two kinds of events cost something:
+
+- a start-up (rollout from zero, cold start): pods are released `batch_size` at a time, the next
+  batch when the group is Stable again (the stagger's rule), each pod joining after its start-up
+  latency. Only the first batch meets an Empty group, so only it depends on the initial delay;
+- a departure (a pod crashes or leaves, and usually comes back): the session timeout decides
+  whether a static member's restart costs rebalances and how long a crashed member's partitions
+  stall; the initial delay plays no part (the group is not Empty).
+
+So the expected daily cost of a group separates: rollouts/day x startup(delay, batch) +
+sum over departure kinds of rate/day x departure(session). The per-cluster delay is the one that
+minimises the sum over the cluster's groups of their best start-up cost at that delay.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rebalancer.simulation import (
+    ConsumerSettings,
+    CoordinatorSettings,
+    Departure,
+    DepartureKind,
+    FixedOffsets,
+    MemberPlan,
+    Scenario,
+    SimulationResult,
+    simulate,
+)
+
+DEFAULT_DELAY_MS = 3000.0
+DEFAULT_SESSION_MS = 45000.0
+# Candidates the job scores. Finer grids only move the optimum by a few percent (the bench
+# measures it against an exhaustive search).
+DELAY_CANDIDATES_MS: tuple[float, ...] = (
+    0.0,
+    250.0,
+    500.0,
+    1000.0,
+    1500.0,
+    2000.0,
+    3000.0,
+    4000.0,
+    5000.0,
+    6000.0,
+    8000.0,
+    10000.0,
+    15000.0,
+    20000.0,
+    30000.0,
+)
+SESSION_CANDIDATES_MS: tuple[float, ...] = (
+    6000.0,
+    10000.0,
+    15000.0,
+    20000.0,
+    30000.0,
+    45000.0,
+    60000.0,
+    90000.0,
+    120000.0,
+    180000.0,
+    300000.0,
+)
+# Kafka's group.min.session.timeout.ms default: brokers refuse a shorter session.
+MIN_SESSION_MS = 6000.0
+# A start-up that never settles still has to rank below every one that does.
+UNSETTLED_PENALTY_S = 3600.0
+# When a departed member comes back after its restart: the departure happens here, after the
+# group has formed.
+DEPARTURE_AT_MS = 20000.0
+# Shares at which latency quantiles are kept: the ends are 0.5 % and 99.5 % rather than the
+# sample's extremes, which grow with the sample and would make the estimate depend on its size.
+QUANTILE_SHARES: tuple[float, ...] = (0.005, *(index / 20 for index in range(1, 20)), 0.995)
+DOWNTIME_POINTS = (0.1, 0.3, 0.5, 0.7, 0.9)
+
+
+@dataclass(frozen=True)
+class DepartureProfile:
+    """How often members of a group stop one way, and how long they stay away."""
+
+    kind: str  # "crash" or "leave"
+    per_day: float
+    # Quantiles (DOWNTIME_POINTS) of the time from the stop to the member's next join, in ms,
+    # among members that came back; empty when none did.
+    downtime_quantiles_ms: tuple[float, ...] = ()
+    # Share of stops after which the member never came back (a scale-down, a lost node).
+    no_return_share: float = 0.0
+
+
+@dataclass(frozen=True)
+class GroupProfile:
+    """What the history says about one group, enough to simulate it."""
+
+    cluster: str
+    namespace: str
+    name: str
+    group_id: str
+    members: int
+    partitions: int
+    # Pod start to first JoinGroup, ms, at QUANTILE_SHARES.
+    latency_quantiles_ms: tuple[float, ...]
+    # The model's processing_ms fitted to the rebalances' observed durations (the rebalance cost).
+    processing_ms: float = 500.0
+    static: bool = False
+    assignor: str = "round-robin"
+    heartbeat_interval_ms: float = 3000.0
+    max_poll_interval_ms: float = 300000.0
+    rollouts_per_day: float = 1.0
+    departures: tuple[DepartureProfile, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Choice:
+    delay_ms: float
+    batch_size: int
+    session_timeout_ms: float
+
+
+def batch_candidates(members: int) -> tuple[int, ...]:
+    """Everyone at once, halves, thirds, quarters: more batches cost a rebalance each."""
+    sizes = {max(1, math.ceil(members / parts)) for parts in (1, 2, 3, 4)}
+    return tuple(sorted(sizes, reverse=True))
+
+
+def session_candidates(
+    heartbeat_interval_ms: float, grid: Sequence[float] = SESSION_CANDIDATES_MS
+) -> tuple[float, ...]:
+    """Sessions the broker accepts that leave room for three heartbeats."""
+    floor = max(MIN_SESSION_MS, 3 * heartbeat_interval_ms)
+    allowed = tuple(value for value in grid if value >= floor)
+    return allowed or (floor,)
+
+
+def latency_at(quantiles_ms: Sequence[float], share: float) -> float:
+    """The latency at cumulative share `share` (0..1), interpolating between the quantiles kept
+    at QUANTILE_SHARES (or evenly spaced ones, for any other count)."""
+    if not quantiles_ms:
+        return 0.0
+    if len(quantiles_ms) == 1:
+        return quantiles_ms[0]
+    if len(quantiles_ms) == len(QUANTILE_SHARES):
+        shares: Sequence[float] = QUANTILE_SHARES
+    else:
+        shares = [index / (len(quantiles_ms) - 1) for index in range(len(quantiles_ms))]
+    share = min(max(share, shares[0]), shares[-1])
+    high = min(max(bisect.bisect_left(shares, share), 1), len(shares) - 1)
+    low = high - 1
+    weight = (share - shares[low]) / (shares[high] - shares[low])
+    return quantiles_ms[low] * (1 - weight) + quantiles_ms[high] * weight
+
+
+def objective_s(result: SimulationResult, partitions: int) -> float:
+    stable = result.time_to_stable_s
+    if stable is None:
+        return UNSETTLED_PENALTY_S
+    return stable + result.stop_the_world_partition_s / partitions
+
+
+def _consumer(profile: GroupProfile, session_ms: float = DEFAULT_SESSION_MS) -> ConsumerSettings:
+    assignor = profile.assignor
+    if assignor not in ("round-robin", "sticky", "cooperative-sticky"):
+        assignor = "round-robin"
+    return ConsumerSettings(
+        session_timeout_ms=session_ms,
+        heartbeat_interval_ms=min(profile.heartbeat_interval_ms, session_ms / 3),
+        max_poll_interval_ms=profile.max_poll_interval_ms,
+        assignor=assignor,  # type: ignore[arg-type]
+        processing_ms=profile.processing_ms,
+    )
+
+
+def _members(
+    count: int, static: bool, departures: dict[int, Departure] | None = None
+) -> tuple[MemberPlan, ...]:
+    departures = departures or {}
+    return tuple(
+        MemberPlan(
+            name=f"member-{index}",
+            instance_id=f"member-{index}" if static else None,
+            departures=(departures[index],) if index in departures else (),
+        )
+        for index in range(count)
+    )
+
+
+def startup_cost_s(
+    profile: GroupProfile, delay_ms: float, batch_size: int, samples: int = 4, seed: int = 0
+) -> float:
+    """Mean objective of a start-up of the whole group in batches of `batch_size`."""
+    consumer = _consumer(profile)
+    coordinator = CoordinatorSettings(initial_rebalance_delay_ms=delay_ms)
+    members = _members(profile.members, profile.static)
+    batch = max(1, min(batch_size, profile.members))
+    total = 0.0
+    for sample in range(samples):
+        # Common random numbers: every candidate sees the same pods with the same latencies.
+        rng = random.Random(hash((seed, sample, profile.members)) & 0xFFFFFFFF)
+        latencies = [
+            latency_at(profile.latency_quantiles_ms, rng.random()) for _ in range(profile.members)
+        ]
+        origin = min(latencies[:batch])
+        offsets: list[float] = []
+        release = 0.0
+        result: SimulationResult | None = None
+        for first in range(0, profile.members, batch):
+            chunk = latencies[first : first + batch]
+            offsets.extend(release + latency - (origin if first == 0 else 0.0) for latency in chunk)
+            result = simulate(
+                Scenario(
+                    members=members[: len(offsets)],
+                    starts=FixedOffsets(tuple(offsets)),
+                    coordinator=coordinator,
+                    consumer=consumer,
+                    partitions=profile.partitions,
+                    seed=seed * 7919 + sample,
+                )
+            )
+            if result.time_to_stable_s is None:
+                break
+            # The stagger releases the next batch once the group is Stable again.
+            release = result.time_to_stable_s * 1000.0
+        assert result is not None
+        total += objective_s(result, profile.partitions)
+    return total / samples
+
+
+def departure_cost_s(
+    profile: GroupProfile, session_ms: float, departure: DepartureProfile, seed: int = 0
+) -> float:
+    """Mean extra objective one departure of this kind costs under `session_ms`."""
+    consumer = _consumer(profile, session_ms)
+    coordinator = CoordinatorSettings(initial_rebalance_delay_ms=0.0)
+    starts = FixedOffsets(tuple(0.0 for _ in range(profile.members)))
+    base_scenario = Scenario(
+        members=_members(profile.members, profile.static),
+        starts=starts,
+        coordinator=coordinator,
+        consumer=consumer,
+        partitions=profile.partitions,
+        seed=seed,
+    )
+    base = simulate(base_scenario)
+    outcomes: list[tuple[float, float | None]] = []
+    returning = 1.0 - departure.no_return_share
+    if departure.downtime_quantiles_ms and returning > 0:
+        share = returning / len(departure.downtime_quantiles_ms)
+        outcomes += [(share, downtime) for downtime in departure.downtime_quantiles_ms]
+    if departure.no_return_share > 0 or not outcomes:
+        outcomes.append((departure.no_return_share if outcomes else 1.0, None))
+    kind: DepartureKind = "leave" if departure.kind == "leave" else "crash"
+    total = 0.0
+    for weight, downtime in outcomes:
+        leaving = Departure(at_ms=DEPARTURE_AT_MS, kind=kind, restart_after_ms=downtime)
+        scenario = Scenario(
+            members=_members(profile.members, profile.static, {0: leaving}),
+            starts=starts,
+            coordinator=coordinator,
+            consumer=consumer,
+            partitions=profile.partitions,
+            seed=seed,
+        )
+        result = simulate(scenario)
+        stable = result.time_to_stable_s
+        recovery = (
+            UNSETTLED_PENALTY_S if stable is None else max(0.0, stable - DEPARTURE_AT_MS / 1000.0)
+        )
+        stalled = (
+            result.stop_the_world_partition_s - base.stop_the_world_partition_s
+        ) / profile.partitions
+        total += weight * (recovery + max(0.0, stalled))
+    return total
+
+
+def departures_cost_per_day_s(profile: GroupProfile, session_ms: float, seed: int = 0) -> float:
+    return sum(
+        departure.per_day * departure_cost_s(profile, session_ms, departure, seed)
+        for departure in profile.departures
+        if departure.per_day > 0
+    )
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    """One scored candidate: kind "startup" (delay, batch) or "departure" (session)."""
+
+    kind: str
+    delay_ms: float
+    batch_size: int
+    session_timeout_ms: float
+    cost_s: float  # per event
+    per_day_s: float  # cost x events per day
+
+
+def score_group(
+    profile: GroupProfile,
+    delays_ms: Sequence[float] = DELAY_CANDIDATES_MS,
+    batches: Sequence[int] | None = None,
+    sessions_ms: Sequence[float] | None = None,
+    samples: int = 4,
+    seed: int = 0,
+) -> list[ScoreRow]:
+    """Every candidate's cost for this group (the table the job chooses from)."""
+    rows: list[ScoreRow] = []
+    batch_grid = tuple(batches) if batches is not None else batch_candidates(profile.members)
+    for delay in delays_ms:
+        for batch in batch_grid:
+            cost = startup_cost_s(profile, delay, batch, samples, seed)
+            rows.append(
+                ScoreRow("startup", delay, batch, 0.0, cost, cost * profile.rollouts_per_day)
+            )
+    session_grid = (
+        tuple(sessions_ms)
+        if sessions_ms is not None
+        else session_candidates(profile.heartbeat_interval_ms)
+    )
+    if any(departure.per_day > 0 for departure in profile.departures):
+        for session in session_grid:
+            per_day = departures_cost_per_day_s(profile, session, seed)
+            events = sum(departure.per_day for departure in profile.departures)
+            rows.append(
+                ScoreRow("departure", 0.0, 0, session, per_day / max(events, 1e-9), per_day)
+            )
+    return rows

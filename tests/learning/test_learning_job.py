@@ -1,0 +1,191 @@
+"""The learning job on real Spark (local[2]): good histories, bad ones, and the atomic swap."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from rebalancer.clients.recording import FILE_SCHEMA, VERSION_KEY, read_history, write_table
+from rebalancer.learning import outputs
+from rebalancer.learning.fleets import Fleet, fleet_history, true_profile, write_history
+from rebalancer.learning.jobs import LearnOptions, LearnResult, learn
+from rebalancer.learning.scoring import (
+    DEFAULT_DELAY_MS,
+    DELAY_CANDIDATES_MS,
+    departures_cost_per_day_s,
+    startup_cost_s,
+)
+from rebalancer.structs.recommendations import SUMMARY_SCHEMA
+
+HELD_OUT_SEED = 99
+
+
+def fleet(index: int, cluster: str, latency_ms: float, processing_ms: float) -> Fleet:
+    return Fleet(
+        cluster=cluster,
+        namespace="shop",
+        name=f"orders-{index}",
+        members=4 + index % 3,
+        partitions=12,
+        latency_median_ms=latency_ms,
+        latency_sigma=0.4,
+        processing_ms=processing_ms,
+        static=index % 2 == 0,
+        rollouts_per_day=3.0,
+        crash_per_day=1.0,
+        leave_per_day=1.0,
+        downtime_median_ms=15000.0,
+    )
+
+
+# Two clusters where 3000 ms is not the best delay: pods that join within a few hundred ms with
+# cheap rebalances, and slow, spread-out pods with costly rebalances.
+FLEETS = [fleet(i, "fast:9092", 150.0, 300.0) for i in range(3)] + [
+    fleet(i + 3, "slow:9092", 6000.0, 30000.0) for i in range(3)
+]
+
+
+def run(spark: SparkSession, history: str, output: Path) -> LearnResult:
+    lines: list[str] = []
+    result = learn(
+        LearnOptions(history=history, output=str(output), samples=16),
+        spark=spark,
+        progress=lines.append,
+    )
+    assert any(line.startswith("learn [5/5]") for line in lines), lines
+    return result
+
+
+def summary_of(output: Path) -> dict[str, object]:
+    loaded: dict[str, object] = json.loads((output / "recommendations.json").read_text())
+    assert loaded["schema"] == SUMMARY_SCHEMA
+    return loaded
+
+
+def true_cost(members: list[Fleet], delay: float, choose: dict[str, dict[str, object]]) -> float:
+    """Held-out start-up cost per day of a cluster's fleets at `delay` with chosen batches."""
+    total = 0.0
+    for item in members:
+        profile = true_profile(item)
+        entry = choose.get(f"{item.namespace}/{item.name}", {})
+        batch = int(entry.get("batchSize") or item.members)  # type: ignore[call-overload]
+        total += profile.rollouts_per_day * startup_cost_s(
+            profile, delay, batch, samples=16, seed=HELD_OUT_SEED
+        )
+    return total
+
+
+def test_learned_settings_beat_the_default_where_it_is_not_optimal(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    history = tmp_path / "history"
+    written = write_history(str(history), FLEETS, days=20, seed=3)
+    assert written > 1000
+
+    result = run(spark, str(history), tmp_path / "out")
+
+    assert result.groups == len(FLEETS)
+    summary = summary_of(tmp_path / "out")
+    groups: dict[str, dict[str, object]] = summary["groups"]  # type: ignore[assignment]
+    clusters: dict[str, dict[str, object]] = summary["clusters"]  # type: ignore[assignment]
+    assert set(clusters) == {"fast:9092", "slow:9092"}
+    for cluster in clusters:
+        members = [item for item in FLEETS if item.cluster == cluster]
+        chosen = float(clusters[cluster]["initialRebalanceDelayMs"])  # type: ignore[arg-type]
+        everyone = {f"{m.namespace}/{m.name}": {"batchSize": m.members} for m in members}
+        curve = {d: true_cost(members, d, everyone) for d in DELAY_CANDIDATES_MS}
+        best = min(curve.values())
+        default = curve[DEFAULT_DELAY_MS]
+        learned = true_cost(members, chosen, groups)
+        assert default > best * 1.05, f"{cluster}: the default should not be optimal here"
+        assert learned < default, (cluster, chosen, learned, default)
+    assert float(clusters["fast:9092"]["initialRebalanceDelayMs"]) < DEFAULT_DELAY_MS  # type: ignore[arg-type]
+    # The session timeout is chosen from departures, and never worse than the default's.
+    for item in FLEETS:
+        entry = groups[f"{item.namespace}/{item.name}"]
+        session = float(entry["sessionTimeoutMs"])  # type: ignore[arg-type]
+        profile = true_profile(item)
+        learned = departures_cost_per_day_s(profile, session, HELD_OUT_SEED)
+        default = departures_cost_per_day_s(profile, 45000.0, HELD_OUT_SEED)
+        assert learned <= default * 1.05, (item.name, session, learned, default)
+    run_dir = tmp_path / "out" / str(summary["report"]).rsplit("/", 1)[0]
+    assert (run_dir / "report.png").read_bytes().startswith(b"\x89PNG")
+    assert "Initial delay per cluster" in (run_dir / "report.md").read_text()
+    table = pq.read_table(run_dir / "recommendations.parquet")
+    assert table.num_rows == len(FLEETS)
+    assert pq.read_table(run_dir / "spreads.parquet").num_rows >= len(FLEETS)
+
+
+def test_bad_files_are_skipped_with_reasons_and_one_group_still_gets_a_choice(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    history = tmp_path / "history"
+    write_table(str(history), fleet_history(FLEETS[3], days=10, seed=1))
+    partition = sorted(history.glob("date=*/namespace=*"))[0]
+    (partition / "part-0-corrupt.parquet").write_bytes(b"PAR1 this is not parquet at all")
+    pq.write_table(pa.table({"x": [1, 2, 3]}), partition / "part-0-foreign.parquet")
+    newer = pa.table(
+        {name: pa.nulls(1, FILE_SCHEMA.field(name).type) for name in FILE_SCHEMA.names},
+        schema=FILE_SCHEMA.with_metadata({VERSION_KEY: b"3"}),
+    )
+    pq.write_table(newer, partition / "part-0-newer.parquet")
+
+    result = run(spark, str(history), tmp_path / "out")
+
+    text = "\n".join(result.messages)
+    assert "part-0-corrupt.parquet: not readable Parquet" in text
+    assert "part-0-foreign.parquet: not a rebalancer history file" in text
+    assert "part-0-newer.parquet: written by a newer rebalancer (history schema version 3" in text
+    assert "one group only" in text
+    summary = summary_of(tmp_path / "out")
+    assert len(summary["skippedFiles"]) == 3  # type: ignore[arg-type]
+    groups: dict[str, dict[str, object]] = summary["groups"]  # type: ignore[assignment]
+    assert list(groups) == ["shop/orders-3"]
+    assert groups["shop/orders-3"]["initialRebalanceDelayMs"] is not None
+
+
+def test_a_history_in_memory_is_read_through_fsspec(spark: SparkSession, tmp_path: Path) -> None:
+    root = "memory://learning-test-history"
+    write_table(root, fleet_history(FLEETS[0], days=5, seed=2))
+    assert read_history(root)
+
+    result = run(spark, root, tmp_path / "out")
+
+    assert result.groups == 1
+    assert "shop/orders-0" in summary_of(tmp_path / "out")["groups"]  # type: ignore[operator]
+
+
+def test_an_empty_history_gives_an_empty_valid_set(spark: SparkSession, tmp_path: Path) -> None:
+    result = run(spark, str(tmp_path / "nothing-here"), tmp_path / "out")
+
+    assert any("nothing to learn from" in message for message in result.messages)
+    summary = summary_of(tmp_path / "out")
+    assert summary["groups"] == {}
+    assert summary["clusters"] == {}
+
+
+def test_a_failed_run_keeps_the_previous_recommendations(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    output = tmp_path / "out"
+    run(spark, str(tmp_path / "empty"), output)
+    before = (output / "recommendations.json").read_text()
+    runs_before = sorted(p.name for p in (output / "runs").iterdir())
+
+    def broken_write(*_: object, **__: object) -> bytes:
+        raise OSError("disk full")
+
+    # Fail half-way through writing the run: after the first files are staged.
+    monkeypatch.setattr(outputs, "_parquet_bytes", broken_write)
+    with pytest.raises(OSError, match="disk full"):
+        run(spark, str(tmp_path / "empty"), output)
+
+    assert (output / "recommendations.json").read_text() == before
+    assert sorted(p.name for p in (output / "runs").iterdir()) == runs_before
+    previous = json.loads(before)["report"]
+    assert (output / previous).exists()
