@@ -1,0 +1,90 @@
+"""Scoring and choosing settings, without Spark: small fleets on the simulator, plain tables."""
+
+from __future__ import annotations
+
+from rebalancer.learning.choosing import GroupFacts, GroupScores, choose
+from rebalancer.learning.scoring import (
+    GroupProfile,
+    ScoreRow,
+    batch_candidates,
+    latency_at,
+    score_group,
+    session_candidates,
+    startup_cost_s,
+)
+
+
+def facts(name: str, cluster: str = "k", members: int = 4) -> GroupFacts:
+    return GroupFacts(
+        cluster=cluster,
+        namespace="shop",
+        name=name,
+        group_id=name,
+        members=members,
+        partitions=12,
+        rollouts_per_day=1.0,
+        departures_per_day=0.0,
+        processing_ms=500.0,
+        latency_p50_ms=100.0,
+        latency_p90_ms=200.0,
+        join_samples=100,
+        rebalance_samples=10,
+        departure_samples=0,
+    )
+
+
+def startup(delay: float, batch: int, cost: float, per_day: float | None = None) -> ScoreRow:
+    return ScoreRow("startup", delay, batch, 0.0, cost, cost if per_day is None else per_day)
+
+
+def test_the_cluster_delay_minimises_the_sum_over_its_groups() -> None:
+    # Alone, a prefers 0 ms and b prefers 5000 ms; b's start-ups happen more often.
+    a = GroupScores(
+        facts("a"),
+        (startup(0, 4, 1.0), startup(3000, 4, 3.0), startup(5000, 4, 5.0)),
+    )
+    b = GroupScores(
+        facts("b"),
+        (startup(0, 4, 9.0, 90.0), startup(3000, 4, 4.0, 40.0), startup(5000, 4, 2.0, 20.0)),
+    )
+    clusters, choices = choose([a, b])
+    assert clusters[0].delay_ms == 5000
+    assert clusters[0].curve == ((0, 91.0), (3000, 43.0), (5000, 25.0))
+    assert {c.facts.name: c.delay_ms for c in choices} == {"a": 5000, "b": 5000}
+    assert choices[0].default_cost_per_day_s == 3.0
+
+
+def test_a_smaller_batch_must_beat_the_whole_group_by_more_than_noise() -> None:
+    group = GroupScores(facts("a"), (startup(0, 4, 10.0), startup(0, 2, 9.8), startup(0, 1, 5.0)))
+    assert group.best_startup(0).batch_size == 1  # type: ignore[union-attr]
+    close = GroupScores(facts("a"), (startup(0, 4, 10.0), startup(0, 2, 9.8)))
+    assert close.best_startup(0).batch_size == 4  # type: ignore[union-attr]
+
+
+def test_groups_without_start_up_history_keep_no_delay() -> None:
+    group = GroupScores(facts("a"), (ScoreRow("departure", 0, 0, 10000.0, 1.0, 1.0),))
+    clusters, choices = choose([group])
+    assert clusters[0].delay_ms is None
+    assert choices[0].session_timeout_ms == 10000.0
+    assert any("start-up" in note for note in choices[0].notes)
+
+
+def test_candidate_grids() -> None:
+    assert batch_candidates(12) == (12, 6, 4, 3)
+    assert batch_candidates(1) == (1,)
+    assert session_candidates(3000.0)[0] == 10000.0
+    assert session_candidates(5000.0)[0] == 15000.0
+    assert latency_at((), 0.5) == 0.0
+    assert latency_at((5.0,), 0.9) == 5.0
+
+
+def test_a_wide_start_up_spread_costs_more_and_scoring_is_deterministic() -> None:
+    tight = GroupProfile("k", "shop", "a", "a", 4, 12, tuple(100.0 + i for i in range(21)))
+    wide = GroupProfile("k", "shop", "b", "b", 4, 12, tuple(500.0 * i for i in range(21)))
+    assert startup_cost_s(tight, 3000.0, 4) < startup_cost_s(wide, 3000.0, 4)
+    assert score_group(tight, delays_ms=(0.0, 3000.0)) == score_group(
+        tight, delays_ms=(0.0, 3000.0)
+    )
+    # Tight joins never need the default's 3 s wait.
+    rows = {r.delay_ms: r.cost_s for r in score_group(tight, delays_ms=(0.0, 3000.0))}
+    assert rows[0.0] < rows[3000.0]
