@@ -1,0 +1,72 @@
+"""The optional learning CronJob: off by default, valid when on, and no API grants needed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.chart.support import ALL_FEATURES, CHART, Helm, by_kind, only
+from tests.chart.test_chart import UNVALIDATED_KINDS, validate
+
+LEARNING: dict[str, Any] = {
+    **ALL_FEATURES,
+    "learning": {
+        "enabled": True,
+        "timeZone": "Europe/Paris",
+        "extraArgs": ["--samples=8"],
+        "image": {"repository": "example.com/rebalancer-spark", "tag": "1.0"},
+    },
+}
+
+
+def test_off_by_default(helm: Helm) -> None:
+    assert not by_kind(helm.render(), "CronJob")
+
+
+def test_on_it_lints_validates_and_runs_learn_on_the_history_volume(helm: Helm) -> None:
+    lint = helm.run("lint", "--strict", str(CHART), "--values", "-", stdin=json.dumps(LEARNING))
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    manifests = helm.render(LEARNING)
+    assert validate(manifests) <= UNVALIDATED_KINDS
+    cron = only(manifests, "CronJob")
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    assert cron["spec"]["timeZone"] == "Europe/Paris"
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    container = pod["containers"][0]
+    assert container["image"] == "example.com/rebalancer-spark:1.0"
+    assert container["args"] == [
+        "learn",
+        "--history=/var/lib/rebalancer/history",
+        "--output=/var/lib/rebalancer/history/_recommendations",
+        "--master=local[*]",
+        "--driver-memory=2g",
+        "--samples=8",
+    ]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    claims = {v["name"]: v for v in pod["volumes"]}
+    assert claims["history"]["persistentVolumeClaim"]["claimName"] == "rebalancer-history"
+    affinity = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert affinity[0]["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_the_operator_image_is_the_default_and_colocation_can_be_off(helm: Helm) -> None:
+    values = {
+        "history": {"enabled": True},
+        "learning": {"enabled": True, "colocateWithOperator": False},
+    }
+    pod = only(helm.render(values), "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"].startswith("ghcr.io/rebalancer-dev/rebalancer:")
+    assert "affinity" not in pod
+
+
+def test_learning_without_history_fails_clearly(helm: Helm) -> None:
+    result = helm.template({"learning": {"enabled": True}})
+    assert result.returncode != 0
+    assert "learning.enabled needs history.enabled" in result.stderr
+
+
+def test_schema_rejects_a_bad_master(helm: Helm) -> None:
+    result = helm.template({"history": {"enabled": True}, "learning": {"master": "mesos://x"}})
+    assert result.returncode != 0
+    assert "master" in result.stderr
