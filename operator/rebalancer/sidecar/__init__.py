@@ -1,0 +1,1 @@
+"""The enforced-rebalance sidecar (`rebalancer sidecar`): docs/enforcing.md."""

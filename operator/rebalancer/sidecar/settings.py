@@ -1,0 +1,188 @@
+"""The sidecar's settings: flags first, then the environment the application container has.
+
+The sidecar sits next to the application and reads the same KAFKA_* variables, so it joins the
+same cluster and group with the same session timeout and assignment strategy. A group's members
+must share an assignment protocol, and Tansu fixes a group's session timeout with its first
+member: copying the application's values is what lets the sidecar join at all.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The application's KAFKA_* variables the sidecar takes over: what the lab consumer reads, and
+# the security settings. Anything else in the environment is the application's business.
+ENV_PROPERTIES: Mapping[str, str] = {
+    "KAFKA_BOOTSTRAP_SERVERS": "bootstrap.servers",
+    "KAFKA_GROUP_ID": "group.id",
+    "KAFKA_SESSION_TIMEOUT_MS": "session.timeout.ms",
+    "KAFKA_HEARTBEAT_INTERVAL_MS": "heartbeat.interval.ms",
+    "KAFKA_MAX_POLL_INTERVAL_MS": "max.poll.interval.ms",
+    "KAFKA_PARTITION_ASSIGNMENT_STRATEGY": "partition.assignment.strategy",
+    "KAFKA_GROUP_PROTOCOL": "group.protocol",
+    "KAFKA_SECURITY_PROTOCOL": "security.protocol",
+    "KAFKA_SASL_MECHANISM": "sasl.mechanism",
+    "KAFKA_SASL_USERNAME": "sasl.username",
+    "KAFKA_SASL_PASSWORD": "sasl.password",
+    "KAFKA_SSL_CA_LOCATION": "ssl.ca.location",
+    "KAFKA_SSL_CERTIFICATE_LOCATION": "ssl.certificate.location",
+    "KAFKA_SSL_KEY_LOCATION": "ssl.key.location",
+    "KAFKA_SSL_KEY_PASSWORD": "ssl.key.password",
+}
+# Properties that are the application's own: the sidecar sets its own or none.
+_APPLICATION_ONLY = frozenset(
+    {"client.id", "group.instance.id", "auto.offset.reset", "enable.auto.commit"}
+)
+# Under KIP-848 the broker owns these and librdkafka refuses them.
+_CLASSIC_ONLY = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
+
+DEFAULT_PORT = 8091
+DEFAULT_RATE_PER_MINUTE = 6.0
+DEFAULT_BURST = 3
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed; the message says which and how to fix it."""
+
+
+@dataclass(frozen=True)
+class SidecarSettings:
+    kafka: dict[str, str] = field(repr=False)
+    group_id: str
+    pod_name: str
+    token_file: Path
+    listen_host: str = "127.0.0.1"
+    listen_port: int = DEFAULT_PORT
+    rate_per_minute: float = DEFAULT_RATE_PER_MINUTE
+    burst: int = DEFAULT_BURST
+    instance_id: str | None = None
+    # A request nobody acted on for this long is answered "expired".
+    request_ttl_seconds: float = 120.0
+    # From the rejoin until the new generation must be seen, else "failed".
+    enforce_timeout_seconds: float = 120.0
+    report_interval_seconds: float = 5.0
+
+    @property
+    def client_id(self) -> str:
+        return f"{self.pod_name}-sidecar"
+
+    @property
+    def protocol(self) -> str:
+        return self.kafka.get("group.protocol", "classic")
+
+
+def env_properties(env: Mapping[str, str]) -> dict[str, str]:
+    return {
+        name: env[variable].strip()
+        for variable, name in ENV_PROPERTIES.items()
+        if env.get(variable, "").strip()
+    }
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A Java-style .properties file: key=value or key: value, # and ! start comments."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise SettingsError(f"cannot read KAFKA_CONFIG_FILE {path}: {error.strerror}") from None
+    properties: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        cuts = [index for index in (line.find("="), line.find(":")) if index > 0]
+        if not cuts:
+            raise SettingsError(f"{path}:{number}: expected key=value, got {line!r}")
+        properties[line[: min(cuts)].strip()] = line[min(cuts) + 1 :].strip()
+    return properties
+
+
+def _number(raw: str | float | None, name: str, low: float) -> float | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise SettingsError(f"{name} must be a number, not {raw!r}") from None
+    if value < low:
+        raise SettingsError(f"{name} must be at least {low:g}, not {value:g}")
+    return value
+
+
+def parse_listen(raw: str) -> tuple[str, int]:
+    """`host:port`, `:port` or `[v6]:port`."""
+    host, sep, port = raw.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SettingsError(f"--listen must be host:port, not {raw!r}")
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port)
+
+
+def load_settings(
+    *,
+    bootstrap: str | None = None,
+    group_id: str | None = None,
+    config_file: str | None = None,
+    token_file: str | None = None,
+    listen: str | None = None,
+    rate_per_minute: float | None = None,
+    burst: int | None = None,
+    pod_name: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> SidecarSettings:
+    env = os.environ if env is None else env
+    file_path = config_file or env.get("KAFKA_CONFIG_FILE") or None
+    kafka = read_properties(Path(file_path)) if file_path else {}
+    kafka.update(env_properties(env))
+    if bootstrap:
+        kafka["bootstrap.servers"] = bootstrap
+    if group_id:
+        kafka["group.id"] = group_id
+    for name, variable in (("bootstrap.servers", "--bootstrap"), ("group.id", "--group-id")):
+        if not kafka.get(name):
+            env_name = next(key for key, value in ENV_PROPERTIES.items() if value == name)
+            raise SettingsError(f"{name} is not set: pass {variable} or set {env_name}")
+    for name in _APPLICATION_ONLY:
+        kafka.pop(name, None)
+    if kafka.get("group.protocol") == "consumer":
+        for name in _CLASSIC_ONLY:
+            kafka.pop(name, None)
+
+    token_path = token_file or env.get("REBALANCER_SIDECAR_TOKEN_FILE", "").strip()
+    if not token_path:
+        raise SettingsError(
+            "no token file: pass --token-file or set REBALANCER_SIDECAR_TOKEN_FILE "
+            "(mount the token Secret as a file); the endpoint never runs unauthenticated"
+        )
+    host, port = parse_listen(
+        listen or env.get("REBALANCER_SIDECAR_LISTEN", "").strip() or f"127.0.0.1:{DEFAULT_PORT}"
+    )
+    rate = _number(
+        rate_per_minute
+        if rate_per_minute is not None
+        else env.get("REBALANCER_SIDECAR_RATE_PER_MINUTE"),
+        "the rate limit (requests per minute)",
+        0.001,
+    )
+    burst_value = _number(
+        burst if burst is not None else env.get("REBALANCER_SIDECAR_BURST"), "the burst", 1
+    )
+    pod = pod_name or env.get("POD_NAME", "").strip() or socket.gethostname()
+    instance = env.get("KAFKA_GROUP_INSTANCE_ID", "").strip()
+    return SidecarSettings(
+        kafka=kafka,
+        group_id=kafka["group.id"],
+        pod_name=pod,
+        token_file=Path(token_path),
+        listen_host=host,
+        listen_port=port,
+        rate_per_minute=rate if rate is not None else DEFAULT_RATE_PER_MINUTE,
+        burst=int(burst_value) if burst_value is not None else DEFAULT_BURST,
+        # A static application member makes a static sidecar: it restarts with the pod and
+        # must keep its slot the same way.
+        instance_id=f"{instance}-sidecar" if instance else None,
+    )
