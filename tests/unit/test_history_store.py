@@ -133,3 +133,42 @@ def test_no_root_records_nothing_and_an_empty_root_reads_empty(tmp_path: Path) -
     assert read_history(tmp_path / "missing") == []
     fs = fsspec.filesystem("memory")
     assert not fs.exists("/missing")
+
+
+def test_member_events_carry_the_batch_and_the_settings(tmp_path: Path) -> None:
+    from rebalancer.structs.history import member_event
+
+    settings = SettingsInForce(initial_rebalance_delay_ms=3000.0, batch_size=4)
+    common = {"namespace": "shop", "name": "orders", "group_id": "g", "cluster": "k:9092"}
+    events = [
+        member_event(
+            RecordType.POD_START,
+            **common,
+            member="p-0",
+            at=DAY,
+            members=0,
+            batch_id="r1-b0",
+            rollout_id="r1",
+            settings=settings,
+        ),
+        member_event(
+            RecordType.MEMBER_JOIN,
+            **common,
+            member="p-0",
+            at=DAY + 1.5,
+            members=1,
+            batch_id="r1-b0",
+            rollout_id="r1",
+            settings=settings,
+        ),
+        member_event(
+            RecordType.POD_STOP, **common, member="p-0", at=DAY + 60, members=1, departure="crash"
+        ),
+    ]
+    asyncio.run(HistoryRecorder(tmp_path).record(events))
+    records = read_history(tmp_path)
+    assert [r["record_type"] for r in records] == ["pod-start", "member-join", "pod-stop"]
+    assert records[1]["batch_size"] == 4
+    assert records[2]["departure"] == "crash"
+    with pytest.raises(ValueError, match="not rebalances"):
+        member_event(RecordType.REBALANCE, **common, member="p", at=DAY, members=1)

@@ -101,7 +101,15 @@ def run(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         print(f"{time.perf_counter() - started:7.1f}s {line}", flush=True)
 
-    result = learn(options, progress=progress)
+    try:
+        result = learn(options, progress=progress)
+    except Exception as error:  # whatever broke, the previous recommendations stay in place
+        print(
+            f"rebalancer learn: failed: {type(error).__name__}: {str(error)[:500]}; the previous "
+            f"recommendations under {args.output} are left in place",
+            file=sys.stderr,
+        )
+        return 1
     for message in result.messages:
         print(f"rebalancer learn: {message}", file=sys.stderr)
     if result.output is not None:

@@ -558,6 +558,8 @@ def learn(
                 cores = session.sparkContext.defaultParallelism
                 shuffle = max(2 * cores, min(400, inputs.rows // 250_000))
                 session.conf.set("spark.sql.shuffle.partitions", str(shuffle))
+                # A file whose footer reads but whose pages are damaged is skipped, not fatal.
+                session.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
                 history = read_history_frame(session, inputs)
                 estimates = estimate(history)
                 profiles_frame: Any = estimates.profiles.toPandas()

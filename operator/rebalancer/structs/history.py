@@ -107,3 +107,49 @@ class RebalanceEvent:
         record["join_offsets_ms"] = list(self.join_offsets_ms)
         record["schema_version"] = HISTORY_SCHEMA_VERSION
         return record
+
+
+def member_event(
+    record_type: RecordType,
+    *,
+    namespace: str,
+    name: str,
+    group_id: str,
+    cluster: str,
+    member: str,
+    at: float,
+    members: int,
+    state: str = "",
+    source: str = "operator",
+    departure: str | None = None,
+    batch_id: str | None = None,
+    rollout_id: str | None = None,
+    partitions: int | None = None,
+    settings: SettingsInForce | None = None,
+) -> RebalanceEvent:
+    """A pod-start, pod-stop or member-join record (the rebalance-only fields left empty)."""
+    if record_type is RecordType.REBALANCE:
+        raise ValueError("member_event is for pod and member records, not rebalances")
+    return RebalanceEvent(
+        namespace=namespace,
+        name=name,
+        group_id=group_id,
+        cluster=cluster,
+        generation=None,
+        previous_generation=None,
+        cause=RebalanceCause.UNKNOWN,
+        detected_at=at,
+        started_at=None,
+        members=members,
+        joined=(),
+        left=(),
+        source=source,
+        state=state,
+        record_type=record_type,
+        member=member,
+        departure=departure,
+        batch_id=batch_id,
+        rollout_id=rollout_id,
+        partitions=partitions,
+        settings=settings or SettingsInForce(),
+    )
