@@ -1,0 +1,840 @@
+"""The rollout planner: a pure state machine stepped with what the operator observes.
+
+    state, actions = step(state, observation, now)
+
+`state` is a RolloutState (kept in status.rollout), `observation` what the operator sees now
+(the workload and its pods, the group's latest snapshot, the policy and broker timing), `now`
+epoch seconds. The actions are declarative (rollout_actions); the actuator carries them out.
+Every decision is level-based: it follows from the state and the observation, never from
+having done something before, so a step repeated after an operator restart, or after a crash
+between acting and saving the state, neither repeats nor skips a batch. Opened gates carry the
+rollout and batch that opened them (GATE_BATCH_ANNOTATION), which is how a restarted operator
+recognises a batch it released but did not get to record.
+
+How batches are released (Mechanism):
+- gate queue (cold start, scale-up, Deployment rolling update with the gate): pods wait at
+  their gates; a batch opens when its pods are all waiting (or gatherSeconds have passed with
+  some waiting), so its JoinGroups land within milliseconds of each other;
+- StatefulSet replace (rolling update): the partition is lowered to the batch's lowest ordinal
+  and the batch's old pods are deleted together; their replacements are released together at
+  the gate, or each on arrival when members are static (a static member that is back within its
+  session keeps its assignment, and holding it back would only lengthen its absence);
+- Deployment steps (no gate): the Deployment is resumed until a batch of pods is updated, then
+  paused until the group has settled;
+- scale steps (no gate, spec.policy.rollout.scaleSteps): spec.replicas is raised one batch at a
+  time.
+Between batches the group must be settled (Stable, every partition assigned, the batch's
+members in it) for settleSeconds; a batch that is not settled by its deadline fails the rollout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rebalancer.planning.rollout_actions import (
+    Action,
+    ClearDegraded,
+    DeletePods,
+    HoldGates,
+    InstallGate,
+    MarkDegraded,
+    OpenGate,
+    PauseDeployment,
+    RecordProgress,
+    ResumeDeployment,
+    ScaleWorkload,
+    SetStatefulSetPartition,
+    Wait,
+)
+from rebalancer.planning.rollout_plans import (
+    RolloutSetup,
+    batch_limit,
+    batch_window_s,
+    classify,
+    gated,
+    held_pods,
+    plan_rollout,
+    split_batches,
+    through_pods,
+)
+from rebalancer.planning.rollout_policies import PATH
+from rebalancer.planning.rollout_states import (
+    Mechanism,
+    RolloutPhase,
+    RolloutState,
+    stamp,
+)
+from rebalancer.structs.gates import RESUME_ANNOTATION, GateState
+from rebalancer.structs.snapshots import GroupSnapshot, Source
+from rebalancer.structs.specs import WorkloadKind
+from rebalancer.structs.workloads import PodView, WorkloadView
+
+Phase = RolloutPhase
+# A step follows at most this many transitions before it waits for the world to change.
+MAX_TRANSITIONS = 8
+# How soon to look again while waiting on something no timer bounds (a controller catching up).
+RECHECK_SECONDS = 2.0
+# An active rollout notes that it was stepped this often; a gap longer than ABSENCE_SECONDS is
+# an operator outage, and its timers move on by the gap.
+SEEN_EVERY_SECONDS = 30.0
+ABSENCE_SECONDS = 90.0
+
+_EVENT_REASONS = {
+    Phase.IDLE: "RolloutIdle",
+    Phase.PLANNING: "RolloutStarted",
+    Phase.BATCH_OPENING: "BatchOpening",
+    Phase.BATCH_JOINING: "BatchReleased",
+    Phase.BATCH_SETTLING: "BatchSettled",
+    Phase.COMPLETED: "RolloutCompleted",
+    Phase.FAILED: "RolloutFailed",
+    Phase.PAUSED: "RolloutPaused",
+}
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the operator sees at one moment."""
+
+    setup: RolloutSetup
+    workload: WorkloadView | None  # None: the workload does not exist
+    group: GroupSnapshot | None  # the observer's latest snapshot, if any
+    rebalances: int | None = None  # the observer's running count (status.group.rebalances)
+    spec_generation: int | None = None  # the ConsumerGroup's metadata.generation
+    resume_token: str | None = None  # RESUME_ANNOTATION on the ConsumerGroup
+
+
+def step(
+    state: RolloutState, observation: Observation, now: float
+) -> tuple[RolloutState, tuple[Action, ...]]:
+    """Advance the rollout as far as the observation allows; see the module docstring."""
+    after, actions, _ = trace_step(state, observation, now)
+    return after, actions
+
+
+def trace_step(
+    state: RolloutState, observation: Observation, now: float
+) -> tuple[RolloutState, tuple[Action, ...], tuple[RolloutPhase, ...]]:
+    """step(), and every phase it went through on the way (the first is `state`'s)."""
+    now = stamp(now)
+    actions: list[Action] = []
+    current = _count(_returned(state, now), observation)
+    phases = [current.phase]
+    for _ in range(MAX_TRANSITIONS):
+        after, done = _Step(current, observation, now).advance()
+        after = _count(after, observation)
+        actions.extend(done)
+        moved = (after.phase, after.batch) != (current.phase, current.batch)
+        if moved:
+            actions.append(_progress(after))
+            phases.append(after.phase)
+        current = after
+        if not moved:
+            break
+    if not current.phase.active:
+        current = current.moved(seen_at=None) if current.seen_at is not None else current
+    elif current.seen_at is None or now - current.seen_at >= SEEN_EVERY_SECONDS:
+        current = current.moved(seen_at=now)
+    counted = (current.members_joined, current.rebalances)
+    reported = any(isinstance(action, RecordProgress) for action in actions)
+    if (
+        current.phase.active
+        and not reported
+        and counted != (state.members_joined, state.rebalances)
+    ):
+        actions.append(_progress(current, "RolloutProgress"))
+    actions.extend(_holds(current, observation, now))
+    wake = _next_wake(current, observation, now)
+    if wake is not None:
+        actions.append(Wait(wake))
+    return current, tuple(actions), tuple(phases)
+
+
+class _Step:
+    """One transition out of `state`: each phase's rule, with what they share."""
+
+    def __init__(self, state: RolloutState, observation: Observation, now: float) -> None:
+        self.state = state
+        self.obs = observation
+        self.setup = observation.setup
+        self.policy = observation.setup.policy
+        self.now = now
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    def advance(self) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        workload = self.obs.workload
+        if not self.policy.enabled:
+            return self.disabled()
+        if state.phase is Phase.FAILED:
+            return self.failed()
+        if state.phase is Phase.PAUSED:
+            return self.paused()
+        if self.policy.paused:
+            return self.pause()
+        if state.phase.resting:
+            return self.resting()
+        if workload is None:
+            return self.fail(
+                "WorkloadNotFound",
+                "the workload is gone; create it again or fix spec.workload",
+            )
+        if state.phase is not Phase.PLANNING and self.target(workload, state) != state.target:
+            return self.state.moved(phase=Phase.PLANNING, phase_since=self.now), []
+        match state.phase:
+            case Phase.PLANNING:
+                return self.planning(workload)
+            case Phase.BATCH_OPENING:
+                return self.opening(workload)
+            case Phase.BATCH_JOINING:
+                return self.joining(workload)
+            case _:
+                return self.settling(workload)
+
+    # -- resting: Idle and Completed --------------------------------------------------------
+
+    def resting(self) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        workload = self.obs.workload
+        actions: list[Action] = []
+        if workload is None:
+            return state, actions
+        if state.holding_deployment and workload.kind is WorkloadKind.DEPLOYMENT:
+            actions.append(ResumeDeployment())
+            state = state.moved(holding_deployment=False)
+        if not workload.caught_up:
+            return state, actions
+        if self.policy.gate_joins and self.policy.inject_gate and not workload.gate_installed:
+            actions.append(InstallGate())
+        change = classify(self.setup, workload, self.obs.group, state.steady_replicas)
+        if change is not None:
+            return state.moved(phase=Phase.PLANNING, phase_since=self.now), actions
+        if state.steady_replicas != workload.replicas:
+            state = state.moved(steady_replicas=workload.replicas)
+        if (
+            self.policy.park_statefulsets
+            and workload.kind is WorkloadKind.STATEFULSET
+            and workload.update_strategy == "RollingUpdate"
+        ):
+            # Parked at its replicas, the partition keeps a template change from rolling before
+            # the operator has planned it (the controller would replace a pod at once).
+            if workload.partition != workload.replicas:
+                actions.append(SetStatefulSetPartition(workload.replicas))
+            if not state.parked:
+                state = state.moved(parked=True)
+        return state, actions
+
+    # -- Planning ---------------------------------------------------------------------------
+
+    def planning(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        if not workload.caught_up:
+            return state, []
+        change = classify(self.setup, workload, self.obs.group, state.steady_replicas)
+        if change is None:
+            return state.moved(phase=Phase.IDLE, phase_since=self.now, message=None), []
+        plan = plan_rollout(self.setup, workload, self.obs.group, change, state.steady_replicas)
+        fresh = state.moved(
+            kind=change.kind,
+            mechanism=change.mechanism,
+            static=change.static,
+            spec_generation=self.obs.spec_generation,
+            batch=0,
+            sizes=plan.sizes,
+            ordinals=plan.ordinals,
+            base=plan.base,
+            target_replicas=plan.target_replicas,
+            opened=(),
+            members_joined=0,
+            rebalances=0,
+            rebalances_at_start=self.obs.rebalances,
+            generation_at_open=None,
+            started_at=self.now,
+            opened_at=None,
+            settle_until=None,
+            reason=None,
+            message="; ".join(plan.notes) or None,
+        )
+        target = self.target(workload, fresh)
+        rollout_id = hashlib.sha256(f"{target}|{self.now}".encode()).hexdigest()[:8]
+        fresh = fresh.moved(rollout_id=rollout_id, target=target)
+        if plan.problems:
+            summary = "; ".join(str(problem) for problem in plan.problems)
+            return self.fail("PolicyCannotBeMet", summary, state=fresh)
+        if not plan.sizes:
+            return state.moved(phase=Phase.IDLE, phase_since=self.now), []
+        actions: list[Action] = []
+        if change.mechanism is Mechanism.DEPLOYMENT_STEPS and len(plan.sizes) > 1:
+            actions.append(PauseDeployment())
+            fresh = fresh.moved(holding_deployment=True)
+        return self.begin_batch(fresh, 1), actions
+
+    def begin_batch(self, state: RolloutState, number: int) -> RolloutState:
+        return state.moved(
+            phase=Phase.BATCH_OPENING,
+            batch=number,
+            opened=(),
+            phase_since=self.now,
+            opened_at=None,
+            gather_until=self.now + self.policy.gather_seconds,
+            deadline=self.now + self.policy.batch_deadline_seconds,
+            settle_until=None,
+        )
+
+    # -- BatchOpening -----------------------------------------------------------------------
+
+    def opening(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        match state.mechanism:
+            case Mechanism.STATEFULSET_REPLACE:
+                result = self.open_statefulset(workload)
+            case Mechanism.DEPLOYMENT_STEPS:
+                result = self.open_deployment_step(workload)
+            case Mechanism.SCALE_STEPS:
+                result = self.open_scale_step(workload)
+            case _:
+                result = self.open_gates(workload)
+        after, actions = result
+        if after.phase is Phase.BATCH_OPENING and state.deadline and self.now >= state.deadline:
+            return self.fail(
+                "BatchNotReleased",
+                f"batch {state.batch} of {state.batches} could not be released within "
+                f"{self.policy.batch_deadline_seconds} s: {self.missing(workload)}",
+                actions=actions,
+            )
+        return after, actions
+
+    def released(self, state: RolloutState, pods: Sequence[str]) -> RolloutState:
+        group = self.obs.group
+        return state.moved(
+            phase=Phase.BATCH_JOINING,
+            opened=tuple(pods),
+            phase_since=self.now,
+            opened_at=self.now,
+            deadline=self.now + self.policy.batch_deadline_seconds,
+            generation_at_open=group.generation if group is not None else None,
+        )
+
+    def open_gates(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        label = self.label()
+        adopted = [
+            pod.name
+            for pod in workload.live_pods
+            if pod.gate_batch == label and pod.gate in (GateState.OPEN, GateState.PASSED)
+        ]
+        if adopted:
+            return self.released(state, adopted), []
+        remaining = max(workload.replicas - len(through_pods(workload)), 0)
+        if remaining == 0:
+            return state.moved(phase=Phase.COMPLETED, phase_since=self.now), []
+        size = self.batch_size()
+        need = min(size, remaining)
+        waiting = [pod for pod in held_pods(workload) if pod.gate is GateState.WAITING]
+        gathered = len(waiting) >= need
+        timed_out = state.gather_until is not None and self.now >= state.gather_until
+        if not waiting or not (gathered or timed_out):
+            return state, []
+        chosen = tuple(pod.name for pod in waiting[:size])
+        return self.released(state, chosen), [OpenGate(label, chosen)]
+
+    def open_statefulset(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        chunk = self.chunk()
+        ready, actions = self.replace_chunk(workload, chunk)
+        if not ready:
+            return state, actions  # the partition first; pods once the controller has seen it
+        names = tuple(self.names(workload, chunk))
+        if state.static or not gated(self.setup, workload):
+            return self.released(state, names), actions
+        wanted = set(chunk)
+        batch_pods = [pod for pod in workload.live_pods if pod.ordinal in wanted]
+        label = self.label()
+        if any(pod.gate_batch == label for pod in batch_pods):
+            return self.released(state, names), actions
+        arrived = [
+            pod
+            for pod in batch_pods
+            if pod.updated and (pod.gate is GateState.WAITING or pod.gate.through)
+        ]
+        waiting = tuple(pod.name for pod in arrived if pod.gate is GateState.WAITING)
+        timed_out = state.gather_until is not None and self.now >= state.gather_until
+        if len(arrived) == len(chunk) or (timed_out and waiting):
+            opens: list[Action] = [OpenGate(label, waiting)] if waiting else []
+            return self.released(state, names), actions + opens
+        return state, actions
+
+    def replace_chunk(
+        self, workload: WorkloadView, chunk: Sequence[int]
+    ) -> tuple[bool, list[Action]]:
+        """Partition to the chunk's lowest ordinal, then the chunk's old pods deleted.
+
+        Pods are deleted only once the controller has seen the partition: deleted earlier, a
+        pod could come back at the old revision.
+        """
+        if not chunk:
+            return True, []
+        if workload.update_strategy == "RollingUpdate":
+            lowest = min(chunk)
+            if workload.partition != lowest:
+                return False, [SetStatefulSetPartition(lowest)]
+            if not workload.caught_up:
+                return False, []
+        wanted = set(chunk)
+        old = [
+            pod
+            for pod in workload.live_pods
+            if pod.ordinal in wanted and not pod.updated and not pod.terminating
+        ]
+        if not old:
+            return True, []
+        names = tuple(pod.name for pod in old)
+        return True, [DeletePods(names, tuple(pod.uid for pod in old))]
+
+    def open_deployment_step(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        goal = min(state.base + sum(state.sizes[: state.batch]), workload.replicas)
+        if workload.updated_replicas >= goal:
+            actions: list[Action] = []
+            if state.batch < state.batches:
+                actions.append(PauseDeployment())
+                state = state.moved(holding_deployment=True)
+            return self.released(state, ()), actions
+        if workload.paused:
+            return state.moved(holding_deployment=False), [ResumeDeployment()]
+        return state, []
+
+    def open_scale_step(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        goal = state.base + sum(state.sizes[: state.batch])
+        actions: list[Action] = []
+        if workload.replicas != goal:
+            actions.append(ScaleWorkload(goal))
+        return self.released(state, ()), actions
+
+    # -- BatchJoining and BatchSettling -----------------------------------------------------
+
+    def joining(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        actions = self.keep_released(workload)
+        if self.settled(workload):
+            settled = state.moved(
+                phase=Phase.BATCH_SETTLING,
+                phase_since=self.now,
+                settle_until=self.now + self.policy.settle_seconds,
+            )
+            return settled, actions
+        if state.deadline is not None and self.now >= state.deadline:
+            return self.fail(
+                "BatchDidNotSettle",
+                f"batch {state.batch} of {state.batches} ({self.describe_batch()}) did not "
+                f"settle within {self.policy.batch_deadline_seconds} s: "
+                f"{self.describe_group()}; check the pods' logs and the group",
+                actions=actions,
+            )
+        return state, actions
+
+    def keep_released(self, workload: WorkloadView) -> list[Action]:
+        """What keeps the batch released, asked again in case a step was lost."""
+        state = self.state
+        label = self.label()
+        actions: list[Action] = []
+        if state.opened_at is not None and state.opened_at >= self.now:
+            return actions  # released by this very step: the observation predates it
+        if state.mechanism is Mechanism.STATEFULSET_REPLACE:
+            chunk = set(self.chunk())
+            actions = self.replace_chunk(workload, sorted(chunk))[1]
+            late = tuple(
+                pod.name
+                for pod in workload.live_pods
+                if pod.ordinal in chunk and pod.updated and pod.gate is GateState.WAITING
+            )
+        elif state.mechanism is Mechanism.GATE_QUEUE:
+            opened = set(state.opened)
+            late = tuple(
+                pod.name
+                for pod in workload.live_pods
+                if pod.name in opened and pod.gate is GateState.WAITING
+            )
+        else:
+            late = ()
+        if late:
+            actions.append(OpenGate(label, late))
+        return actions
+
+    def settling(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        if not self.settled(workload):
+            return state.moved(phase=Phase.BATCH_JOINING, phase_since=self.now), []
+        if state.settle_until is not None and self.now < state.settle_until:
+            return state, []
+        joined = state.members_joined + (len(state.opened) or self.batch_size())
+        state = state.moved(members_joined=joined)
+        if state.batch < state.batches:
+            return self.begin_batch(state, state.batch + 1), []
+        if state.mechanism is Mechanism.GATE_QUEUE:
+            remaining = max(workload.replicas - len(through_pods(workload)), 0)
+            if remaining:
+                # Pods that missed their batch (gathering timed out) get batches of their own.
+                change = classify(self.setup, workload, self.obs.group, state.steady_replicas)
+                limit = remaining
+                if change is not None:
+                    limit = batch_limit(self.setup, workload, change, remaining)
+                extra = split_batches(remaining, limit)
+                more = state.moved(sizes=state.sizes + extra)
+                return self.begin_batch(more, state.batch + 1), []
+        actions: list[Action] = []
+        if state.mechanism is Mechanism.DEPLOYMENT_STEPS and workload.paused:
+            actions.append(ResumeDeployment())
+        done = state.moved(
+            phase=Phase.COMPLETED,
+            phase_since=self.now,
+            holding_deployment=False,
+            steady_replicas=workload.replicas,
+            message=f"{_plural(state.batches, 'batch')}, {_plural(joined, 'member')} joined",
+        )
+        return done, actions
+
+    def settled(self, workload: WorkloadView) -> bool:
+        """The group is settled with this batch in it, as far as the figures tell."""
+        state = self.state
+        group = self.obs.group
+        if group is None or state.opened_at is None or group.observed_at < state.opened_at:
+            return False
+        if not group.settled:
+            return False
+        live = {pod.name: pod for pod in workload.live_pods}
+        batch = [live[name] for name in self.batch_names(workload) if name in live]
+        if not all(pod.ready and pod.updated and pod.gate.through for pod in batch):
+            return False
+        if state.mechanism is Mechanism.STATEFULSET_REPLACE:
+            by_ordinal = {pod.ordinal for pod in workload.live_pods if pod.updated}
+            if not set(self.chunk()) <= by_ordinal:
+                return False
+        if state.mechanism is Mechanism.DEPLOYMENT_STEPS:
+            goal = min(state.base + sum(state.sizes[: state.batch]), workload.replicas)
+            ready = sum(1 for pod in workload.live_pods if pod.updated and pod.ready)
+            if ready < goal:
+                return False
+        if state.mechanism is Mechanism.SCALE_STEPS:
+            goal = state.base + sum(state.sizes[: state.batch])
+            if workload.ready_replicas < goal:
+                return False
+        return self.members_in(group, workload, batch)
+
+    def members_in(
+        self, group: GroupSnapshot, workload: WorkloadView, batch: Sequence[PodView]
+    ) -> bool:
+        """Whether the group's members include the batch: by name when members say theirs,
+        else by count, else by a new generation or time."""
+        state = self.state
+        names = {m.host for m in group.member_details} | {
+            m.instance_id for m in group.member_details if m.instance_id
+        }
+        pods = {pod.name for pod in workload.live_pods}
+        if names & pods:
+            return all(pod.name in names for pod in batch)
+        members_known = group.sources.get("members", Source.NONE) is not Source.NONE
+        if members_known:
+            expected = sum(1 for pod in workload.live_pods if pod.gate.through and pod.ready)
+            return group.members >= expected
+        if state.static and state.mechanism is Mechanism.STATEFULSET_REPLACE:
+            return True
+        if state.generation_at_open is not None and group.generation is not None:
+            return group.generation > state.generation_at_open
+        window = batch_window_s(self.setup, state.generation_at_open is None)
+        return state.opened_at is not None and group.observed_at >= state.opened_at + window
+
+    # -- Paused, Failed, disabled -----------------------------------------------------------
+
+    def pause(self) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        actions: list[Action] = []
+        if state.mechanism is Mechanism.DEPLOYMENT_STEPS and state.phase.active:
+            actions.append(PauseDeployment())
+            state = state.moved(holding_deployment=True)
+        paused = state.moved(
+            phase=Phase.PAUSED,
+            paused_from=state.phase,
+            paused_at=self.now,
+            phase_since=self.now,
+        )
+        return paused, actions
+
+    def paused(self) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        if self.policy.paused:
+            return state, []
+        back = state.paused_from or Phase.IDLE
+        shift = self.now - (state.paused_at or self.now)
+
+        def later(moment: float | None) -> float | None:
+            return None if moment is None else moment + shift
+
+        resumed = state.moved(
+            phase=back,
+            paused_from=None,
+            paused_at=None,
+            phase_since=self.now,
+            gather_until=later(state.gather_until),
+            deadline=later(state.deadline),
+            settle_until=later(state.settle_until),
+        )
+        return resumed, []
+
+    def fail(
+        self,
+        reason: str,
+        what: str,
+        *,
+        state: RolloutState | None = None,
+        actions: Sequence[Action] = (),
+    ) -> tuple[RolloutState, list[Action]]:
+        state = state or self.state
+        workload = self.obs.workload
+        how = (
+            f"to retry, fix the cause and give the ConsumerGroup a new {RESUME_ANNOTATION} "
+            "annotation (any value), or change its spec"
+        )
+        if state.holding_deployment and workload is not None:
+            how += (
+                f"; Deployment {workload.name} stays paused until then (`kubectl rollout resume "
+                f"deployment/{workload.name}` lets it go on unmanaged)"
+            )
+        message = f"{what}; {how}"
+        failed = state.moved(
+            phase=Phase.FAILED,
+            phase_since=self.now,
+            reason=reason,
+            message=message,
+            resume_token=self.obs.resume_token,
+        )
+        return failed, [*actions, MarkDegraded(reason, message)]
+
+    def failed(self) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        workload = self.obs.workload
+        resumed = self.obs.resume_token != state.resume_token
+        respecified = (
+            self.obs.spec_generation is not None
+            and state.spec_generation is not None
+            and self.obs.spec_generation != state.spec_generation
+        )
+        retargeted = workload is not None and (
+            self.target(workload, state) != state.target or state.reason == "WorkloadNotFound"
+        )
+        if not (resumed or respecified or retargeted):
+            return state, []
+        why = (
+            "resumed" if resumed else "the spec changed" if respecified else "the workload changed"
+        )
+        idle = state.moved(
+            phase=Phase.IDLE,
+            phase_since=self.now,
+            reason=None,
+            message=f"failed rollout cleared: {why}",
+            resume_token=self.obs.resume_token,
+        )
+        return idle, [ClearDegraded("RolloutCleared", f"the failed rollout was cleared: {why}")]
+
+    def disabled(self) -> tuple[RolloutState, list[Action]]:
+        """Hand the workload back: nothing of it is left held, parked or paused."""
+        state = self.state
+        workload = self.obs.workload
+        actions: list[Action] = []
+        holding = parked = False
+        if workload is not None:
+            holding = state.holding_deployment and workload.paused
+            parked = state.parked and bool(workload.partition)
+            if holding:
+                actions.append(ResumeDeployment())
+            if parked:
+                actions.append(SetStatefulSetPartition(0))
+            waiting = tuple(p.name for p in held_pods(workload) if p.gate is GateState.WAITING)
+            if waiting:
+                actions.append(OpenGate("unmanaged", waiting))
+        idle = RolloutState(
+            phase=Phase.IDLE,
+            phase_since=state.phase_since if state.phase is Phase.IDLE else self.now,
+            holding_deployment=holding,
+            parked=parked,
+            steady_replicas=state.steady_replicas,
+            message=f"rollouts are not managed ({PATH}.enabled is false)",
+        ).moved()
+        return idle, actions
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def target(self, workload: WorkloadView, state: RolloutState) -> str:
+        """What the workload is being brought to; a new one means a new rollout."""
+        replicas = workload.replicas
+        if state.mechanism is Mechanism.SCALE_STEPS and state.target_replicas is not None:
+            ours = {state.base + sum(state.sizes[:n]) for n in range(len(state.sizes) + 1)}
+            if replicas in ours:
+                replicas = state.target_replicas
+        return (
+            f"{workload.update_revision}@{replicas}:{workload.pod_management or '-'}:"
+            f"{workload.update_strategy}:{'gated' if workload.gate_installed else 'ungated'}"
+        )
+
+    def label(self) -> str:
+        return f"{self.state.rollout_id}/{self.state.batch}"
+
+    def batch_size(self) -> int:
+        state = self.state
+        if 1 <= state.batch <= len(state.sizes):
+            return state.sizes[state.batch - 1]
+        return 0
+
+    def chunk(self) -> tuple[int, ...]:
+        state = self.state
+        start = sum(state.sizes[: state.batch - 1])
+        return state.ordinals[start : start + self.batch_size()]
+
+    def names(self, workload: WorkloadView, ordinals: Sequence[int]) -> list[str]:
+        return [f"{workload.name}-{ordinal}" for ordinal in ordinals]
+
+    def batch_names(self, workload: WorkloadView) -> tuple[str, ...]:
+        if self.state.mechanism is Mechanism.STATEFULSET_REPLACE:
+            return tuple(self.names(workload, self.chunk()))
+        return self.state.opened
+
+    def missing(self, workload: WorkloadView) -> str:
+        state = self.state
+        if state.mechanism is Mechanism.DEPLOYMENT_STEPS:
+            return (
+                f"Deployment {workload.name} has {workload.updated_replicas} updated pods, "
+                f"{state.base + sum(state.sizes[: state.batch])} wanted"
+            )
+        if state.mechanism is Mechanism.SCALE_STEPS:
+            return f"{workload.kind.value} {workload.name} did not take the scale step"
+        held = held_pods(workload)
+        waiting = sum(1 for pod in held if pod.gate is GateState.WAITING)
+        return (
+            f"{waiting} pods are waiting at their gates and {len(held) - waiting} have not "
+            "reached them (check kubectl get pods: unschedulable pods, image pulls, failing "
+            "init containers)"
+        )
+
+    def describe_batch(self) -> str:
+        opened = self.state.opened
+        shown = ", ".join(opened[:5]) + (f" and {len(opened) - 5} more" if len(opened) > 5 else "")
+        return f"{self.batch_size()} pods" + (f": {shown}" if shown else "")
+
+    def describe_group(self) -> str:
+        group = self.obs.group
+        if group is None:
+            return "the group has not been observed"
+        text = f"the group is {group.state} with {group.members} members"
+        if group.assigned_partitions is not None and group.total_partitions is not None:
+            text += f", {group.assigned_partitions}/{group.total_partitions} partitions assigned"
+        return text
+
+
+def _returned(state: RolloutState, now: float) -> RolloutState:
+    """After an operator outage, the batch's timers move on by the time nobody watched."""
+    if not state.phase.active or state.seen_at is None:
+        return state
+    gap = now - state.seen_at
+    if gap <= ABSENCE_SECONDS:
+        return state
+
+    def later(moment: float | None) -> float | None:
+        return None if moment is None else moment + gap
+
+    return state.moved(
+        seen_at=now,
+        gather_until=later(state.gather_until),
+        deadline=later(state.deadline),
+        settle_until=later(state.settle_until),
+    )
+
+
+def _count(state: RolloutState, observation: Observation) -> RolloutState:
+    """Rebalances since the rollout started, from the observer's running count."""
+    if not state.phase.active or observation.rebalances is None:
+        return state
+    if state.rebalances_at_start is None:
+        return state.moved(rebalances_at_start=observation.rebalances)
+    count = max(observation.rebalances - state.rebalances_at_start, 0)
+    return state if count == state.rebalances else state.moved(rebalances=count)
+
+
+def _progress(state: RolloutState, reason: str | None = None) -> RecordProgress:
+    phase = state.phase
+    batch = f"batch {state.batch} of {state.batches}" if state.batch else "no batch yet"
+    texts = {
+        Phase.IDLE: "no rollout in progress",
+        Phase.PLANNING: "planning a rollout",
+        Phase.BATCH_OPENING: f"{batch}: gathering its pods",
+        Phase.BATCH_JOINING: f"{batch} released ({len(state.opened)} pods), waiting for the "
+        "group to settle",
+        Phase.BATCH_SETTLING: f"{batch} settled; holding it for the settle time",
+        Phase.COMPLETED: f"rollout completed in {_plural(state.batches, 'batch')}",
+        Phase.FAILED: f"rollout failed at {batch}",
+        Phase.PAUSED: f"rollout paused at {batch}",
+    }
+    kind = f"{state.kind.value} " if state.kind is not None else ""
+    message = (
+        f"{kind}{texts[phase]}; {state.members_joined} members joined, "
+        f"{state.rebalances} rebalances so far"
+    )
+    if state.message and phase in (Phase.FAILED, Phase.PLANNING, Phase.BATCH_OPENING):
+        message += f" ({state.message})"
+    return RecordProgress(
+        reason=reason or _EVENT_REASONS[phase],
+        batch=state.batch,
+        batches=state.batches,
+        members_joined=state.members_joined,
+        rebalances=state.rebalances,
+        message=message,
+    )
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "es" if noun.endswith("ch") else "s")
+
+
+def _holds(state: RolloutState, observation: Observation, now: float) -> list[Action]:
+    """Refresh the held-at annotation of waiting pods, so their gates know we are here."""
+    bypass = observation.setup.policy.bypass_gate_after_seconds
+    workload = observation.workload
+    if bypass <= 0 or workload is None or not observation.setup.policy.enabled:
+        return []
+    refresh = bypass / 3
+    stale = tuple(
+        pod.name
+        for pod in workload.live_pods
+        if pod.gate is GateState.WAITING
+        and pod.name not in state.opened
+        and (pod.held_at is None or now - pod.held_at >= refresh)
+    )
+    return [HoldGates(stale)] if stale else []
+
+
+def _next_wake(state: RolloutState, observation: Observation, now: float) -> float | None:
+    """The next moment a timer changes something, if any comes before the group does."""
+    moments: list[float] = []
+    match state.phase:
+        case Phase.BATCH_OPENING:
+            moments += [t for t in (state.gather_until, state.deadline) if t is not None]
+        case Phase.BATCH_JOINING:
+            moments += [state.deadline] if state.deadline is not None else []
+        case Phase.BATCH_SETTLING:
+            moments += [state.settle_until] if state.settle_until is not None else []
+        case Phase.PLANNING:
+            moments.append(now + RECHECK_SECONDS)
+    bypass = observation.setup.policy.bypass_gate_after_seconds
+    workload = observation.workload
+    if bypass > 0 and workload is not None:
+        refresh = bypass / 3
+        for pod in workload.live_pods:
+            if pod.gate is GateState.WAITING:
+                held = pod.held_at
+                # A hold refreshed by this step's HoldGates is written with this step's time.
+                last = held if held is not None and now - held < refresh else now
+                moments.append(last + refresh)
+    future = [moment for moment in moments if moment > now]
+    return min(future) if future else None

@@ -1,0 +1,41 @@
+"""The join gate's contract: the names the operator, the gate and the pod template agree on.
+
+The gate is an init container that holds its pod until the operator writes `open` into the
+pod's GATE_ANNOTATION. A pod is a fresh object each time a controller recreates it, so an open
+gate never leaks into the pod's next incarnation the way a name listed elsewhere would.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+# The init container's name in a pod template; the operator finds gated pods by it.
+GATE_CONTAINER = "rebalancer-gate"
+
+# Written by the operator: `open` releases the pod.
+GATE_ANNOTATION = "rebalancer.dev/gate"
+GATE_OPEN = "open"
+# Written by the operator with GATE_ANNOTATION: which rollout and batch opened the pod, so a
+# restarted operator can tell a batch it opened from one it has still to open.
+GATE_BATCH_ANNOTATION = "rebalancer.dev/gate-batch"
+# Refreshed by the operator while it holds a pod: the gate counts the operator as present while
+# this value keeps changing, and may bypass itself when it stops (policy).
+GATE_HELD_ANNOTATION = "rebalancer.dev/gate-held-at"
+
+# Written by users on the ConsumerGroup to resume a failed rollout: any new value does.
+RESUME_ANNOTATION = "rebalancer.dev/resume-rollout"
+
+
+class GateState(StrEnum):
+    """Where a pod stands with respect to its gate, as its spec, status and annotations tell."""
+
+    NONE = "none"  # the pod has no gate init container: it joins when it starts
+    PENDING = "pending"  # it has a gate that is not running yet (scheduling, image pull)
+    WAITING = "waiting"  # the gate is running and holding the pod
+    OPEN = "open"  # the operator opened it; the gate may still be exiting
+    PASSED = "passed"  # the gate exited 0 (opened or bypassed): the consumer is starting
+
+    @property
+    def through(self) -> bool:
+        """Whether the pod is (or is about to be) running its consumer."""
+        return self in (GateState.NONE, GateState.OPEN, GateState.PASSED)

@@ -1,0 +1,77 @@
+"""A consumer workload and its pods as the rollout planner sees them (pure data).
+
+Filled in from the Kubernetes API by rebalancer.clients.rolling through
+rebalancer.planning.workload_views; everything the planner decides on is here, so the planner
+never reads a raw object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rebalancer.structs.gates import GateState
+from rebalancer.structs.specs import WorkloadKind
+
+
+@dataclass(frozen=True)
+class PodView:
+    name: str
+    uid: str
+    # StatefulSet ordinal; None for a Deployment's pods.
+    ordinal: int | None
+    # Runs the revision the workload is rolling out (StatefulSet updateRevision, or the newest
+    # ReplicaSet of a Deployment).
+    updated: bool
+    gate: GateState
+    # GATE_BATCH_ANNOTATION: "<rollout id>/<batch>" of the batch that opened it.
+    gate_batch: str | None
+    # GATE_HELD_ANNOTATION as epoch seconds: when the operator last told the gate it is there.
+    held_at: float | None
+    ready: bool
+    terminating: bool
+    created_at: float
+
+    @property
+    def sort_key(self) -> tuple[int, float, str]:
+        return (self.ordinal if self.ordinal is not None else -1, self.created_at, self.name)
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    kind: WorkloadKind
+    name: str
+    replicas: int  # spec.replicas: what the user (or the operator's scale step) asked for
+    current_replicas: int  # status.replicas
+    updated_replicas: int
+    ready_replicas: int
+    # StatefulSet: status.updateRevision / currentRevision. Deployment: the pod-template-hash of
+    # the newest ReplicaSet / of the ReplicaSet with the most pods before it.
+    update_revision: str
+    current_revision: str
+    generation: int
+    observed_generation: int
+    # StatefulSet only: spec.updateStrategy.rollingUpdate.partition, podManagementPolicy.
+    partition: int | None = None
+    pod_management: str | None = None
+    # RollingUpdate or OnDelete (StatefulSet), RollingUpdate or Recreate (Deployment).
+    update_strategy: str = "RollingUpdate"
+    # Deployment only: spec.paused, and maxSurge / maxUnavailable resolved to pod counts.
+    paused: bool = False
+    max_surge: int | None = None
+    max_unavailable: int | None = None
+    # The pod template has the gate init container.
+    gate_installed: bool = False
+    pods: tuple[PodView, ...] = ()
+
+    @property
+    def caught_up(self) -> bool:
+        """The workload controller has seen the latest spec, so its status is current."""
+        return self.observed_generation >= self.generation
+
+    @property
+    def live_pods(self) -> tuple[PodView, ...]:
+        return tuple(sorted((pod for pod in self.pods if not pod.terminating), key=_key))
+
+
+def _key(pod: PodView) -> tuple[int, float, str]:
+    return pod.sort_key
