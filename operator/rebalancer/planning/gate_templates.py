@@ -1,0 +1,87 @@
+"""The join gate as an init container in a workload's pod template, rendered as a JSON patch.
+
+The gate goes last among the init containers: whatever the others prepare (migrations, config
+rendering) is done by the time the gate lets go, so the consumer starts at once. Adding it
+changes the pod template, which the workload's controller rolls out like any template change;
+the patch is guarded by the workload's resourceVersion so two writers cannot add it twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rebalancer.structs.gates import GATE_CONTAINER
+
+DEFAULT_IMAGE = "ghcr.io/rebalancer-dev/rebalancer"
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    image: str = DEFAULT_IMAGE
+    # Seconds before the gate gives up and fails (the pod's init container then restarts);
+    # 0 waits forever.
+    timeout_seconds: int = 900
+    # Seconds without a sign of the operator after which the gate lets the pod go; 0 never.
+    bypass_after_seconds: int = 0
+    image_pull_policy: str = "IfNotPresent"
+    # Extra environment, for example REBALANCER_API_SERVER where no service account token is
+    # mounted.
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def gate_container(options: GateOptions) -> dict[str, Any]:
+    env: list[dict[str, Any]] = [
+        {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+        for name, path in (
+            ("POD_NAME", "metadata.name"),
+            ("POD_NAMESPACE", "metadata.namespace"),
+            ("POD_UID", "metadata.uid"),
+        )
+    ]
+    env += [{"name": name, "value": value} for name, value in sorted(options.env.items())]
+    return {
+        "name": GATE_CONTAINER,
+        "image": options.image,
+        "imagePullPolicy": options.image_pull_policy,
+        "args": [
+            "gate",
+            "--timeout",
+            str(options.timeout_seconds),
+            "--bypass-after",
+            str(options.bypass_after_seconds),
+        ],
+        "env": env,
+        "resources": {
+            "requests": {"cpu": "10m", "memory": "48Mi"},
+            "limits": {"memory": "128Mi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+
+
+def render_gate_patch(workload: Mapping[str, Any], options: GateOptions) -> list[dict[str, Any]]:
+    """JSON-patch operations that add the gate to `workload`'s pod template; [] if it has one."""
+    template_spec = ((workload.get("spec") or {}).get("template") or {}).get("spec") or {}
+    inits = template_spec.get("initContainers")
+    if any(item.get("name") == GATE_CONTAINER for item in inits or []):
+        return []
+    ops: list[dict[str, Any]] = []
+    version = (workload.get("metadata") or {}).get("resourceVersion")
+    if version:
+        ops.append({"op": "test", "path": "/metadata/resourceVersion", "value": version})
+    container = gate_container(options)
+    if inits is None:
+        ops.append(
+            {"op": "add", "path": "/spec/template/spec/initContainers", "value": [container]}
+        )
+    else:
+        ops.append(
+            {"op": "add", "path": "/spec/template/spec/initContainers/-", "value": container}
+        )
+    return ops

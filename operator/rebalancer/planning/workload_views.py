@@ -1,0 +1,258 @@
+"""Read a StatefulSet or Deployment and its pods (raw API objects) into a WorkloadView.
+
+Pure: rebalancer.clients.rolling fetches the objects, this decides what they mean. Missing
+fields take the API server's defaults, so objects written by hand or by an emulator that leaves
+them out read the same as a real cluster's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rebalancer.structs.gates import (
+    GATE_ANNOTATION,
+    GATE_BATCH_ANNOTATION,
+    GATE_CONTAINER,
+    GATE_HELD_ANNOTATION,
+    GATE_OPEN,
+    GateState,
+)
+from rebalancer.structs.specs import WorkloadKind
+from rebalancer.structs.workloads import PodView, WorkloadView
+
+Raw = Mapping[str, Any]
+
+REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
+STATEFULSET_REVISION_LABEL = "controller-revision-hash"
+DEPLOYMENT_REVISION_LABEL = "pod-template-hash"
+
+
+def _get(raw: object, *path: str) -> Any:
+    value: Any = raw
+    for key in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _int(value: object, default: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return default
+    return value
+
+
+def parse_timestamp(value: object) -> float | None:
+    """RFC 3339 (as the API writes) or epoch seconds (as a number or a string)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str) or not value:
+        return None
+    with contextlib.suppress(ValueError):
+        return float(value)
+    with contextlib.suppress(ValueError):
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return None
+
+
+def resolve_int_or_percent(value: object, replicas: int, default: str, *, round_up: bool) -> int:
+    """maxSurge rounds up and maxUnavailable down, as the Deployment controller does."""
+    if value is None:
+        value = default
+    if isinstance(value, int) and not isinstance(value, bool):
+        return max(value, 0)
+    if isinstance(value, str) and value.endswith("%"):
+        with contextlib.suppress(ValueError):
+            share = float(value[:-1]) * replicas / 100
+            return max(math.ceil(share) if round_up else math.floor(share), 0)
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return max(int(value), 0)
+    return 0
+
+
+def has_gate(template_spec: object) -> bool:
+    containers = _get(template_spec, "initContainers") or []
+    return any(_get(item, "name") == GATE_CONTAINER for item in containers)
+
+
+def gate_state(pod: Raw) -> GateState:
+    """Where `pod` stands with its gate (see GateState)."""
+    if not has_gate(_get(pod, "spec")):
+        return GateState.NONE
+    annotations = _get(pod, "metadata", "annotations") or {}
+    opened = annotations.get(GATE_ANNOTATION) == GATE_OPEN
+    statuses = _get(pod, "status", "initContainerStatuses") or []
+    status = next((item for item in statuses if _get(item, "name") == GATE_CONTAINER), None)
+    started = bool(_get(pod, "status", "containerStatuses")) and any(
+        _get(item, "state", "running") is not None or _get(item, "state", "terminated")
+        for item in _get(pod, "status", "containerStatuses") or []
+    )
+    terminated = _get(status, "state", "terminated")
+    if started or (terminated is not None and _int(_get(terminated, "exitCode"), -1) == 0):
+        return GateState.PASSED
+    if opened:
+        return GateState.OPEN
+    if _get(status, "state", "running") is not None:
+        return GateState.WAITING
+    return GateState.PENDING
+
+
+def _ready(pod: Raw) -> bool:
+    conditions = _get(pod, "status", "conditions") or []
+    return any(
+        _get(item, "type") == "Ready" and _get(item, "status") == "True" for item in conditions
+    )
+
+
+def _ordinal(name: str, workload: str) -> int | None:
+    prefix = f"{workload}-"
+    if name.startswith(prefix) and name[len(prefix) :].isdigit():
+        return int(name[len(prefix) :])
+    return None
+
+
+def view_pod(pod: Raw, workload: str, kind: WorkloadKind, revision: str) -> PodView:
+    metadata = _get(pod, "metadata") or {}
+    labels = metadata.get("labels") or {}
+    annotations = metadata.get("annotations") or {}
+    name = str(metadata.get("name") or "")
+    label = STATEFULSET_REVISION_LABEL
+    if kind is WorkloadKind.DEPLOYMENT:
+        label = DEPLOYMENT_REVISION_LABEL
+    pod_revision = labels.get(label)
+    phase = _get(pod, "status", "phase")
+    return PodView(
+        name=name,
+        uid=str(metadata.get("uid") or ""),
+        ordinal=_ordinal(name, workload) if kind is WorkloadKind.STATEFULSET else None,
+        # Without revisions on either side (an emulator that keeps none) nothing is stale.
+        updated=not revision or pod_revision is None or pod_revision == revision,
+        gate=gate_state(pod),
+        gate_batch=annotations.get(GATE_BATCH_ANNOTATION),
+        held_at=parse_timestamp(annotations.get(GATE_HELD_ANNOTATION)),
+        ready=_ready(pod),
+        terminating=metadata.get("deletionTimestamp") is not None
+        or phase in ("Succeeded", "Failed"),
+        created_at=parse_timestamp(metadata.get("creationTimestamp")) or 0.0,
+    )
+
+
+def _owned_by(item: Raw, uid: object) -> bool:
+    owners = _get(item, "metadata", "ownerReferences") or []
+    if not owners or not uid:
+        return True
+    return any(_get(owner, "uid") == uid for owner in owners)
+
+
+def view_workload(body: Raw, pods: Sequence[Raw], replica_sets: Sequence[Raw] = ()) -> WorkloadView:
+    """`body` a StatefulSet or Deployment; `pods` its pods; `replica_sets` a Deployment's."""
+    kind = WorkloadKind(str(body.get("kind")))
+    metadata = _get(body, "metadata") or {}
+    spec = _get(body, "spec") or {}
+    status = _get(body, "status") or {}
+    name = str(metadata.get("name") or "")
+    replicas = _int(spec.get("replicas"), 1)
+    strategy_key = "updateStrategy" if kind is WorkloadKind.STATEFULSET else "strategy"
+    strategy = spec.get(strategy_key) or {}
+    strategy_type = str(strategy.get("type") or "RollingUpdate")
+    uid = metadata.get("uid")
+    partition = None
+    pod_management = None
+    max_surge = max_unavailable = None
+    if kind is WorkloadKind.STATEFULSET:
+        update_revision = str(status.get("updateRevision") or "")
+        current_revision = str(status.get("currentRevision") or update_revision)
+        if strategy_type == "RollingUpdate":
+            partition = _int(_get(strategy, "rollingUpdate", "partition"), 0)
+        pod_management = str(spec.get("podManagementPolicy") or "OrderedReady")
+    else:
+        owned = sorted((rs for rs in replica_sets if _owned_by(rs, uid)), key=_revision_number)
+        update_revision = current_revision = ""
+        if owned:
+            update_revision = _template_hash(owned[-1])
+            busiest = max(owned, key=lambda rs: _int(_get(rs, "status", "replicas")))
+            current_revision = _template_hash(busiest) or update_revision
+        rolling = _get(strategy, "rollingUpdate") or {}
+        max_surge = resolve_int_or_percent(rolling.get("maxSurge"), replicas, "25%", round_up=True)
+        max_unavailable = resolve_int_or_percent(
+            rolling.get("maxUnavailable"), replicas, "25%", round_up=False
+        )
+    rs_uids = owned_rs_uids(replica_sets, uid)
+    views = tuple(
+        view_pod(pod, name, kind, update_revision)
+        for pod in pods
+        if _owned_by_workload(pod, body, rs_uids)
+    )
+    return WorkloadView(
+        kind=kind,
+        name=name,
+        replicas=replicas,
+        current_replicas=_int(status.get("replicas")),
+        updated_replicas=_int(status.get("updatedReplicas")),
+        ready_replicas=_int(status.get("readyReplicas")),
+        update_revision=update_revision,
+        current_revision=current_revision,
+        generation=_int(metadata.get("generation"), 1),
+        observed_generation=_int(status.get("observedGeneration"), 0),
+        partition=partition,
+        pod_management=pod_management,
+        update_strategy=strategy_type,
+        paused=bool(spec.get("paused")),
+        max_surge=max_surge,
+        max_unavailable=max_unavailable,
+        gate_installed=has_gate(_get(spec, "template", "spec")),
+        pods=views,
+    )
+
+
+def _revision_number(replica_set: Raw) -> int:
+    text = str(_get(replica_set, "metadata", "annotations", REVISION_ANNOTATION) or "0")
+    return int(text) if text.isdigit() else 0
+
+
+def _template_hash(replica_set: Raw) -> str:
+    return str(_get(replica_set, "metadata", "labels", DEPLOYMENT_REVISION_LABEL) or "")
+
+
+def owned_rs_uids(replica_sets: Sequence[Raw], uid: object) -> frozenset[str]:
+    return frozenset(
+        str(_get(rs, "metadata", "uid"))
+        for rs in replica_sets
+        if _owned_by(rs, uid) and _get(rs, "metadata", "uid")
+    )
+
+
+def _owned_by_workload(pod: Raw, body: Raw, rs_uids: frozenset[str]) -> bool:
+    """A StatefulSet owns its pods; a Deployment owns them through its ReplicaSets."""
+    owners = _get(pod, "metadata", "ownerReferences") or []
+    if not owners:
+        return True
+    uids = {_get(owner, "uid") for owner in owners}
+    return _get(body, "metadata", "uid") in uids or bool(uids & rs_uids)
+
+
+def selector_string(selector: object) -> str:
+    """A LabelSelector (matchLabels and matchExpressions) in the API's query syntax."""
+    parts = [
+        f"{key}={value}" for key, value in sorted((_get(selector, "matchLabels") or {}).items())
+    ]
+    for expression in _get(selector, "matchExpressions") or []:
+        key = _get(expression, "key")
+        operator = _get(expression, "operator")
+        values = ",".join(str(value) for value in _get(expression, "values") or [])
+        if operator == "In":
+            parts.append(f"{key} in ({values})")
+        elif operator == "NotIn":
+            parts.append(f"{key} notin ({values})")
+        elif operator == "Exists":
+            parts.append(str(key))
+        elif operator == "DoesNotExist":
+            parts.append(f"!{key}")
+    return ",".join(parts)
