@@ -10,7 +10,7 @@ from typing import Protocol, cast
 from rebalancer import __version__
 
 # Each name is a module in rebalancer.commands exposing add_parser() and run().
-SUBCOMMANDS: tuple[str, ...] = ("operator", "lab", "simulate", "learn", "sidecar")
+SUBCOMMANDS: tuple[str, ...] = ("operator", "lab", "simulate", "learn", "sidecar", "gate")
 
 
 class _Command(Protocol):

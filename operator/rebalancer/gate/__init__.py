@@ -1,0 +1,22 @@
+"""The join gate (`rebalancer gate`): an init container that holds its pod until its batch opens.
+
+Mechanism. The gate knows its pod from the downward API (POD_NAME, POD_NAMESPACE) and watches
+that one pod through the Kubernetes API (a list and watch with fieldSelector=metadata.name, so
+the pod's service account needs get, list and watch on pods in its namespace). The operator
+releases a batch by writing `rebalancer.dev/gate: open` on each of its pods; every gate of the
+batch sees its MODIFIED event within milliseconds and exits 0, and the kubelet starts the main
+containers together. A pod is a new object each time its controller recreates it, so an open
+gate never carries over to the pod's next incarnation.
+
+- The watch resumes from the last resourceVersion (bookmarks keep it fresh); a 410 Gone or a
+  broken connection relists, with backoff while the API is unreachable.
+- Timeout (`--timeout`, default 900 s, 0 for never): the gate exits 1 with a message, and the
+  kubelet restarts it per the pod's restartPolicy (the wait starts over).
+- Bypass (`--bypass-after`, default 0 for never): while it holds a pod the operator refreshes
+  `rebalancer.dev/gate-held-at` on it; a gate that sees no refresh for this long lets the pod
+  go (exit 0, saying so), so pods still start when the operator is gone.
+- Where the API is: REBALANCER_API_SERVER (a plain URL, for example the lab's emulator), else
+  KUBECONFIG, else the in-cluster service account.
+
+Exit codes: 0 opened or bypassed, 1 timed out, 2 misconfigured, 3 the pod is gone.
+"""

@@ -1,0 +1,249 @@
+"""The join gate against the lab's API emulator: opening, batch mates, timeout, bypass, faults."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tests.rollouts.support import create_pods
+
+from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.clients.rolling import Actuator
+from rebalancer.commands.gate import resolve_endpoint
+from rebalancer.gate.verdicts import GateLimits, Verdict, decide
+from rebalancer.gate.waiting import ApiEndpoint, wait_at_gate
+from rebalancer.lab.apiserver import ApiServerThread
+from rebalancer.structs.gates import GATE_HELD_ANNOTATION
+from rebalancer.structs.specs import WorkloadKind
+
+NS = "default"
+
+
+def quiet(_message: str) -> None:
+    return None
+
+
+def annotate(kube: KubernetesApi, pod: str, annotations: dict[str, str]) -> None:
+    kube.core.patch_namespaced_pod(
+        pod,
+        NS,
+        {"metadata": {"annotations": annotations}},
+        _content_type="application/merge-patch+json",
+        _preload_content=False,
+    )
+
+
+async def later(delay: float, action: object, *args: object) -> None:
+    await asyncio.sleep(delay)
+    await asyncio.to_thread(action, *args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "waited", "silent", "limits", "verdict"),
+    [
+        ({"rebalancer.dev/gate": "open"}, 1000.0, 1000.0, GateLimits(10, 10), Verdict.OPEN),
+        ({}, 11.0, 0.0, GateLimits(10, 0), Verdict.TIMEOUT),
+        ({}, 5.0, 5.0, GateLimits(10, 4), Verdict.BYPASS),
+        ({}, 5.0, 3.0, GateLimits(10, 4), Verdict.WAIT),
+        ({}, 1e6, 1e6, GateLimits(0, 0), Verdict.WAIT),
+    ],
+)
+def test_verdicts(
+    annotations: dict[str, str], waited: float, silent: float, limits: GateLimits, verdict: Verdict
+) -> None:
+    assert decide(annotations, waited, silent, limits).verdict is verdict
+
+
+def test_recheck_is_the_nearest_limit() -> None:
+    assert decide({}, 5.0, 3.0, GateLimits(10, 4)).recheck_s == pytest.approx(1.0)
+    assert decide({}, 5.0, 3.0, GateLimits(0, 0)).recheck_s is None
+
+
+async def test_gate_opens_when_its_annotation_says_so(
+    api: ApiServerThread, kube: KubernetesApi
+) -> None:
+    create_pods(kube, "orders-0")
+    started = time.monotonic()
+    opener = asyncio.create_task(
+        later(0.6, annotate, kube, "orders-0", {"rebalancer.dev/gate": "open"})
+    )
+    outcome = await wait_at_gate(ApiEndpoint(api.url), NS, "orders-0", GateLimits(20, 0), quiet)
+    await opener
+    assert outcome.verdict is Verdict.OPEN
+    assert 0.5 < time.monotonic() - started < 3.0
+
+
+async def test_a_pod_opened_before_its_gate_started_goes_at_once(
+    api: ApiServerThread, kube: KubernetesApi
+) -> None:
+    create_pods(kube, "orders-0")
+    annotate(kube, "orders-0", {"rebalancer.dev/gate": "open", "rebalancer.dev/gate-batch": "a/1"})
+    outcome = await wait_at_gate(ApiEndpoint(api.url), NS, "orders-0", GateLimits(5, 0), quiet)
+    assert outcome.verdict is Verdict.OPEN
+    assert "batch a/1" in outcome.message
+    assert outcome.waited_s < 1.0
+
+
+async def test_the_gate_times_out(api: ApiServerThread, kube: KubernetesApi) -> None:
+    create_pods(kube, "orders-0")
+    outcome = await wait_at_gate(ApiEndpoint(api.url), NS, "orders-0", GateLimits(1.0, 0), quiet)
+    assert outcome.verdict is Verdict.TIMEOUT
+    assert "gave up after 1 s" in outcome.message
+    assert 1.0 <= outcome.waited_s < 2.0
+
+
+async def test_the_gate_bypasses_itself_when_the_operator_is_absent(
+    api: ApiServerThread, kube: KubernetesApi
+) -> None:
+    create_pods(kube, "orders-0")
+    outcome = await wait_at_gate(ApiEndpoint(api.url), NS, "orders-0", GateLimits(30, 1.0), quiet)
+    assert outcome.verdict is Verdict.BYPASS
+    assert "no sign of the operator" in outcome.message
+
+
+async def test_holds_keep_the_gate_closed_until_it_opens(
+    api: ApiServerThread, kube: KubernetesApi
+) -> None:
+    create_pods(kube, "orders-0")
+
+    async def operator() -> None:
+        for index in range(6):
+            await asyncio.sleep(0.5)
+            await asyncio.to_thread(
+                annotate, kube, "orders-0", {GATE_HELD_ANNOTATION: f"2024-01-01T00:00:0{index}Z"}
+            )
+        await asyncio.to_thread(annotate, kube, "orders-0", {"rebalancer.dev/gate": "open"})
+
+    task = asyncio.create_task(operator())
+    outcome = await wait_at_gate(ApiEndpoint(api.url), NS, "orders-0", GateLimits(30, 1.2), quiet)
+    await task
+    assert outcome.verdict is Verdict.OPEN
+    assert outcome.waited_s > 3.0  # longer than the bypass time, held all along
+
+
+async def test_the_gate_rewatches_after_dropped_streams_and_errors(
+    api: ApiServerThread, kube: KubernetesApi
+) -> None:
+    create_pods(kube, "orders-0")
+    messages: list[str] = []
+
+    async def trouble() -> None:
+        await asyncio.sleep(0.5)
+        api.faults.drop_watches()
+        api.faults.inject(status=503, method="GET", path_regex="/pods", times=3)
+        api.faults.drop_watches()
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(annotate, kube, "orders-0", {"rebalancer.dev/gate": "open"})
+
+    task = asyncio.create_task(trouble())
+    outcome = await wait_at_gate(
+        ApiEndpoint(api.url), NS, "orders-0", GateLimits(20, 0), messages.append
+    )
+    await task
+    assert outcome.verdict is Verdict.OPEN
+    assert any("HTTP 503" in message and "retrying" in message for message in messages)
+
+
+async def test_a_deleted_pod_ends_the_wait(api: ApiServerThread, kube: KubernetesApi) -> None:
+    create_pods(kube, "orders-0")
+    deleter = asyncio.create_task(later(0.5, kube.core.delete_namespaced_pod, "orders-0", NS))
+    outcome = await wait_at_gate(ApiEndpoint(api.url), NS, "orders-0", GateLimits(20, 0), quiet)
+    await deleter
+    assert outcome.gone
+    assert "deleted" in outcome.message
+
+
+def gate_process(api: ApiServerThread, pod: str, *extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "POD_NAME": pod, "POD_NAMESPACE": NS, "REBALANCER_API_SERVER": api.url}
+    return subprocess.Popen(
+        [sys.executable, "-m", "rebalancer", "gate", *extra],
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def wait_for_line(process: subprocess.Popen[str], words: str, timeout: float = 20.0) -> str:
+    assert process.stderr is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if words in line:
+            return line
+        if not line and process.poll() is not None:
+            break
+    raise AssertionError(f"no {words!r} from the gate")
+
+
+def logged_at(line: str) -> float:
+    stamp = line.split(" ", 1)[0]
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+async def test_batch_mates_leave_their_gates_within_milliseconds(
+    api: ApiServerThread, kube: KubernetesApi
+) -> None:
+    """Six `rebalancer gate` processes that started at different times; one OpenGate."""
+    names = [f"orders-{index}" for index in range(6)]
+    create_pods(kube, *names)
+    processes = []
+    for name in names:
+        processes.append(gate_process(api, name, "--timeout", "60"))
+        await asyncio.sleep(0.3)  # the pods reach their gates at different moments
+    for process in processes:
+        wait_for_line(process, "waiting for the operator")
+    actuator = Actuator(kube, NS, WorkloadKind.STATEFULSET, "orders")
+    await actuator.open_gates("r1/1", names)
+    lines = [
+        wait_for_line(process, "gate opened by the operator (batch r1/1)") for process in processes
+    ]
+    codes = [process.wait(timeout=20) for process in processes]
+    assert codes == [0] * 6
+    moments = [logged_at(line) for line in lines]
+    assert max(moments) - min(moments) < 0.25
+
+
+def test_the_command_exits_1_on_timeout_and_2_without_a_pod_name(
+    api: ApiServerThread, kube: KubernetesApi
+) -> None:
+    create_pods(kube, "orders-0")
+    process = gate_process(api, "orders-0", "--timeout", "1")
+    assert process.wait(timeout=30) == 1
+    assert process.stderr is not None
+    assert "gave up after" in process.stderr.read()
+    env = {k: v for k, v in os.environ.items() if k not in ("POD_NAME", "POD_NAMESPACE")}
+    done = subprocess.run(
+        [sys.executable, "-m", "rebalancer", "gate", "--server", api.url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "set POD_NAME and POD_NAMESPACE from the downward API" in done.stderr
+
+
+def test_the_command_exits_3_for_a_pod_that_is_not_there(api: ApiServerThread) -> None:
+    process = gate_process(api, "nobody-0", "--timeout", "10")
+    assert process.wait(timeout=30) == 3
+
+
+def test_endpoint_from_the_environment(api: ApiServerThread, tmp_path: Path) -> None:
+    plain = resolve_endpoint(None, None, {"REBALANCER_API_SERVER": "http://127.0.0.1:1/"})
+    assert plain == ApiEndpoint("http://127.0.0.1:1")
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    from_file = resolve_endpoint(None, None, {"KUBECONFIG": str(kubeconfig)})
+    assert from_file.server == api.url
+    in_cluster = resolve_endpoint(
+        None, None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    )
+    assert in_cluster.server == "https://10.0.0.1:443"
+    assert in_cluster.token_file == Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
