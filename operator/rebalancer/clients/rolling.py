@@ -1,0 +1,264 @@
+"""The rollout actuator: reads a workload for the planner and carries out the planner's actions.
+
+I/O only: what to do is decided in rebalancer.planning.rollouts, what objects mean in
+rebalancer.planning.workload_views, the gate's template in rebalancer.planning.gate_templates.
+Every action sets an end state (an annotation, a partition, a replica count), so doing one again
+changes nothing; a pod that is already gone is no error. Condition, Event and Wait actions are
+the handler's (it owns status and Events) and are passed over here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.planning.gate_templates import GateOptions, render_gate_patch
+from rebalancer.planning.rollout_actions import (
+    Action,
+    DeletePods,
+    HoldGates,
+    InstallGate,
+    OpenGate,
+    PauseDeployment,
+    ResumeDeployment,
+    ScaleWorkload,
+    SetStatefulSetPartition,
+)
+from rebalancer.planning.rollout_states import format_time
+from rebalancer.planning.workload_views import selector_string, view_workload
+from rebalancer.structs.gates import (
+    GATE_ANNOTATION,
+    GATE_BATCH_ANNOTATION,
+    GATE_HELD_ANNOTATION,
+    GATE_OPEN,
+)
+from rebalancer.structs.specs import WorkloadKind
+from rebalancer.structs.workloads import WorkloadView
+
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+Body = dict[str, Any]
+
+
+class ActuationFailed(Exception):
+    """An action could not be carried out; the message says which and why."""
+
+    def __init__(self, action: Action, message: str) -> None:
+        super().__init__(f"{type(action).__name__}: {message}")
+        self.action = action
+
+
+def _json(response: Any) -> Body:
+    data = response.data if hasattr(response, "data") else response
+    parsed = json.loads(data)
+    return parsed if isinstance(parsed, dict) else {}
+
+
+async def read_workload(
+    api: KubernetesApi, namespace: str, kind: WorkloadKind, name: str
+) -> WorkloadView | None:
+    """The workload with its pods (and a Deployment's ReplicaSets), or None if it is absent."""
+    try:
+        if kind is WorkloadKind.STATEFULSET:
+            body = _json(
+                await asyncio.to_thread(
+                    api.apps.read_namespaced_stateful_set, name, namespace, _preload_content=False
+                )
+            )
+        else:
+            body = _json(
+                await asyncio.to_thread(
+                    api.apps.read_namespaced_deployment, name, namespace, _preload_content=False
+                )
+            )
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    body.setdefault("kind", kind.value)
+    selector = selector_string((body.get("spec") or {}).get("selector"))
+    pods = _json(
+        await asyncio.to_thread(
+            api.core.list_namespaced_pod,
+            namespace,
+            label_selector=selector or None,
+            _preload_content=False,
+        )
+    ).get("items", [])
+    replica_sets: list[Body] = []
+    if kind is WorkloadKind.DEPLOYMENT:
+        replica_sets = _json(
+            await asyncio.to_thread(
+                api.apps.list_namespaced_replica_set,
+                namespace,
+                label_selector=selector or None,
+                _preload_content=False,
+            )
+        ).get("items", [])
+    return view_workload(body, pods, replica_sets)
+
+
+@dataclass
+class Actuator:
+    """Carries out rollout actions on one workload."""
+
+    api: KubernetesApi
+    namespace: str
+    kind: WorkloadKind
+    name: str
+    gate: GateOptions = field(default_factory=GateOptions)
+    clock: Callable[[], float] = time.time
+
+    async def apply(self, actions: Sequence[Action]) -> list[Action]:
+        """Carry out `actions` in order; returns those carried out (the rest are not ours)."""
+        done: list[Action] = []
+        for action in actions:
+            try:
+                handled = await self._apply(action)
+            except ApiException as error:
+                raise ActuationFailed(action, _reason(error)) from None
+            if handled:
+                done.append(action)
+        return done
+
+    async def _apply(self, action: Action) -> bool:
+        match action:
+            case OpenGate(batch=batch, pods=pods):
+                await self.open_gates(batch, pods)
+            case HoldGates(pods=pods):
+                await self.hold_gates(pods)
+            case SetStatefulSetPartition(partition=partition):
+                await self.set_partition(partition)
+            case DeletePods(pods=pods, uids=uids):
+                await self.delete_pods(pods, uids)
+            case ScaleWorkload(replicas=replicas):
+                await self.scale(replicas)
+            case PauseDeployment():
+                await self.set_paused(True)
+            case ResumeDeployment():
+                await self.set_paused(False)
+            case InstallGate():
+                await self.install_gate()
+            case _:
+                return False
+        return True
+
+    # -- pods -------------------------------------------------------------------------------
+
+    async def open_gates(self, batch: str, pods: Sequence[str]) -> None:
+        """Open every pod's gate at once: batch mates start as close together as the API allows."""
+        patch = {
+            "metadata": {"annotations": {GATE_ANNOTATION: GATE_OPEN, GATE_BATCH_ANNOTATION: batch}}
+        }
+        await asyncio.gather(*(self._patch_pod(pod, patch) for pod in pods))
+
+    async def hold_gates(self, pods: Sequence[str]) -> None:
+        patch = {"metadata": {"annotations": {GATE_HELD_ANNOTATION: format_time(self.clock())}}}
+        await asyncio.gather(*(self._patch_pod(pod, patch) for pod in pods))
+
+    async def delete_pods(self, pods: Sequence[str], uids: Sequence[str] = ()) -> None:
+        await asyncio.gather(
+            *(
+                self._delete_pod(pod, uids[index] if index < len(uids) else None)
+                for index, pod in enumerate(pods)
+            )
+        )
+
+    async def _patch_pod(self, pod: str, patch: Body) -> None:
+        try:
+            await asyncio.to_thread(
+                self.api.core.patch_namespaced_pod,
+                pod,
+                self.namespace,
+                patch,
+                _content_type=MERGE_PATCH,
+                _preload_content=False,
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+    async def _delete_pod(self, pod: str, uid: str | None) -> None:
+        body: Body = {"preconditions": {"uid": uid}} if uid else {}
+        try:
+            await asyncio.to_thread(
+                self.api.core.delete_namespaced_pod,
+                pod,
+                self.namespace,
+                body=body,
+                _preload_content=False,
+            )
+        except ApiException as error:
+            # 409: the uid precondition failed, the pod was already replaced.
+            if error.status not in (404, 409):
+                raise
+
+    # -- the workload -----------------------------------------------------------------------
+
+    async def set_partition(self, partition: int) -> None:
+        patch = {"spec": {"updateStrategy": {"rollingUpdate": {"partition": partition}}}}
+        await self._patch_workload(patch)
+
+    async def scale(self, replicas: int) -> None:
+        await self._patch_workload({"spec": {"replicas": replicas}})
+
+    async def set_paused(self, paused: bool) -> None:
+        if self.kind is not WorkloadKind.DEPLOYMENT:
+            return
+        await self._patch_workload({"spec": {"paused": paused}})
+
+    async def install_gate(self) -> None:
+        """Add the gate init container unless the template has it; a lost race is no error."""
+        body = await self._read_workload()
+        ops = render_gate_patch(body, self.gate)
+        if not ops:
+            return
+        try:
+            await self._patch_workload(ops, JSON_PATCH)
+        except ApiException as error:
+            # 409/422: someone changed the workload since it was read; the planner asks again.
+            if error.status not in (409, 422):
+                raise
+
+    async def _read_workload(self) -> Body:
+        reader = (
+            self.api.apps.read_namespaced_stateful_set
+            if self.kind is WorkloadKind.STATEFULSET
+            else self.api.apps.read_namespaced_deployment
+        )
+        return _json(
+            await asyncio.to_thread(reader, self.name, self.namespace, _preload_content=False)
+        )
+
+    async def _patch_workload(
+        self, patch: Body | list[Body], content_type: str = MERGE_PATCH
+    ) -> None:
+        patcher = (
+            self.api.apps.patch_namespaced_stateful_set
+            if self.kind is WorkloadKind.STATEFULSET
+            else self.api.apps.patch_namespaced_deployment
+        )
+        await asyncio.to_thread(
+            patcher,
+            self.name,
+            self.namespace,
+            patch,
+            _content_type=content_type,
+            _preload_content=False,
+        )
+
+
+def _reason(error: ApiException) -> str:
+    detail = ""
+    try:
+        detail = json.loads(error.body or "{}").get("message", "")
+    except (ValueError, AttributeError):
+        detail = str(error.body or "")[:300]
+    return f"HTTP {error.status}: {detail or error.reason}"
