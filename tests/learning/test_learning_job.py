@@ -84,7 +84,7 @@ def test_learned_settings_beat_the_default_where_it_is_not_optimal(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     history = tmp_path / "history"
-    written = write_history(str(history), FLEETS, days=20, seed=3)
+    written = write_history(str(history), FLEETS, days=40, seed=3)
     assert written > 1000
 
     result = run(spark, str(history), tmp_path / "out")

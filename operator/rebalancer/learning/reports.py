@@ -104,6 +104,9 @@ def render_png(clusters: Sequence[ClusterChoice], choices: Sequence[GroupChoice]
                 [cluster.delay_ms / 1000], [chosen], color=line.get_color(), s=80, zorder=3
             )
     left.axvline(DEFAULT_DELAY_MS / 1000, color="grey", linestyle="--", label="Kafka default")
+    # The interesting delays are the short ones; a linear axis to 30 s would squash them.
+    left.set_xscale("symlog", linthresh=1.0)
+    left.set_xlim(left=0)
     left.set_xlabel("group.initial.rebalance.delay.ms (s)")
     left.set_ylabel("start-up cost per day (s)")
     left.set_title("Cluster start-up cost by initial delay (dot: chosen)")
@@ -130,6 +133,8 @@ def render_png(clusters: Sequence[ClusterChoice], choices: Sequence[GroupChoice]
     right.set_title("Groups: default settings vs learned (20 costliest)")
     if ranked:
         right.legend()
+    else:
+        right.text(0.5, 0.5, "no groups in the history", ha="center", transform=right.transAxes)
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90)

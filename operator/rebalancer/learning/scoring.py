@@ -84,7 +84,8 @@ DEPARTURE_AT_MS = 20000.0
 # Shares at which latency quantiles are kept: the ends are 0.5 % and 99.5 % rather than the
 # sample's extremes, which grow with the sample and would make the estimate depend on its size.
 QUANTILE_SHARES: tuple[float, ...] = (0.005, *(index / 20 for index in range(1, 20)), 0.995)
-DOWNTIME_POINTS = (0.1, 0.3, 0.5, 0.7, 0.9)
+# Ten points: with fewer, the cost of a session timeout jumps as it passes each quantile.
+DOWNTIME_POINTS = tuple(0.05 + index / 10 for index in range(10))
 
 
 @dataclass(frozen=True)
