@@ -1,0 +1,108 @@
+"""What a rollout shows in status: its conditions, and the group as status last recorded it.
+
+The observer and the rollout driver both write conditions. A rollout's conditions go last, so
+a failed rollout stays Degraded while the group itself is observed fine, and a rollout in
+progress shows as Progressing; at rest the rollout says nothing and the observer's stand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rebalancer.planning.rollout_states import RolloutPhase, RolloutState, parse_time
+from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
+from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
+
+
+def rollout_conditions(state: RolloutState) -> list[Condition]:
+    """Conditions the rollout imposes now ([] when it has nothing to say)."""
+    batch = f"batch {state.batch} of {state.batches}"
+    counts = f"{state.members_joined} members joined, {state.rebalances} rebalances so far"
+    if state.phase is RolloutPhase.FAILED:
+        reason = state.reason or "RolloutFailed"
+        message = state.message or "the rollout failed"
+        return [
+            Condition(ConditionType.DEGRADED, ConditionStatus.TRUE, reason, message),
+            Condition(ConditionType.PROGRESSING, ConditionStatus.FALSE, "RolloutFailed", message),
+        ]
+    if state.phase is RolloutPhase.PAUSED:
+        return [
+            Condition(
+                ConditionType.PROGRESSING,
+                ConditionStatus.FALSE,
+                "RolloutPaused",
+                f"rollout paused at {batch} (spec.policy.rollout.paused); {counts}",
+            )
+        ]
+    if state.phase.active:
+        kind = state.kind.value if state.kind is not None else "rollout"
+        return [
+            Condition(
+                ConditionType.PROGRESSING,
+                ConditionStatus.TRUE,
+                "RollingOut",
+                f"{kind}: {batch} ({state.phase.value}); {counts}",
+            )
+        ]
+    return []
+
+
+def snapshot_from_status(status: Mapping[str, object]) -> GroupSnapshot | None:
+    """The group as status.group recorded it: what a restarted operator has before observing."""
+    group = status.get("group")
+    if not isinstance(group, Mapping) or not isinstance(group.get("observedAt"), str):
+        return None
+    details = []
+    for item in group.get("memberDetails") or []:
+        if not isinstance(item, Mapping):
+            continue
+        generation = item.get("generation")
+        details.append(
+            MemberSummary(
+                host=str(item.get("host") or ""),
+                member_id=str(item.get("memberId") or ""),
+                instance_id=str(item["instanceId"]) if item.get("instanceId") else None,
+                generation=generation if isinstance(generation, int) else None,
+                partitions=_int(item.get("partitions")) or 0,
+                source=_source(item.get("source")),
+            )
+        )
+    sources_raw = group.get("sources")
+    sources = (
+        {str(key): _source(value) for key, value in sources_raw.items()}
+        if isinstance(sources_raw, Mapping)
+        else {}
+    )
+    return GroupSnapshot(
+        state=str(group.get("state") or "Unknown"),
+        protocol=_text(group.get("protocol")),
+        assignor=_text(group.get("assignor")),
+        generation=_int(group.get("generation")),
+        members=_int(group.get("members")) or 0,
+        member_details=tuple(details),
+        assigned_partitions=_int(group.get("assignedPartitions")),
+        total_partitions=_int(group.get("totalPartitions")),
+        lag=_int(group.get("lag")),
+        observed_at=parse_time(str(group["observedAt"])),
+        sources=sources,
+    )
+
+
+def rebalances_from_status(status: Mapping[str, object]) -> int | None:
+    group = status.get("group")
+    return _int(group.get("rebalances")) if isinstance(group, Mapping) else None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _source(value: object) -> Source:
+    try:
+        return Source(str(value))
+    except ValueError:
+        return Source.NONE
