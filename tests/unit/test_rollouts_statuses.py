@@ -113,3 +113,31 @@ def test_gated_deployment_batches_are_bounded_by_surge_and_unavailability() -> N
     assert state.sizes == (2, 2, 2)  # at most maxSurge + maxUnavailable new pods exist at once
     opens = [a for a in actions if isinstance(a, OpenGate)]
     assert opens == [OpenGate(f"{state.rollout_id}/1", ("web-new-0", "web-new-1"))]
+
+
+def test_old_pods_awaiting_removal_start_no_rollout() -> None:
+    old = [pod("web-old-0", False, GateState.NONE)]
+    new = [pod(f"web-new-{i}", True, GateState.PASSED) for i in range(2)]
+    workload = WorkloadView(
+        kind=WorkloadKind.DEPLOYMENT,
+        name="web",
+        replicas=2,
+        current_replicas=3,
+        updated_replicas=2,
+        ready_replicas=3,
+        update_revision="new",
+        current_revision="new",
+        generation=3,
+        observed_generation=3,
+        max_surge=1,
+        max_unavailable=0,
+        gate_installed=True,
+        pods=tuple(old + new),
+    )
+    group = GroupSnapshot("Stable", None, None, None, 3, (), 12, 12, None, T0, {})
+    observation = Observation(setup_for(), workload, group)
+    state, actions = step(RolloutState(), observation, T0)
+    assert state.phase is RolloutPhase.IDLE
+    again, more = step(state, observation, T0 + 1)
+    assert again.phase is RolloutPhase.IDLE
+    assert not [a for a in (*actions, *more) if type(a).__name__ == "RecordProgress"]

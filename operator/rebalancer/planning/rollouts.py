@@ -210,7 +210,10 @@ class _Step:
             actions.append(InstallGate())
         change = classify(self.setup, workload, self.obs.group, state.steady_replicas)
         if change is not None:
-            return state.moved(phase=Phase.PLANNING, phase_since=self.now), actions
+            plan = plan_rollout(self.setup, workload, self.obs.group, change, state.steady_replicas)
+            # Old pods a controller has yet to remove are no rollout once every new pod is in.
+            if plan.sizes or plan.problems:
+                return state.moved(phase=Phase.PLANNING, phase_since=self.now), actions
         if state.steady_replicas != workload.replicas:
             state = state.moved(steady_replicas=workload.replicas)
         if (
