@@ -29,7 +29,7 @@ from rebalancer.sidecar.control_log import (
 from rebalancer.sidecar.ledger import Action, ActorView, Ledger, RequestEntry, next_action
 from rebalancer.sidecar.membership import GroupMember, MemberView
 from rebalancer.sidecar.settings import SidecarSettings
-from rebalancer.structs.brokers import TopicPartition
+from rebalancer.structs.brokers import GroupState, TopicPartition
 from rebalancer.structs.enforcement import (
     ActorClaim,
     ControlRecord,
@@ -268,9 +268,9 @@ class SidecarAgent:
             "state": self._state,
             "stateError": self._state_error,
             "actor": self.is_actor,
-            "subscription": [self.control_topic, self.flip_topic]
+            "subscription": [self.control_topic]
             if member.flipped
-            else [self.control_topic],
+            else [self.control_topic, self.flip_topic],
             "controlTopic": self.control_topic,
             "requestsKnown": len(self.ledger),
             "lastError": member.error,
@@ -369,6 +369,10 @@ class SidecarAgent:
         try:
             view = await self._gateway.describe_group(self.group_id)
             self._state, self._state_error = view.state.value, None
+            if view.state is GroupState.UNKNOWN:
+                # Tansu describes a group in the middle of a rebalance as Unknown (measured);
+                # the sidecar is a member, so the group is alive and Unknown means rebalancing.
+                self._state = GroupState.PREPARING_REBALANCE.value
         except KafkaGatewayError as error:
             # librdkafka's mock cluster has no DescribeGroups; fall back to what the member saw.
             self._state_error = str(error)

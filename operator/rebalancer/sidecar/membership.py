@@ -1,9 +1,16 @@
 """The sidecar's own membership in the application's group: the lever and the actor's lease.
 
-The member subscribes only to the group's control topic, so no assignor gives it anything of
-the application's topics. To enforce a rebalance it rejoins with changed subscription metadata:
-it adds the flip topic to its subscription, or drops it (docs/enforcing.md). Whoever the
-coordinator assigns the control topic's only partition to is the group's actor.
+Every sidecar subscribes only to the group's two control topics (one partition each), so no
+assignor gives it anything of the application's topics. To enforce a rebalance the actor rejoins
+with changed subscription metadata: it drops the flip topic from its subscription, or takes it
+back (docs/enforcing.md). Whoever the coordinator assigns the control topic's partition to is
+the group's actor.
+
+Why every sidecar subscribes to the flip topic too: if only the actor did, adding it would give
+the actor two partitions and the others none, and the sticky assignors would then move the
+control partition to another sidecar: a revocation, so a second cooperative round and a new
+actor (measured with two sidecars). With the flip topic everyone's, dropping or re-adding it
+moves nothing.
 
 librdkafka consumers must be driven from one thread: a call from another thread while poll()
 runs can block (measured: consumer_group_metadata() hung). Everything here happens on the
@@ -35,6 +42,7 @@ class MemberView:
     member_id: str = ""
     generation: int = -1
     owned: frozenset[TopicPartition] = frozenset()
+    # Whether the member has dropped the flip topic from its subscription.
     flipped: bool = False
     # True from a revocation (eager: the start of every rebalance) until the next assignment.
     revoking: bool = False
@@ -92,11 +100,13 @@ class GroupMember:
     def owns(self, partition: TopicPartition) -> bool:
         return partition in self.view().owned
 
+    def subscription(self, flipped: bool) -> list[str]:
+        return [self.control_topic] if flipped else [self.control_topic, self.flip_topic]
+
     def flip(self) -> bool:
-        """Rejoin with the other subscription; returns the subscription it switches to
-        (True: control and flip topics)."""
+        """Rejoin with the other subscription; returns True when the flip topic was dropped."""
         flipped = not self.view().flipped
-        topics = [self.control_topic, self.flip_topic] if flipped else [self.control_topic]
+        topics = self.subscription(flipped)
         done = threading.Event()
         failure: list[BaseException] = []
 
@@ -183,7 +193,7 @@ class GroupMember:
         )
 
     def _run(self) -> None:
-        self._subscribe([self.control_topic])
+        self._subscribe(self.subscription(False))
         next_report = time.monotonic() + self.report_interval
         try:
             while not self._stopping.is_set():
