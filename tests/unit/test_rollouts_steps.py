@@ -333,21 +333,20 @@ def test_ungated_deployment_is_stepped_with_pause_and_resume() -> None:
     assert state.mechanism is Mechanism.DEPLOYMENT_STEPS
     assert state.sizes == (3, 3)
     assert state.phase is Phase.BATCH_OPENING
-    assert PauseDeployment() in actions
-    assert state.holding_deployment
+    assert not [a for a in actions if isinstance(a, PauseDeployment | ResumeDeployment)]
     now += 1
-    state, actions = step(state, observe(0, True), now)
-    assert ResumeDeployment() in actions
+    state, actions = step(state, observe(1, False), now)  # the controller rolls on
+    assert state.phase is Phase.BATCH_OPENING
     now += 1
     state, actions = step(state, observe(3, False), now)
     assert PauseDeployment() in actions  # the batch is in: hold the rest
-    assert state.phase in (Phase.BATCH_JOINING, Phase.BATCH_SETTLING, Phase.BATCH_OPENING)
+    assert state.holding_deployment
     for _ in range(3):
         now += 1
         state, actions = step(state, observe(3, True), now)
+        if state.batch == 2:
+            break
     assert state.batch == 2
-    now += 1
-    state, actions = step(state, observe(3, True), now)
     assert ResumeDeployment() in actions
     for _ in range(4):
         now += 1
@@ -359,10 +358,16 @@ def test_ungated_deployment_is_stepped_with_pause_and_resume() -> None:
 def test_a_failed_deployment_step_says_the_deployment_stays_paused() -> None:
     setup = setup_for(RolloutPolicy(max_batch_size=3, batch_deadline_seconds=10))
     state, _ = step(RolloutState(), Observation(setup, deployment(0), stable(6, T0)), T0)
-    state, _ = step(state, Observation(setup, deployment(0, paused=True), None), T0 + 30)
+    state, actions = step(state, Observation(setup, deployment(3), None), T0 + 1)
+    assert PauseDeployment() in actions
+    state, _ = step(state, Observation(setup, deployment(3, paused=True), None), T0 + 30)
     assert state.phase is Phase.FAILED
     assert "Deployment web stays paused" in (state.message or "")
     assert "kubectl rollout resume deployment/web" in (state.message or "")
+    _, actions = step(
+        state, Observation(setup, deployment(3, paused=True), None, resume_token="go"), T0 + 40
+    )
+    assert ResumeDeployment() in actions
 
 
 def test_disabling_rollouts_hands_the_workload_back() -> None:

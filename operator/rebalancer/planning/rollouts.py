@@ -19,8 +19,8 @@ How batches are released (Mechanism):
   and the batch's old pods are deleted together; their replacements are released together at
   the gate, or each on arrival when members are static (a static member that is back within its
   session keeps its assignment, and holding it back would only lengthen its absence);
-- Deployment steps (no gate): the Deployment is resumed until a batch of pods is updated, then
-  paused until the group has settled;
+- Deployment steps (no gate): the Deployment rolls until a batch of pods is updated, is paused
+  until the group has settled, and is resumed for the next batch;
 - scale steps (no gate, spec.policy.rollout.scaleSteps): spec.replicas is raised one batch at a
   time.
 Between batches the group must be settled (Stable, every partition assigned, the batch's
@@ -202,7 +202,8 @@ class _Step:
         if workload is None:
             return state, actions
         if state.holding_deployment and workload.kind is WorkloadKind.DEPLOYMENT:
-            actions.append(ResumeDeployment())
+            if workload.paused:
+                actions.append(ResumeDeployment())
             state = state.moved(holding_deployment=False)
         if not workload.caught_up:
             return state, actions
@@ -269,9 +270,11 @@ class _Step:
         if not plan.sizes:
             return state.moved(phase=Phase.IDLE, phase_since=self.now), []
         actions: list[Action] = []
-        if change.mechanism is Mechanism.DEPLOYMENT_STEPS and len(plan.sizes) > 1:
-            actions.append(PauseDeployment())
-            fresh = fresh.moved(holding_deployment=True)
+        if state.holding_deployment and change.mechanism is not Mechanism.DEPLOYMENT_STEPS:
+            # A rollout retargeted mid-step must not leave the Deployment paused for one that
+            # does not step it.
+            actions.append(ResumeDeployment())
+            fresh = fresh.moved(holding_deployment=False)
         return self.begin_batch(fresh, 1), actions
 
     def begin_batch(self, state: RolloutState, number: int) -> RolloutState:
