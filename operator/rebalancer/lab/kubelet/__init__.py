@@ -1,0 +1,7 @@
+"""The lab's kubelet: pods in the API run as local process groups on one node, "lab"."""
+
+from .jitter import DELAY_ANNOTATION, Jitter
+from .pods import FINALIZER, KubeletSettings
+from .running import Kubelet
+
+__all__ = ["DELAY_ANNOTATION", "FINALIZER", "Jitter", "Kubelet", "KubeletSettings"]

@@ -1,0 +1,767 @@
+"""One pod's life on the lab's node, run by its own thread, as the kubelet's pod worker does.
+
+Admit (bind to the node, hold the kubelet finalizer) -> wait the start-up jitter -> sandbox
+(pod IP, volumes) -> init containers one by one to completion (native sidecars, init
+containers with `restartPolicy: Always`, only until started) -> main containers, supervised:
+probes, restarts with back-off per restartPolicy -> terminal phase, or on deletion: preStop
+hooks, SIGTERM, SIGKILL at the end of the grace period, terminal status, finalizer released.
+
+Every change is written to the pod's status subresource, so watchers see what a kubelet shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..kube import objects
+from ..kube.requesting import JSON_PATCH, Api, RequestFailed, resource_path
+from .environment import (
+    DEFAULT_IMAGES,
+    ConfigMissing,
+    PodDirectory,
+    base_env,
+    command_line,
+    container_env,
+    map_program,
+    mount,
+    prepare_volumes,
+    rewrite_paths,
+)
+from .jitter import Jitter
+from .probing import Probe, ProbeContext, run_probe
+from .processes import ContainerProcess, ProcessRegistry
+
+Body = dict[str, Any]
+logger = logging.getLogger(__name__)
+
+FINALIZER = "lab.rebalancer.dev/kubelet"
+POD_IP = "127.0.0.1"
+OWNED_CONDITIONS = (
+    "PodScheduled",
+    "PodReadyToStartContainers",
+    "Initialized",
+    "ContainersReady",
+    "Ready",
+)
+CONFIG_RETRY_SECONDS = 2.0
+BACKOFF_RESET_SECONDS = 600.0
+
+
+@dataclass
+class KubeletSettings:
+    state_dir: Path
+    node_name: str = "lab"
+    python: str = sys.executable
+    images: Mapping[str, Sequence[str]] = field(default_factory=lambda: dict(DEFAULT_IMAGES))
+    kubeconfig: Path | None = None
+    backoff_base: float = 10.0
+    backoff_max: float = 300.0
+    # The API emulator removes a deleted pod at once; holding a finalizer keeps the pod
+    # visible, Terminating, for as long as its processes take to stop, as on a cluster.
+    hold_finalizer: bool = True
+    tick: float = 0.1
+
+    @property
+    def logs(self) -> Path:
+        return self.state_dir / "logs" / "pods"
+
+
+class _Gone(Exception):
+    """The pod left the API while we were working on it."""
+
+
+@dataclass
+class Container:
+    spec: Body
+    kind: str  # init, sidecar (an init container with restartPolicy Always) or main
+    process: ContainerProcess | None = None
+    restart_count: int = 0
+    state: Body = field(default_factory=dict)
+    last_state: Body = field(default_factory=dict)
+    ready: bool = False
+    started: bool = False
+    started_at: float = 0.0
+    next_start: float = 0.0
+    crashes_in_row: int = 0
+    finished: bool = False  # terminated and never to be started again
+    exit_code: int | None = None
+    kill_reason: str | None = None
+    probes: dict[str, Probe] = field(default_factory=dict)
+    probe_context: ProbeContext | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.spec.get("name"))
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and "running" in self.state
+
+    def status(self) -> Body:
+        ready = self.ready if self.kind != "init" else self.finished and self.exit_code == 0
+        entry: Body = {
+            "name": self.name,
+            "image": str(self.spec.get("image") or ""),
+            "imageID": "",
+            "ready": bool(ready),
+            "started": self.started if self.running else False,
+            "restartCount": self.restart_count,
+            "state": copy.deepcopy(self.state),
+            "lastState": copy.deepcopy(self.last_state),
+        }
+        if self.process is not None and self.process.pid is not None:
+            entry["containerID"] = f"lab://{self.process.pid}"
+        return entry
+
+
+class PodWorker:
+    def __init__(
+        self,
+        api: Api,
+        settings: KubeletSettings,
+        jitter: Jitter,
+        registry: ProcessRegistry,
+        pod: Body,
+        on_exit: Callable[[PodWorker], None],
+    ) -> None:
+        self.api = api
+        self.settings = settings
+        self.jitter = jitter
+        self.registry = registry
+        self.pod = pod
+        self.on_exit = on_exit
+        meta = pod["metadata"]
+        self.uid = str(meta.get("uid"))
+        self.namespace = str(meta.get("namespace") or "default")
+        self.name = str(meta.get("name"))
+        self.directory = PodDirectory(
+            settings.state_dir / "pods" / f"{self.namespace}_{self.name}_{self.uid}"
+        )
+        self.logs = settings.logs / f"{self.namespace}_{self.name}_{self.uid}"
+        spec = pod.get("spec") or {}
+        self.containers = [
+            Container(c, "sidecar" if c.get("restartPolicy") == "Always" else "init")
+            for c in spec.get("initContainers") or ()
+        ] + [Container(c, "main") for c in spec.get("containers") or ()]
+        self.restart_policy = str(spec.get("restartPolicy") or "Always")
+        self.volumes: dict[str, Path] = {}
+        self.sandbox = False
+        self.initialized = not any(c.kind == "init" for c in self.containers)
+        self.phase_override: str | None = None
+        self.start_time: str | None = None
+        self.terminating = objects.is_terminating(pod)
+        self.gone = False
+        self.shutting_down = False
+        self.shutdown_grace: float | None = None
+        self.sandbox_message: str | None = None
+        self._published: Body = {}
+        self._wake = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"pod-{self.namespace}/{self.name}", daemon=True
+        )
+        for c in self.containers:
+            reason = (
+                "PodInitializing"
+                if len(self.containers) > len(spec.get("containers") or ())
+                else "ContainerCreating"
+            )
+            c.state = {"waiting": {"reason": reason}}
+
+    # Events from the kubelet ------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def update(self, pod: Body) -> None:
+        if _version(pod) >= _version(self.pod):
+            self.pod = pod
+        if objects.is_terminating(pod):
+            self.terminating = True
+        self._wake.set()
+
+    def removed(self) -> None:
+        self.gone = True
+        self.terminating = True
+        self._wake.set()
+
+    def shutdown(self, grace: float) -> None:
+        self.shutting_down = True
+        self.shutdown_grace = grace
+        self.terminating = True
+        self._wake.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    # The worker -------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            if self._admit():
+                self._live()
+            # A finished pod keeps its finalizer until it is deleted, so deletion still
+            # finds a kubelet to release it.
+            while not self.terminating:
+                self._wake.wait(60)
+                self._wake.clear()
+        except _Gone:
+            self.gone = True
+        except Exception:
+            logger.exception("pod %s/%s: kubelet worker failed", self.namespace, self.name)
+        finally:
+            try:
+                self._terminate()
+            except Exception:
+                logger.exception("pod %s/%s: stopping failed", self.namespace, self.name)
+            with contextlib.suppress(Exception):
+                self._finalize()
+            self.on_exit(self)
+
+    def _path(self, subresource: str | None = None) -> str:
+        return resource_path("v1", "pods", self.namespace, self.name, subresource)
+
+    def _admit(self) -> bool:
+        """Bind to this node and hold the finalizer; False if the pod is not ours to run."""
+        for _ in range(10):
+            pod = self.pod
+            meta, spec = pod["metadata"], pod.get("spec") or {}
+            ops: list[Body] = []
+            if not spec.get("nodeName"):
+                # There is no pods/binding in the emulator; the scheduler's effect is the same.
+                ops.append(
+                    {"op": "add", "path": "/spec/nodeName", "value": self.settings.node_name}
+                )
+            finalizers = meta.get("finalizers")
+            wants_hold = self.settings.hold_finalizer and not objects.is_terminating(pod)
+            if wants_hold and FINALIZER not in (finalizers or ()):
+                if finalizers:
+                    ops.append({"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER})
+                else:
+                    ops.append({"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]})
+            if not ops:
+                break
+            ops.insert(
+                0,
+                {
+                    "op": "test",
+                    "path": "/metadata/resourceVersion",
+                    "value": meta.get("resourceVersion"),
+                },
+            )
+            try:
+                self.pod = self.api.patch(self._path(), ops, JSON_PATCH)
+                break
+            except RequestFailed as exc:
+                if exc.status == 404:
+                    raise _Gone() from exc
+                if exc.status not in (409, 422):
+                    raise
+                self._refresh()
+        self.start_time = objects.now_text()
+        if objects.pod_phase(self.pod) in ("Succeeded", "Failed"):
+            # A finished pod (from an earlier kubelet) is not run again.
+            self.phase_override = objects.pod_phase(self.pod)
+            self._published = copy.deepcopy(self.pod.get("status") or {})
+            return False
+        self._publish()
+        return True
+
+    def _refresh(self) -> None:
+        fresh = self.api.get(self._path())
+        if fresh is None or fresh["metadata"].get("uid") != self.uid:
+            raise _Gone()
+        self.pod = fresh
+        if objects.is_terminating(fresh):
+            self.terminating = True
+
+    def _live(self) -> None:
+        delay = self.jitter.delay_for(self.pod["metadata"].get("annotations"))
+        deadline = time.monotonic() + delay
+        while not self.terminating and time.monotonic() < deadline:
+            self._wake.wait(deadline - time.monotonic())
+            self._wake.clear()
+        if self.terminating:
+            return
+        self._make_sandbox()
+        if self.terminating:
+            return
+        self.sandbox = True
+        self._publish()
+        self._supervise()
+
+    def _make_sandbox(self) -> None:
+        while not self.terminating:
+            try:
+                self.volumes = prepare_volumes(
+                    self.api, self.pod, self.directory, self.settings.state_dir / "claims"
+                )
+                self.sandbox_message = None
+                return
+            except Exception as exc:
+                # kube keeps such a pod in ContainerCreating and retries the mount.
+                self.sandbox_message = f"MountVolume.SetUp failed: {exc}"
+                for c in self.containers:
+                    if "waiting" in c.state:
+                        c.state = {
+                            "waiting": {
+                                "reason": "ContainerCreating",
+                                "message": self.sandbox_message,
+                            }
+                        }
+                self._publish()
+                self._wake.wait(CONFIG_RETRY_SECONDS)
+                self._wake.clear()
+
+    # Supervision ------------------------------------------------------------------------------
+
+    def _supervise(self) -> None:
+        while not self.terminating:
+            self._wake.clear()
+            now = time.monotonic()
+            self._advance(now)
+            for c in self.containers:
+                if c.running:
+                    self._check(c, now)
+            if self.phase_override is None and self._all_done():
+                self.phase_override = self._finished_phase()
+            self._publish()
+            if self.phase_override is not None:
+                self._stop_sidecars()
+                self._publish()
+                return
+            self._wake.wait(self._next_wake(now))
+
+    def _advance(self, now: float) -> None:
+        """Start what may start now: the next init container, or the main containers."""
+        for c in self.containers:
+            if c.kind == "main":
+                break
+            if c.kind == "init" and c.finished and c.exit_code == 0:
+                continue
+            if not c.running and not c.finished and now >= c.next_start:
+                self._start(c, now)
+            if c.kind == "init" or not c.started:
+                return  # init containers run one at a time; sidecars must have started
+        if not self.initialized:
+            self.initialized = True
+        for c in self.containers:
+            if c.kind == "main" and not c.running and not c.finished and now >= c.next_start:
+                self._start(c, now)
+
+    def _start(self, c: Container, now: float) -> None:
+        rootfs = self.directory.rootfs(c.name)
+        try:
+            own = container_env(self.api, self.pod, c.spec)
+            mounts = mount(c.spec, self.volumes, rootfs)
+            own = {k: rewrite_paths(v, mounts, rootfs) for k, v in own.items()}
+            env = {**base_env(self.pod, self.settings.kubeconfig, rootfs), **own}
+            argv = [
+                rewrite_paths(a, mounts, rootfs)
+                for a in command_line(c.spec, env, self.settings.python, self.settings.images)
+            ]
+        except ConfigMissing as exc:
+            c.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
+            c.next_start = now + CONFIG_RETRY_SECONDS
+            return
+        except Exception as exc:
+            c.state = {"waiting": {"reason": "CreateContainerError", "message": str(exc)}}
+            c.next_start = now + CONFIG_RETRY_SECONDS
+            return
+        working = str(c.spec.get("workingDir") or "")
+        cwd = rootfs / working.lstrip("/") if working else rootfs
+        log = self.logs / c.name / f"{c.restart_count}.log"
+        process = ContainerProcess(argv, env, cwd, log, self.registry, on_exit=self._wake.set)
+        try:
+            process.start()
+        except OSError as exc:
+            c.process = None
+            self._record_exit(c, 128, "StartError", now, message=str(exc))
+            return
+        c.process = process
+        c.state = {"running": {"startedAt": objects.now_text()}}
+        c.started_at = now
+        c.exit_code = None
+        c.kill_reason = None
+        c.ready = False
+        c.probe_context = ProbeContext(
+            c.spec, env, cwd, lambda argv: map_program(argv, self.settings.python)
+        )
+        c.probes = {
+            kind: Probe(kind, c.spec[f"{kind}Probe"], now)
+            for kind in ("startup", "liveness", "readiness")
+            if c.spec.get(f"{kind}Probe") and c.kind != "init"
+        }
+        c.started = "startup" not in c.probes
+
+    def _check(self, c: Container, now: float) -> None:
+        assert c.process is not None
+        code = c.process.poll()
+        if code is not None:
+            reason = c.kill_reason or ("Completed" if code == 0 else "Error")
+            self._record_exit(c, code, reason, now)
+            return
+        context = c.probe_context
+        assert context is not None
+        startup = c.probes.get("startup")
+        if startup is not None and not c.started:
+            if startup.due(now):
+                startup.record(run_probe(startup.spec, context), time.monotonic())
+                if startup.result is True:
+                    c.started = True
+                    for kind in ("liveness", "readiness"):
+                        if kind in c.probes:
+                            c.probes[kind] = Probe(kind, c.probes[kind].spec, time.monotonic())
+                elif startup.result is False:
+                    self._kill(c, "startup")
+            return
+        liveness = c.probes.get("liveness")
+        if liveness is not None and liveness.due(now):
+            liveness.record(run_probe(liveness.spec, context), time.monotonic())
+            if liveness.result is False:
+                self._kill(c, "liveness")
+                return
+        readiness = c.probes.get("readiness")
+        if readiness is None:
+            c.ready = True
+        elif readiness.due(now):
+            readiness.record(run_probe(readiness.spec, context), time.monotonic())
+            c.ready = readiness.result is True
+
+    def _kill(self, c: Container, probe: str) -> None:
+        logger.info(
+            "pod %s/%s: container %s failed its %s probe, killing it",
+            self.namespace,
+            self.name,
+            c.name,
+            probe,
+        )
+        assert c.process is not None
+        c.kill_reason = "Error"
+        c.process.terminate()
+        grace = float(self.pod["spec"].get("terminationGracePeriodSeconds") or 30)
+        deadline = time.monotonic() + grace
+        while c.process.poll() is None and time.monotonic() < deadline and not self.terminating:
+            time.sleep(self.settings.tick)
+        c.process.kill()
+        code = c.process.poll()
+        self._record_exit(c, 137 if code is None else code, "Error", time.monotonic())
+
+    def _record_exit(
+        self, c: Container, code: int, reason: str, now: float, message: str | None = None
+    ) -> None:
+        finished_at = objects.now_text()
+        started_at = (c.state.get("running") or {}).get("startedAt") or finished_at
+        terminated: Body = {
+            "exitCode": code,
+            "reason": reason,
+            "startedAt": started_at,
+            "finishedAt": finished_at,
+        }
+        if message:
+            terminated["message"] = message
+        if c.process is not None:
+            terminated["containerID"] = f"lab://{c.process.pid}"
+        c.ready = False
+        c.exit_code = code
+        c.probes = {}
+        policy = "Always" if c.kind == "sidecar" else self.restart_policy
+        if c.kind == "init" and policy == "Always":
+            policy = "OnFailure"  # kube: init containers of an Always pod restart on failure
+        restart = policy == "Always" or (policy == "OnFailure" and code != 0)
+        if self.terminating or not restart:
+            c.state = {"terminated": terminated}
+            c.finished = True
+            if c.kind == "init" and code != 0:
+                self.phase_override = "Failed"
+            return
+        if now - c.started_at >= BACKOFF_RESET_SECONDS:
+            c.crashes_in_row = 0
+        delay = min(self.settings.backoff_base * (2**c.crashes_in_row), self.settings.backoff_max)
+        c.crashes_in_row += 1
+        c.restart_count += 1
+        c.last_state = {"terminated": terminated}
+        c.next_start = now + delay
+        c.state = {
+            "waiting": {
+                "reason": "CrashLoopBackOff",
+                "message": (
+                    f"back-off {delay:g}s restarting failed container={c.name} "
+                    f"pod={self.name}_{self.namespace}({self.uid})"
+                ),
+            }
+        }
+        c.process = None
+
+    def _all_done(self) -> bool:
+        mains = [c for c in self.containers if c.kind == "main"]
+        return self.initialized and all(c.finished for c in mains)
+
+    def _finished_phase(self) -> str:
+        codes = [c.exit_code for c in self.containers if c.kind != "sidecar" and c.finished]
+        return "Succeeded" if all(code == 0 for code in codes) else "Failed"
+
+    def _next_wake(self, now: float) -> float:
+        moments = [now + 1.0]
+        for c in self.containers:
+            if c.running:
+                moments += [p.next_at for p in c.probes.values()]
+            elif not c.finished:
+                moments.append(c.next_start)
+        return max(0.0, min(moments) - time.monotonic())
+
+    def _stop_sidecars(self) -> None:
+        sidecars = [c for c in self.containers if c.kind == "sidecar" and c.running]
+        self._stop_group(sidecars, time.monotonic() + self._grace())
+
+    # Termination ------------------------------------------------------------------------------
+
+    def _grace(self) -> float:
+        grace = self.pod["metadata"].get("deletionGracePeriodSeconds")
+        if not grace:  # the emulator leaves it 0; kube sets it from the delete request
+            grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        value = 30.0 if grace is None else float(grace)
+        if self.shutdown_grace is not None:
+            value = min(value, self.shutdown_grace)
+        return value
+
+    def _terminate(self) -> None:
+        running = [c for c in self.containers if c.running]
+        for c in self.containers:
+            c.ready = False
+        if not running:
+            return
+        if not self.gone and not self.shutting_down:
+            with contextlib.suppress(Exception):
+                self._publish()
+        deadline = time.monotonic() + self._grace()
+        # Main (and plain init) containers first, then sidecars in reverse order, as kube.
+        self._stop_group([c for c in running if c.kind != "sidecar"], deadline, hooks=True)
+        self._stop_group([c for c in reversed(running) if c.kind == "sidecar"], deadline)
+
+    def _stop_group(self, group: list[Container], deadline: float, hooks: bool = False) -> None:
+        if hooks:
+            for c in group:
+                self._pre_stop(c, deadline)
+        for c in group:
+            assert c.process is not None
+            c.process.terminate()
+        while any(c.process is not None and c.process.poll() is None for c in group):
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(self.settings.tick / 2)
+        for c in group:
+            assert c.process is not None
+            c.process.kill()
+            code = c.process.poll()
+            self._record_exit(
+                c,
+                137 if code is None else code,
+                "Completed" if code == 0 else "Error",
+                time.monotonic(),
+            )
+
+    def _pre_stop(self, c: Container, deadline: float) -> None:
+        hook = ((c.spec.get("lifecycle") or {}).get("preStop")) or {}
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not hook:
+            return
+        if "sleep" in hook:
+            time.sleep(min(remaining, float(hook["sleep"].get("seconds") or 0)))
+        elif "exec" in hook and c.probe_context is not None:
+            run_probe({"exec": hook["exec"], "timeoutSeconds": remaining}, c.probe_context)
+        elif "httpGet" in hook and c.probe_context is not None:
+            run_probe({"httpGet": hook["httpGet"], "timeoutSeconds": remaining}, c.probe_context)
+
+    def _finalize(self) -> None:
+        """Terminal status, then let the API remove a deleted pod: drop our finalizer."""
+        if self.gone:
+            return
+        if self.shutting_down:
+            if self.terminating and objects.is_terminating(self.pod):
+                self._release()
+            return
+        if objects.is_terminating(self.pod) and self.phase_override is None and self.sandbox:
+            self.phase_override = self._finished_phase()
+        with contextlib.suppress(_Gone):
+            self._publish()
+        self._release()
+        # A kubelet's final word on a deleted pod: the API may now remove it.
+        with contextlib.suppress(RequestFailed):
+            self.api.delete(self._path(), grace_period_seconds=0, propagation=None, uid=self.uid)
+
+    def _release(self) -> None:
+        for _ in range(10):
+            finalizers = self.pod["metadata"].get("finalizers") or []
+            if FINALIZER not in finalizers:
+                return
+            index = finalizers.index(FINALIZER)
+            ops = [
+                {"op": "test", "path": f"/metadata/finalizers/{index}", "value": FINALIZER},
+                {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+            ]
+            try:
+                self.api.patch(self._path(), ops, JSON_PATCH)
+                return
+            except RequestFailed as exc:
+                if exc.status == 404:
+                    return
+                if exc.status not in (409, 422):
+                    raise
+                try:
+                    self._refresh()
+                except _Gone:
+                    return
+
+    # Status -----------------------------------------------------------------------------------
+
+    def _publish(self) -> None:
+        if self.gone:
+            raise _Gone()
+        status = self._status()
+        if status == self._published:
+            return
+        for _ in range(10):
+            body = {**self.pod, "status": status}
+            try:
+                self.pod = self.api.replace(self._path("status"), body)
+                self._published = status
+                return
+            except RequestFailed as exc:
+                if exc.status == 404:
+                    raise _Gone() from exc
+                if exc.status != 409:
+                    raise
+                self._refresh()
+                status = self._status()
+
+    def _phase(self) -> str:
+        if self.phase_override is not None:
+            return self.phase_override
+        if not self.sandbox or not self.initialized:
+            return "Pending"
+        mains = [c for c in self.containers if c.kind == "main"]
+        if any(c.running or c.restart_count or c.finished for c in mains):
+            return "Running"
+        return "Pending"
+
+    def _status(self) -> Body:
+        now = objects.now_text()
+        previous = list(self._published.get("conditions") or [])
+        phase = self._phase()
+        mains = [c for c in self.containers if c.kind == "main"]
+        inits = [c for c in self.containers if c.kind != "main"]
+        unready = [c.name for c in self.containers if c.kind != "init" and not c.ready]
+        incomplete = [
+            c.name
+            for c in inits
+            if not (c.finished and c.exit_code == 0) and not (c.kind == "sidecar" and c.started)
+        ]
+        completed = phase in ("Succeeded", "Failed")
+        conditions = objects.set_condition(previous, "PodScheduled", "True", now=now)
+        conditions = objects.set_condition(
+            conditions, "PodReadyToStartContainers", "True" if self.sandbox else "False", now=now
+        )
+        if self.initialized or not incomplete:
+            conditions = objects.set_condition(conditions, "Initialized", "True", now=now)
+        else:
+            conditions = objects.set_condition(
+                conditions,
+                "Initialized",
+                "False",
+                "ContainersNotInitialized",
+                f"containers with incomplete status: [{' '.join(incomplete)}]",
+                now=now,
+            )
+        if completed:
+            ready, reason, message = False, "PodCompleted", None
+        elif unready or not self.initialized:
+            ready, reason = False, "ContainersNotReady"
+            message = f"containers with unready status: [{' '.join(unready)}]"
+        else:
+            ready, reason, message = True, None, None
+        conditions = objects.set_condition(
+            conditions, "ContainersReady", "True" if ready else "False", reason, message, now=now
+        )
+        gates_ok, gate_message = self._gates()
+        if ready and not gates_ok:
+            conditions = objects.set_condition(
+                conditions, "Ready", "False", "ReadinessGatesNotReady", gate_message, now=now
+            )
+        else:
+            conditions = objects.set_condition(
+                conditions, "Ready", "True" if ready else "False", reason, message, now=now
+            )
+        foreign = [
+            c
+            for c in (self.pod.get("status") or {}).get("conditions") or ()
+            if c.get("type") not in OWNED_CONDITIONS
+        ]
+        status: Body = {
+            "phase": phase,
+            "conditions": [*conditions_in_order(conditions), *foreign],
+            "hostIP": POD_IP,
+            "hostIPs": [{"ip": POD_IP}],
+            "qosClass": qos_class(self.pod),
+        }
+        if self.sandbox:
+            status["podIP"] = POD_IP
+            status["podIPs"] = [{"ip": POD_IP}]
+        if self.start_time:
+            status["startTime"] = self.start_time
+        if inits:
+            status["initContainerStatuses"] = [c.status() for c in inits]
+        status["containerStatuses"] = [c.status() for c in mains]
+        return status
+
+    def _gates(self) -> tuple[bool, str | None]:
+        for gate in (self.pod.get("spec") or {}).get("readinessGates") or ():
+            kind = gate.get("conditionType")
+            cond = objects.condition(self.pod, str(kind))
+            if cond is None:
+                return (
+                    False,
+                    f'corresponding condition of pod readiness gate "{kind}" does not exist.',
+                )
+            if cond.get("status") != "True":
+                status = cond.get("status")
+                return (
+                    False,
+                    f'the status of pod readiness gate "{kind}" is not "True", but {status}',
+                )
+        return True, None
+
+
+def conditions_in_order(conditions: list[Body]) -> list[Body]:
+    order = {kind: index for index, kind in enumerate(OWNED_CONDITIONS)}
+    return sorted(conditions, key=lambda c: order.get(str(c.get("type")), len(order)))
+
+
+def qos_class(pod: Body) -> str:
+    containers = list((pod.get("spec") or {}).get("containers") or ())
+    resources = [c.get("resources") or {} for c in containers]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    for r in resources:
+        limits, requests = r.get("limits") or {}, r.get("requests") or {}
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name, limits[name]) != limits[name]:
+                return "Burstable"
+    return "Guaranteed"
+
+
+def _version(pod: Body) -> int:
+    text = str(pod.get("metadata", {}).get("resourceVersion") or "")
+    return int(text) if text.isdigit() else 0

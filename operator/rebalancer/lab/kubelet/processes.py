@@ -1,0 +1,165 @@
+"""A container as a local process group, and the registry that lets no group outlive the lab.
+
+A container ends when its first process does, and takes everything it started with it, as a
+cgroup would: each container runs in its own session, gets SIGTERM on its leader, and its
+whole group gets SIGKILL once the leader is gone or the grace period is over. Every group's
+leader is recorded in a pid file, so a lab that was itself killed can reap its leftovers on
+the next start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+logger = logging.getLogger(__name__)
+
+
+def exit_code(returncode: int) -> int:
+    """Popen's -N for "killed by signal N" as a container runtime reports it: 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class ContainerProcess:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: Path,
+        log_path: Path,
+        registry: ProcessRegistry | None = None,
+        on_exit: Callable[[], None] | None = None,
+    ) -> None:
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.cwd = cwd
+        self.log_path = log_path
+        self.registry = registry
+        self.on_exit = on_exit
+        self.popen: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._reaped = False
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.cwd.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        try:
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except BaseException:
+            self._close_log()
+            raise
+        if self.registry is not None:
+            self.registry.add(self.popen.pid)
+        if self.on_exit is not None:
+            threading.Thread(
+                target=self._await_exit, name=f"wait-{self.popen.pid}", daemon=True
+            ).start()
+
+    def _await_exit(self) -> None:
+        # Tells the pod worker at once, so it need not poll every container.
+        assert self.popen is not None and self.on_exit is not None
+        with contextlib.suppress(Exception):
+            self.popen.wait()
+        self.on_exit()
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen else None
+
+    def poll(self) -> int | None:
+        """The container's exit code once its leader has exited (the group is then killed)."""
+        if self.popen is None:
+            return None
+        code = self.popen.poll()
+        if code is None:
+            return None
+        self._reap()
+        return exit_code(code)
+
+    def terminate(self) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.popen.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        if self.popen is None or self._reaped:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(timeout=5)
+        self._reap()
+
+    def _reap(self) -> None:
+        if self.popen is None or self._reaped:
+            return
+        self._reaped = True
+        # Whatever the leader left behind goes with it, as with a container's cgroup.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        if self.registry is not None:
+            self.registry.remove(self.popen.pid)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+class ProcessRegistry:
+    """Pid files of running container groups under `<state>/kubelet/pids`."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def add(self, pid: int) -> None:
+        (self.directory / str(pid)).write_text(_start_time(pid) or "")
+
+    def remove(self, pid: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.directory / str(pid)).unlink()
+
+    def kill_recorded(self) -> int:
+        """Kill every recorded group still running; returns how many."""
+        reaped = 0
+        for entry in self.directory.iterdir():
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            recorded = entry.read_text().strip()
+            # A pid is only ours if it still has the start time we recorded: pids get reused.
+            if recorded and _start_time(pid) == recorded:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                    reaped += 1
+            entry.unlink()
+        return reaped
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22 (starttime), counted after the parenthesised command name, which may hold spaces.
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
