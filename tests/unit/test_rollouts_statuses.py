@@ -53,6 +53,10 @@ def test_conditions_follow_the_phase() -> None:
         (ConditionType.DEGRADED, ConditionStatus.TRUE, "BatchDidNotSettle", "why; how"),
         (ConditionType.PROGRESSING, ConditionStatus.FALSE, "RolloutFailed", "why; how"),
     ]
+    flagged = rollout_conditions(RolloutState(reason="PolicyCannotBeMet", message="field; fix"))
+    assert [(c.type, c.status, c.message) for c in flagged] == [
+        (ConditionType.DEGRADED, ConditionStatus.TRUE, "field; fix")
+    ]
     paused = rollout_conditions(RolloutState(phase=RolloutPhase.PAUSED, batch=1, sizes=(2,)))
     assert paused[0].reason == "RolloutPaused"
 

@@ -525,3 +525,26 @@ def test_workload_gone_fails_an_active_rollout() -> None:
     assert cleared.phase is not Phase.FAILED
     assert cleared.reason is None
     assert any(isinstance(action, ClearDegraded) for action in actions)
+
+
+def test_a_policy_that_cannot_be_met_is_flagged_before_any_rollout() -> None:
+    world = with_pods(World(replicas=6, partition=6), T0)
+    bad = setup_for(RolloutPolicy(max_batch_size=8))
+    state, actions = step(RolloutState(), world.observe(bad, T0), T0)
+    assert state.phase is Phase.IDLE
+    marks = [a for a in actions if isinstance(a, MarkDegraded)]
+    assert [m.reason for m in marks] == ["PolicyCannotBeMet"]
+    assert "spec.policy.rollout.maxBatchSize (8) is larger than" in marks[0].message
+    again, actions = step(state, world.observe(bad, T0 + 1), T0 + 1)
+    assert not [a for a in actions if isinstance(a, MarkDegraded)]  # said once
+    fixed, actions = step(again, world.observe(setup_for(), T0 + 2), T0 + 2)
+    assert ClearDegraded("PolicyFixed", "the rollout policy can be met again") in actions
+    assert fixed.reason is None
+
+
+def test_a_policy_problem_is_said_once_when_a_rollout_meets_it() -> None:
+    world = World(pod_management="OrderedReady")
+    world.scale_to(4, T0)
+    state, actions = step(RolloutState(), world.observe(setup_for(), T0), T0)
+    assert state.phase is Phase.FAILED
+    assert len([a for a in actions if isinstance(a, MarkDegraded)]) == 1

@@ -402,6 +402,28 @@ def check_rollout(
     return problems
 
 
+def policy_problems(
+    setup: RolloutSetup, workload: WorkloadView, group: GroupSnapshot | None
+) -> list[FieldProblem]:
+    """Problems any rollout of this workload would meet, checked before one is needed.
+
+    It asks check_rollout about the rollouts the workload can have: every replica joining (a
+    cold start or scale-up) and, for a StatefulSet, a rolling update of every replica.
+    """
+    static = resolve_static(setup.policy, workload, group)
+    kind = RolloutKind.COLD_START if group_is_empty(group) else RolloutKind.SCALE_UP
+    changes = [Change(kind, Mechanism.GATE_QUEUE, static)]
+    if workload.kind is WorkloadKind.STATEFULSET:
+        changes.append(Change(RolloutKind.ROLLING_UPDATE, Mechanism.STATEFULSET_REPLACE, static))
+    found: dict[str, FieldProblem] = {}
+    for change in changes:
+        total = workload.replicas
+        sizes = split_batches(total, batch_limit(setup, workload, change, total))
+        for problem in check_rollout(setup, workload, group, change, sizes):
+            found.setdefault(problem.path, problem)
+    return list(found.values())
+
+
 def plan_notes(setup: RolloutSetup, workload: WorkloadView, change: Change) -> list[str]:
     """Things the user should know about how this rollout will go, that are not errors."""
     notes: list[str] = []

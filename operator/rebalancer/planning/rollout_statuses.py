@@ -25,6 +25,9 @@ def rollout_conditions(state: RolloutState) -> list[Condition]:
             Condition(ConditionType.DEGRADED, ConditionStatus.TRUE, reason, message),
             Condition(ConditionType.PROGRESSING, ConditionStatus.FALSE, "RolloutFailed", message),
         ]
+    if state.phase.resting and state.reason == "PolicyCannotBeMet":
+        message = state.message or "the rollout policy cannot be met"
+        return [Condition(ConditionType.DEGRADED, ConditionStatus.TRUE, state.reason, message)]
     if state.phase is RolloutPhase.PAUSED:
         return [
             Condition(

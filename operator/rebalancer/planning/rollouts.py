@@ -56,6 +56,7 @@ from rebalancer.planning.rollout_plans import (
     gated,
     held_pods,
     plan_rollout,
+    policy_problems,
     split_batches,
     through_pods,
 )
@@ -74,6 +75,7 @@ from rebalancer.structs.workloads import PodView, WorkloadView
 Phase = RolloutPhase
 # A step follows at most this many transitions before it waits for the world to change.
 MAX_TRANSITIONS = 8
+POLICY_PROBLEM = "PolicyCannotBeMet"
 # How soon to look again while waiting on something no timer bounds (a controller catching up).
 RECHECK_SECONDS = 2.0
 # An active rollout notes that it was stepped this often; a gap longer than ABSENCE_SECONDS is
@@ -215,6 +217,8 @@ class _Step:
             # Old pods a controller has yet to remove are no rollout once every new pod is in.
             if plan.sizes or plan.problems:
                 return state.moved(phase=Phase.PLANNING, phase_since=self.now), actions
+        state, flagged = self.flag_problems(state, workload)
+        actions += flagged
         if state.steady_replicas != workload.replicas:
             state = state.moved(steady_replicas=workload.replicas)
         if (
@@ -229,6 +233,23 @@ class _Step:
             if not state.parked:
                 state = state.moved(parked=True)
         return state, actions
+
+    def flag_problems(
+        self, state: RolloutState, workload: WorkloadView
+    ) -> tuple[RolloutState, list[Action]]:
+        """Say at once, not at the next rollout, when the policy cannot be met; and when it can
+        again."""
+        problems = policy_problems(self.setup, workload, self.obs.group)
+        if problems:
+            summary = "; ".join(str(problem) for problem in problems)
+            if state.reason == POLICY_PROBLEM and state.message == summary:
+                return state, []
+            flagged = state.moved(reason=POLICY_PROBLEM, message=summary)
+            return flagged, [MarkDegraded(POLICY_PROBLEM, summary)]
+        if state.reason == POLICY_PROBLEM:
+            cleared = state.moved(reason=None, message=None)
+            return cleared, [ClearDegraded("PolicyFixed", "the rollout policy can be met again")]
+        return state, []
 
     # -- Planning ---------------------------------------------------------------------------
 
@@ -266,7 +287,7 @@ class _Step:
         fresh = fresh.moved(rollout_id=rollout_id, target=target)
         if plan.problems:
             summary = "; ".join(str(problem) for problem in plan.problems)
-            return self.fail("PolicyCannotBeMet", summary, state=fresh)
+            return self.fail(POLICY_PROBLEM, summary, state=fresh)
         if not plan.sizes:
             return state.moved(phase=Phase.IDLE, phase_since=self.now), []
         actions: list[Action] = []
