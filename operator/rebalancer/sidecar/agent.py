@@ -17,7 +17,7 @@ from typing import Any
 
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kafka_config import redacted
-from rebalancer.clients.kafka_errors import KafkaGatewayError
+from rebalancer.clients.kafka_errors import KafkaGatewayError, KafkaRequestFailed
 from rebalancer.clients.reporting import MemberReporter
 from rebalancer.sidecar import metrics
 from rebalancer.sidecar.control_log import (
@@ -162,9 +162,7 @@ class SidecarAgent:
         self._gateway = AdminGateway(
             {**connection_config(kafka), "client.id": "rebalancer-sidecar"}
         )
-        for topic in (self.control_topic, self.flip_topic):
-            if await self._gateway.create_topic(topic, 1):
-                logger.info("created the control topic %s", topic)
+        await self._ensure_control_topics()
         self._reporter = MemberReporter.from_env(
             group_id=self.group_id,
             client_id=self.settings.client_id,
@@ -189,6 +187,23 @@ class SidecarAgent:
         self._reader.start()
         self._member.start()
         self._tasks.append(asyncio.create_task(self._act_forever(), name="sidecar-actor"))
+
+    async def _ensure_control_topics(self) -> None:
+        assert self._gateway is not None
+        existing = await self._gateway.list_topics()
+        for topic in (self.control_topic, self.flip_topic):
+            if topic in existing:
+                continue
+            try:
+                await self._gateway.create_topic(topic, 1)
+            except KafkaRequestFailed as error:
+                # No CreateTopics right (or a broker without the API, like librdkafka's mock):
+                # pre-created topics are fine, missing ones are not.
+                raise KafkaRequestFailed(
+                    f"the control topic {topic} is missing and could not be created ({error}); "
+                    "create it with one partition or grant the sidecar CreateTopics"
+                ) from None
+            logger.info("created the control topic %s", topic)
 
     async def stop(self) -> None:
         for task in self._tasks:
