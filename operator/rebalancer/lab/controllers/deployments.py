@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from ..kube import objects
-from ..kube.informing import Informer
+from ..kube.informing import Change, Informer
 from .base import Controller, owned
 from .templates import TEMPLATE_HASH_LABEL, without_hash
 
@@ -65,10 +65,22 @@ class DeploymentController(Controller):
         super().__init__(*args, **kwargs)
         self.informers.deployments.add_handler(self.enqueue_object)
         self.informers.replicasets.add_handler(self.enqueue_owner("Deployment"))
+        self.informers.pods.add_handler(self._on_pod)
 
     @property
     def primary(self) -> Informer:
         return self.informers.deployments
+
+    def _on_pod(self, change: Change) -> None:
+        """A pod change wakes its ReplicaSet's Deployment: rollouts step on pod readiness."""
+        namespace = str(change.object["metadata"].get("namespace") or "")
+        for ref in change.object["metadata"].get("ownerReferences") or ():
+            if ref.get("controller") and ref.get("kind") == "ReplicaSet":
+                rs = self.informers.replicasets.get(namespace, str(ref.get("name")))
+                if rs is not None:
+                    for owner in rs["metadata"].get("ownerReferences") or ():
+                        if owner.get("controller") and owner.get("kind") == "Deployment":
+                            self.queue.add((namespace, str(owner.get("name"))))
 
     # The reconcile ----------------------------------------------------------------------------
 
@@ -237,11 +249,33 @@ class DeploymentController(Controller):
 
     # Strategies -------------------------------------------------------------------------------
 
+    def _pods(self, rs: Body) -> tuple[int, int]:
+        """(active, available) pods of a ReplicaSet, from the pod cache.
+
+        The pod cache is shared with the ReplicaSet controller and holds its deletions at
+        once, while ReplicaSet status lags; counting the larger of spec and pods towards the
+        surge, and the smaller towards availability, keeps maxSurge and maxUnavailable true
+        of the pods anyone can watch, not just of specs.
+        """
+        now = time.time()
+        min_ready = int((rs.get("spec") or {}).get("minReadySeconds") or 0)
+        pods = [p for p in owned(self.informers.pods, rs) if objects.is_active(p)]
+        return len(pods), sum(1 for p in pods if objects.is_pod_available(p, min_ready, now))
+
     def _roll(self, deployment: Body, new_rs: Body, old_sets: list[Body]) -> None:
         replicas = int(deployment["spec"].get("replicas", 1))
         surge, max_unavailable = self._max_surge_and_unavailable(deployment)
+        pods = {rs["metadata"]["uid"]: self._pods(rs) for rs in [new_rs, *old_sets]}
+
+        def size(rs: Body) -> int:
+            return max(_replicas(rs), pods[rs["metadata"]["uid"]][0])
+
+        def available(rs: Body) -> int:
+            # Pods above spec are about to go, the unavailable ones first.
+            return min(pods[rs["metadata"]["uid"]][1], _replicas(rs))
+
         # Scale the new ReplicaSet up, within replicas + maxSurge in total.
-        current_total = _replicas(new_rs) + sum(_replicas(rs) for rs in old_sets)
+        current_total = size(new_rs) + sum(size(rs) for rs in old_sets)
         if _replicas(new_rs) > replicas:
             new_rs = self._scale(deployment, new_rs, replicas)
         elif _replicas(new_rs) < replicas and current_total < replicas + surge:
@@ -250,12 +284,11 @@ class DeploymentController(Controller):
         else:
             new_rs = self._scale(deployment, new_rs, _replicas(new_rs))
         # Scale old ones down, keeping replicas - maxUnavailable available.
-        old_total = sum(_replicas(rs) for rs in old_sets)
-        if old_total == 0:
+        if sum(_replicas(rs) for rs in old_sets) == 0:
             return
-        all_total = _replicas(new_rs) + old_total
+        all_total = size(new_rs) + sum(size(rs) for rs in old_sets)
         min_available = replicas - max_unavailable
-        new_unavailable = _replicas(new_rs) - _status(new_rs, "availableReplicas")
+        new_unavailable = size(new_rs) - available(new_rs)
         budget = all_total - min_available - new_unavailable
         if budget <= 0:
             return
@@ -263,15 +296,11 @@ class DeploymentController(Controller):
         for index, rs in enumerate(old_sets):
             if budget <= 0:
                 break
-            unhealthy = _replicas(rs) - _status(rs, "availableReplicas")
-            cut = min(max(0, unhealthy), budget)
+            cut = min(max(0, _replicas(rs) - available(rs)), budget)
             if cut > 0:
                 old_sets[index] = self._scale(deployment, rs, _replicas(rs) - cut)
                 budget -= cut
-        available = _status(new_rs, "availableReplicas") + sum(
-            min(_status(rs, "availableReplicas"), _replicas(rs)) for rs in old_sets
-        )
-        remaining = available - min_available
+        remaining = available(new_rs) + sum(available(rs) for rs in old_sets) - min_available
         for index, rs in enumerate(old_sets):
             if remaining <= 0:
                 break

@@ -52,7 +52,7 @@ OWNED_CONDITIONS = (
     "ContainersReady",
     "Ready",
 )
-CONFIG_RETRY_SECONDS = 2.0
+CONFIG_RETRY_SECONDS = 1.0
 BACKOFF_RESET_SECONDS = 600.0
 
 
@@ -331,10 +331,10 @@ class PodWorker:
         while not self.terminating:
             self._wake.clear()
             now = time.monotonic()
-            self._advance(now)
             for c in self.containers:
                 if c.running:
                     self._check(c, now)
+            self._advance(now)
             if self.phase_override is None and self._all_done():
                 self.phase_override = self._finished_phase()
             self._publish()
