@@ -12,7 +12,10 @@ from rebalancer.planning.triggers import (
     Verdict,
     decide_enforcement,
     new_matching_topics,
+    policy_from_spec,
 )
+from rebalancer.structs.enforce_policy import parse_enforce_policy
+from rebalancer.structs.problems import SpecInvalid
 
 G = "orders"
 SEEN = TriggerMemory(token="a", token_seen=True)
@@ -247,3 +250,38 @@ TOPIC_CASES = [
 @pytest.mark.parametrize(("pattern", "topics", "known", "new"), TOPIC_CASES)
 def test_new_matching_topics(pattern, topics, known, new) -> None:
     assert new_matching_topics(pattern, topics, known) == new
+
+
+# (raw spec.policy.enforce, problem paths or None when valid)
+POLICIES = [
+    (None, None),
+    ({"requestToken": "2024-06-01T10:00", "scheduleSeconds": 3600, "afterRollout": True}, None),
+    (
+        {"sidecar": {"inject": True, "port": 8091, "tokenSecretRef": {"name": "s", "key": "t"}}},
+        None,
+    ),
+    ({"requestToken": ""}, ["spec.policy.enforce.requestToken"]),
+    ({"scheduleSeconds": 5}, ["spec.policy.enforce.scheduleSeconds"]),
+    ({"onTopicCreation": "yes"}, ["spec.policy.enforce.onTopicCreation"]),
+    ({"sidecar": {"inject": True}}, ["spec.policy.enforce.sidecar.tokenSecretRef"]),
+    (
+        {"sidecar": {"port": 80, "tokenSecretRef": {"name": "s"}}},
+        ["spec.policy.enforce.sidecar.port"],
+    ),
+    ("on", ["spec.policy.enforce"]),
+]
+
+
+@pytest.mark.parametrize(("raw", "problems"), POLICIES)
+def test_parse_enforce_policy(raw, problems) -> None:
+    if problems is None:
+        spec = parse_enforce_policy(raw)
+        policy = policy_from_spec(spec)
+        assert policy.request_token == spec.request_token
+        assert policy.schedule_seconds == spec.schedule_seconds
+        if raw and "sidecar" in raw:
+            assert spec.sidecar.token_secret == "s" and spec.sidecar.token_key == "t"
+        return
+    with pytest.raises(SpecInvalid) as invalid:
+        parse_enforce_policy(raw)
+    assert [problem.path for problem in invalid.value.problems] == problems

@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from rebalancer.structs.enforce_policy import EnforceSpec
+
 REBALANCING_STATES = frozenset(
     {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
 )
@@ -48,6 +50,16 @@ class EnforcePolicy:
     after_rollout: bool = False
     on_topic_creation: bool = False
     retry_when_stable: bool = False
+
+
+def policy_from_spec(spec: EnforceSpec) -> EnforcePolicy:
+    return EnforcePolicy(
+        request_token=spec.request_token,
+        schedule_seconds=spec.schedule_seconds,
+        after_rollout=spec.after_rollout,
+        on_topic_creation=spec.on_topic_creation,
+        retry_when_stable=spec.retry_when_stable,
+    )
 
 
 @dataclass(frozen=True)
