@@ -11,6 +11,8 @@ from rebalancer.planning.triggers import (
     TriggerMemory,
     Verdict,
     decide_enforcement,
+    memory_from_status,
+    memory_to_status,
     new_matching_topics,
     policy_from_spec,
 )
@@ -285,3 +287,20 @@ def test_parse_enforce_policy(raw, problems) -> None:
     with pytest.raises(SpecInvalid) as invalid:
         parse_enforce_policy(raw)
     assert [problem.path for problem in invalid.value.problems] == problems
+
+
+@pytest.mark.parametrize(
+    "memory",
+    [
+        TriggerMemory(),
+        TriggerMemory(token="a", token_seen=True, topics=T, rollout="rev-3", last_scheduled_at=5.5),
+        TriggerMemory(token=None, token_seen=True, topics=frozenset()),
+    ],
+)
+def test_memory_survives_status(memory) -> None:
+    assert memory_from_status(memory_to_status(memory)) == memory
+
+
+@pytest.mark.parametrize("raw", [None, "x", {"token": 5, "topics": "a", "lastScheduledAt": True}])
+def test_unreadable_memory_is_a_fresh_baseline(raw) -> None:
+    assert memory_from_status(raw) == TriggerMemory()

@@ -199,3 +199,36 @@ def decide_enforcement(
         new_topics=new_topics,
         memory=remembered,
     )
+
+
+def memory_to_status(memory: TriggerMemory) -> dict[str, object]:
+    """TriggerMemory as `status.enforcement.memory` (JSON), so a restarted operator resumes."""
+    return {
+        "token": memory.token,
+        "tokenSeen": memory.token_seen,
+        "topics": None if memory.topics is None else sorted(memory.topics),
+        "rollout": memory.rollout,
+        "lastScheduledAt": memory.last_scheduled_at,
+    }
+
+
+def memory_from_status(raw: object) -> TriggerMemory:
+    """The inverse of memory_to_status; anything unreadable starts from a fresh baseline,
+    which never enforces by itself."""
+    if not isinstance(raw, dict):
+        return TriggerMemory()
+    token = raw.get("token")
+    topics = raw.get("topics")
+    rollout = raw.get("rollout")
+    scheduled = raw.get("lastScheduledAt")
+    return TriggerMemory(
+        token=token if isinstance(token, str) else None,
+        token_seen=raw.get("tokenSeen") is True,
+        topics=frozenset(t for t in topics if isinstance(t, str))
+        if isinstance(topics, list)
+        else None,
+        rollout=rollout if isinstance(rollout, str) else None,
+        last_scheduled_at=float(scheduled)
+        if isinstance(scheduled, int | float) and not isinstance(scheduled, bool)
+        else None,
+    )
