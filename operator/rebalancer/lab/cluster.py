@@ -12,6 +12,7 @@ fails half-way, and an `atexit` hook does it if the caller forgets.
 from __future__ import annotations
 
 import atexit
+import copy
 import logging
 import sys
 import threading
@@ -178,3 +179,18 @@ class LabCluster:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def with_container_env(
+    documents: list[dict[str, Any]], env: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """Copies of the documents whose workloads' containers have `env` set (replacing values)."""
+    out: list[dict[str, Any]] = []
+    for original in documents:
+        doc = copy.deepcopy(original)
+        if doc.get("kind") in ("StatefulSet", "Deployment", "ReplicaSet"):
+            for container in doc["spec"]["template"]["spec"].get("containers") or ():
+                kept = [v for v in container.get("env") or () if v.get("name") not in env]
+                container["env"] = [*kept, *({"name": k, "value": v} for k, v in env.items())]
+        out.append(doc)
+    return out

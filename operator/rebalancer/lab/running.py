@@ -14,6 +14,7 @@ from kubernetes import client, dynamic
 
 from rebalancer.lab.apiserver import ApiServerThread
 from rebalancer.lab.broker import TansuBroker
+from rebalancer.lab.cluster import LabCluster, with_container_env
 from rebalancer.lab.manifests import crds, examples
 from rebalancer.lab.processes import ChildProcess, python_module, stop_all
 from rebalancer.lab.prometheus import find_prometheus, prometheus_process, wait_ready
@@ -51,6 +52,7 @@ class Lab:
     consumers: list[ChildProcess] = field(default_factory=list)
     kubeconfig: Path | None = None
     api_client: client.ApiClient | None = None
+    cluster: LabCluster | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -61,7 +63,12 @@ class Lab:
     def report_url(self) -> str:
         return f"http://{self.config.host}:{self.config.reports_port}/v1/reports"
 
-    def start(self, *, fleet: bool = True) -> None:
+    def start(
+        self, *, fleet: bool = True, pods: bool = False, jitter: str | float | None = None
+    ) -> None:
+        """`pods`: run workloads applied to the API as pods (kubelet and controllers), so the
+        example fleet runs as the StatefulSet's pods instead of consumers the lab starts;
+        `jitter` delays each pod's start (see `rebalancer.lab.kubelet.Jitter`)."""
         state = self.config.state_dir
         state.mkdir(parents=True, exist_ok=True)
         logger.info("state and logs in %s", state)
@@ -76,6 +83,9 @@ class Lab:
         logger.info("Kubernetes API emulator at %s; kubeconfig %s", self.api.url, self.kubeconfig)
         self.api_client = _client(self.kubeconfig)
         self.install_crds()
+        if pods:
+            self.cluster = LabCluster(self.kubeconfig, state, jitter=jitter)
+            self.cluster.start()
         self.operator = ChildProcess(
             "operator",
             python_module(
@@ -100,7 +110,8 @@ class Lab:
         if fleet:
             self.apply_examples()
             self.start_producer()
-            self.start_consumers()
+            if self.cluster is None:
+                self.start_consumers()
 
     @property
     def prometheus_url(self) -> str | None:
@@ -145,7 +156,12 @@ class Lab:
             resource.create(body=doc, namespace=namespace)
 
     def apply_examples(self) -> None:
-        self.apply(examples(self.bootstrap, self.report_url, self.config.consumers))
+        documents = examples(self.bootstrap, self.report_url, self.config.consumers)
+        if self.cluster is not None:
+            # The pods get what the lab gives the consumers it starts itself.
+            env = {k: v for k, v in self.consumer_env(0).items() if k != "POD_NAME"}
+            documents = with_container_env(documents, env)
+        self.apply(documents)
 
     def start_producer(self) -> None:
         state = self.config.state_dir
@@ -212,6 +228,8 @@ class Lab:
             signal.signal(signal.SIGINT, previous)
 
     def _stop(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
         fleet = [*self.consumers, *([self.producer] if self.producer else [])]
         stop_all(fleet, grace=10)
         if self.operator is not None:
