@@ -209,8 +209,12 @@ class _Step:
             state = state.moved(holding_deployment=False)
         if not workload.caught_up:
             return state, actions
-        if self.policy.gate_joins and self.policy.inject_gate and not workload.gate_installed:
-            actions.append(InstallGate())
+        parking = (
+            self.policy.park_statefulsets
+            and workload.kind is WorkloadKind.STATEFULSET
+            and workload.update_strategy == "RollingUpdate"
+        )
+        parked = parking and workload.partition == workload.replicas
         change = classify(self.setup, workload, self.obs.group, state.steady_replicas)
         if change is not None:
             plan = plan_rollout(self.setup, workload, self.obs.group, change, state.steady_replicas)
@@ -221,17 +225,17 @@ class _Step:
         actions += flagged
         if state.steady_replicas != workload.replicas:
             state = state.moved(steady_replicas=workload.replicas)
-        if (
-            self.policy.park_statefulsets
-            and workload.kind is WorkloadKind.STATEFULSET
-            and workload.update_strategy == "RollingUpdate"
-        ):
+        if parking:
             # Parked at its replicas, the partition keeps a template change from rolling before
             # the operator has planned it (the controller would replace a pod at once).
-            if workload.partition != workload.replicas:
+            if not parked:
                 actions.append(SetStatefulSetPartition(workload.replicas))
             if not state.parked:
                 state = state.moved(parked=True)
+        wants_gate = self.policy.gate_joins and self.policy.inject_gate
+        # Adding the gate changes the template: only once the change cannot roll by itself.
+        if wants_gate and not workload.gate_installed and (parked or not parking):
+            actions.append(InstallGate())
         return state, actions
 
     def flag_problems(
@@ -386,12 +390,29 @@ class _Step:
             for pod in batch_pods
             if pod.updated and (pod.gate is GateState.WAITING or pod.gate.through)
         ]
-        waiting = tuple(pod.name for pod in arrived if pod.gate is GateState.WAITING)
+        waiting = [pod.name for pod in arrived if pod.gate is GateState.WAITING]
         timed_out = state.gather_until is not None and self.now >= state.gather_until
         if len(arrived) == len(chunk) or (timed_out and waiting):
-            opens: list[Action] = [OpenGate(label, waiting)] if waiting else []
+            waiting += [name for name in self.strays(workload) if name not in waiting]
+            opens: list[Action] = [OpenGate(label, tuple(waiting))] if waiting else []
             return self.released(state, names), actions + opens
         return state, actions
+
+    def strays(self, workload: WorkloadView) -> tuple[str, ...]:
+        """New pods at their gates that no later batch will release: replaced by their
+        controller before the operator got to them (before the partition was parked, or by
+        its own rolling update within the partition). They join with the current batch."""
+        state = self.state
+        later = set(state.ordinals[sum(state.sizes[: state.batch]) :])
+        chunk = set(self.chunk())
+        return tuple(
+            pod.name
+            for pod in workload.live_pods
+            if pod.updated
+            and pod.gate is GateState.WAITING
+            and pod.ordinal not in later
+            and pod.ordinal not in chunk
+        )
 
     def replace_chunk(
         self, workload: WorkloadView, chunk: Sequence[int]
@@ -477,7 +498,7 @@ class _Step:
                 pod.name
                 for pod in workload.live_pods
                 if pod.ordinal in chunk and pod.updated and pod.gate is GateState.WAITING
-            )
+            ) + self.strays(workload)
         elif state.mechanism is Mechanism.GATE_QUEUE:
             opened = set(state.opened)
             late = tuple(

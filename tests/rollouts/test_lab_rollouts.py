@@ -1,0 +1,192 @@
+"""Managed rollouts on the lab cluster: its kubelet runs the pods (the gate as a real init
+container process) and its StatefulSet controller recreates them; the planner and actuator run
+the operator's loop. The group is stood in for by the pods' readiness (no broker here): the
+Kafka side is the benchmark's."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.clients.rolling import Actuator, read_workload
+from rebalancer.lab.apiserver import ApiServerThread
+from rebalancer.lab.cluster import LabCluster
+from rebalancer.planning.gate_templates import GateOptions, gate_container
+from rebalancer.planning.rollout_actions import Action, InstallGate, OpenGate
+from rebalancer.planning.rollout_plans import RolloutSetup
+from rebalancer.planning.rollout_policies import RolloutPolicy
+from rebalancer.planning.rollout_states import Mechanism, RolloutKind, RolloutPhase, RolloutState
+from rebalancer.planning.rollouts import Observation, step
+from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
+from rebalancer.structs.specs import WorkloadKind
+from rebalancer.structs.workloads import WorkloadView
+
+pytestmark = pytest.mark.e2e
+NS = "default"
+SLEEPER = ["python", "-c", "import time; time.sleep(3600)"]
+
+
+@pytest.fixture
+def lab(api: ApiServerThread, tmp_path: Path) -> Iterator[LabCluster]:
+    with LabCluster(api.url, tmp_path / "lab", jitter="uniform(0,5)", seed=7) as cluster:
+        yield cluster
+
+
+def statefulset(replicas: int, gated: bool, version: str = "1") -> dict[str, Any]:
+    template_spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "app",
+                "image": "x",
+                "command": SLEEPER,
+                "env": [{"name": "V", "value": version}],
+            }
+        ]
+    }
+    if gated:
+        template_spec["initContainers"] = [gate_container(GateOptions(timeout_seconds=300))]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "orders"},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": "orders",
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {"app": "orders"}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+            "template": {"metadata": {"labels": {"app": "orders"}}, "spec": template_spec},
+        },
+    }
+
+
+def group_of(workload: WorkloadView, now: float) -> GroupSnapshot:
+    """A group whose members are the Ready pods; rebalancing while a started pod is not Ready."""
+    ready = [pod.name for pod in workload.live_pods if pod.ready]
+    starting = any(pod.gate.through and not pod.ready for pod in workload.live_pods)
+    state = "Empty" if not ready else ("PreparingRebalance" if starting else "Stable")
+    return GroupSnapshot(
+        state=state,
+        protocol="classic",
+        assignor="range",
+        generation=None,
+        members=len(ready),
+        member_details=tuple(
+            MemberSummary(name, name, None, None, 1, Source.MEMBER_REPORTS) for name in ready
+        ),
+        assigned_partitions=12 if state == "Stable" else 0,
+        total_partitions=12,
+        lag=None,
+        observed_at=now,
+        sources={"members": Source.MEMBER_REPORTS},
+    )
+
+
+async def run_rollouts(
+    kube: KubernetesApi, policy: RolloutPolicy, status: dict[str, Any], seconds: float
+) -> tuple[RolloutState, dict[str, Any], list[Action]]:
+    """The operator's loop until a rollout completes or fails; the state lives in `status`."""
+    setup = RolloutSetup(policy, BrokerProfile.APACHE_KAFKA, 3.0)
+    actuator = Actuator(kube, NS, WorkloadKind.STATEFULSET, "orders", GateOptions())
+    done: list[Action] = []
+    deadline = time.monotonic() + seconds
+    state = RolloutState.from_status(status)
+    before = state.rollout_id
+    while time.monotonic() < deadline:
+        state = RolloutState.from_status(json.loads(json.dumps(status)))
+        workload = await read_workload(kube, NS, WorkloadKind.STATEFULSET, "orders")
+        assert workload is not None
+        now = time.time()
+        state, actions = step(state, Observation(setup, workload, group_of(workload, now)), now)
+        done += await actuator.apply(actions)
+        status = state.to_status()
+        finished = state.phase in (RolloutPhase.COMPLETED, RolloutPhase.FAILED)
+        if finished and state.rollout_id != before:
+            break
+        await asyncio.sleep(0.4)
+    return state, status, done
+
+
+def pods(kube: KubernetesApi) -> dict[str, dict[str, Any]]:
+    items = json.loads(kube.core.list_namespaced_pod(NS, _preload_content=False).data)["items"]
+    return {item["metadata"]["name"]: item for item in items}
+
+
+def opens(actions: list[Action]) -> list[tuple[str, ...]]:
+    return [action.pods for action in actions if isinstance(action, OpenGate) and action.pods]
+
+
+async def test_cold_start_then_rolling_update_on_the_lab(
+    lab: LabCluster, kube: KubernetesApi
+) -> None:
+    kube.apps.create_namespaced_stateful_set(NS, statefulset(4, gated=True), _preload_content=False)
+    state, status, done = await run_rollouts(kube, RolloutPolicy(settle_seconds=1), {}, 90)
+    assert state.phase is RolloutPhase.COMPLETED, state.message
+    assert state.kind is RolloutKind.COLD_START
+    # Pods started up to 5 s apart; all four were released together.
+    assert [sorted(batch) for batch in opens(done)] == [[f"orders-{i}" for i in range(4)]]
+    first_revision = {
+        p["metadata"]["labels"]["controller-revision-hash"] for p in pods(kube).values()
+    }
+    kube.apps.patch_namespaced_stateful_set(
+        "orders",
+        NS,
+        {
+            "spec": {
+                "template": {
+                    "spec": {"containers": [{"name": "app", "env": [{"name": "V", "value": "2"}]}]}
+                }
+            }
+        },
+        _preload_content=False,
+    )
+    policy = RolloutPolicy(settle_seconds=1, max_batch_size=2)
+    state, status, done = await run_rollouts(kube, policy, status, 120)
+    assert state.phase is RolloutPhase.COMPLETED, state.message
+    assert state.mechanism is Mechanism.STATEFULSET_REPLACE
+    assert [sorted(batch) for batch in opens(done)] == [
+        ["orders-2", "orders-3"],
+        ["orders-0", "orders-1"],
+    ]
+    final = pods(kube)
+    revisions = {p["metadata"]["labels"]["controller-revision-hash"] for p in final.values()}
+    assert len(revisions) == 1 and revisions != first_revision
+    assert {p["metadata"]["annotations"]["rebalancer.dev/gate-batch"] for p in final.values()} == {
+        f"{state.rollout_id}/1",
+        f"{state.rollout_id}/2",
+    }
+    sts = json.loads(
+        kube.apps.read_namespaced_stateful_set("orders", NS, _preload_content=False).data
+    )
+    assert sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 4  # parked again
+
+
+async def test_the_gate_is_injected_into_a_running_statefulset(
+    lab: LabCluster, kube: KubernetesApi
+) -> None:
+    kube.apps.create_namespaced_stateful_set(
+        NS, statefulset(3, gated=False), _preload_content=False
+    )
+    for _ in range(100):
+        if (
+            all(p.get("status", {}).get("phase") == "Running" for p in pods(kube).values())
+            and len(pods(kube)) == 3
+        ):
+            break
+        await asyncio.sleep(0.3)
+    policy = RolloutPolicy(settle_seconds=1, max_batch_size=3, inject_gate=True)
+    state, _, done = await run_rollouts(kube, policy, {}, 120)
+    assert state.phase is RolloutPhase.COMPLETED, state.message
+    assert InstallGate() in done
+    # The injection is a template change, rolled out as one batch behind the parked partition.
+    assert [sorted(batch) for batch in opens(done)] == [["orders-0", "orders-1", "orders-2"]]
+    for pod in pods(kube).values():
+        assert [c["name"] for c in pod["spec"]["initContainers"]] == ["rebalancer-gate"]
