@@ -279,3 +279,20 @@ def test_the_collector_deletes_pods_whose_owner_never_existed(
     }
     api.create(PODS, body)
     wait_for(lambda: api.get(f"{PODS}/orphan") is None, what="the orphan collected")
+
+
+def test_events_say_what_the_controllers_and_the_kubelet_did(api: Api, cluster: LabCluster) -> None:
+    api.create(DEPLOYMENTS, deployment("app", 1))
+    wait_for(lambda: complete(api, "app"), what="app complete")
+
+    def reasons() -> dict[tuple[str, str], str]:
+        events = api.list("/api/v1/namespaces/default/events")["items"]
+        return {(e["involvedObject"]["kind"], e["reason"]): e["message"] for e in events}
+
+    seen = wait_for(
+        lambda: (r := reasons()) and ("Pod", "Started") in r and r, what="the kubelet's events"
+    )
+    assert seen[("Deployment", "ScalingReplicaSet")].startswith("Scaled up replica set app-")
+    assert seen[("ReplicaSet", "SuccessfulCreate")].startswith("Created pod: app-")
+    assert seen[("Pod", "Scheduled")].endswith(" to lab")
+    assert seen[("Pod", "Started")] == "Started container main"

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from .controllers import ControllerManager, Informers
+from .kube.recording import EventRecorder
 from .kube.requesting import Api, configuration_for
 from .kubelet import Jitter, Kubelet, KubeletSettings
 from .kubelet.environment import DEFAULT_IMAGES
@@ -70,6 +71,7 @@ class LabCluster:
         self.informers: Informers | None = None
         self.kubelet: Kubelet | None = None
         self.controllers: ControllerManager | None = None
+        self.recorder: EventRecorder | None = None
         self._lock = threading.Lock()
         self._started = False
 
@@ -90,6 +92,8 @@ class LabCluster:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.api = Api.connect(self.target)
         self.informers = Informers.create(self.api)
+        self.recorder = EventRecorder(self.api)
+        self.recorder.start()
         if self.run_kubelet:
             settings = KubeletSettings(
                 state_dir=self.state_dir,
@@ -100,10 +104,14 @@ class LabCluster:
                 backoff_base=self.backoff_base,
                 backoff_max=self.backoff_max,
             )
-            self.kubelet = Kubelet(self.api, self.informers.pods, settings, self.jitter)
+            self.kubelet = Kubelet(
+                self.api, self.informers.pods, settings, self.jitter, self.recorder
+            )
             self.kubelet.start()
         if self.run_controllers:
-            self.controllers = ControllerManager(self.api, self.informers, self.resync_seconds)
+            self.controllers = ControllerManager(
+                self.api, self.informers, self.resync_seconds, self.recorder
+            )
         for informer in self.informers.all():
             informer.start()
         for informer in self.informers.all():
@@ -171,6 +179,8 @@ class LabCluster:
                 informer.stop()
             except Exception:
                 logger.exception("stopping the %s informer failed", informer.name)
+        if self.recorder is not None:
+            self.recorder.stop()
         if self.api is not None:
             self.api.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..kube.recording import EventRecorder
 from ..kube.requesting import Api
 from .base import Controller, Informers
 from .collecting import GarbageCollector
@@ -13,11 +14,17 @@ from .statefulsets import StatefulSetController
 class ControllerManager:
     """Runs the controllers on shared informers (started and stopped by the caller)."""
 
-    def __init__(self, api: Api, informers: Informers, resync_seconds: float = 10.0) -> None:
+    def __init__(
+        self,
+        api: Api,
+        informers: Informers,
+        resync_seconds: float = 10.0,
+        recorder: EventRecorder | None = None,
+    ) -> None:
         self.controllers: list[Controller] = [
-            StatefulSetController(api, informers, resync_seconds),
-            ReplicaSetController(api, informers, resync_seconds),
-            DeploymentController(api, informers, resync_seconds),
+            StatefulSetController(api, informers, resync_seconds, recorder),
+            ReplicaSetController(api, informers, resync_seconds, recorder),
+            DeploymentController(api, informers, resync_seconds, recorder),
         ]
         self.collector = GarbageCollector(api, informers, resync_seconds)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..kube.informing import Change, Informer, Key, controller_uid, key_of
 from ..kube.queueing import WorkQueue
+from ..kube.recording import EventRecorder
 from ..kube.requesting import JSON_PATCH, Api, RequestFailed, resource_path
 
 Body = dict[str, Any]
@@ -86,10 +87,17 @@ class Controller:
 
     name = "controller"
 
-    def __init__(self, api: Api, informers: Informers, resync_seconds: float = 10.0) -> None:
+    def __init__(
+        self,
+        api: Api,
+        informers: Informers,
+        resync_seconds: float = 10.0,
+        recorder: EventRecorder | None = None,
+    ) -> None:
         self.api = api
         self.informers = informers
         self.resync_seconds = resync_seconds
+        self.recorder = recorder
         self.queue: WorkQueue[Key] = WorkQueue()
         self._failures: dict[Key, int] = {}
         self._stopping = threading.Event()
@@ -170,18 +178,34 @@ class Controller:
 
     # Writes through the API, remembered in the caches -----------------------------------------
 
-    def create(self, informer: Informer, path: str, body: Body) -> Body | None:
+    def record(self, obj: Body, kind: str, reason: str, message: str) -> None:
+        if self.recorder is not None:
+            self.recorder.event(obj, kind, reason, message, self.name)
+
+    def created_message(self, owner: Body, obj: Body) -> str:
+        return f"Created {obj.get('kind', '').lower()}: {obj['metadata']['name']}"
+
+    def deleted_message(self, owner: Body, obj: Body) -> str:
+        return f"Deleted {obj.get('kind', '').lower()}: {obj['metadata']['name']}"
+
+    def create(
+        self, informer: Informer, path: str, body: Body, owner: Body | None = None
+    ) -> Body | None:
         """Create; None if the name is taken (the cache will catch up)."""
         try:
             created = self.api.create(path, body)
         except RequestFailed as exc:
             if exc.status == 409:
                 return None
+            if owner is not None:
+                self.record(owner, "Warning", "FailedCreate", f"Error creating: {exc.message}")
             raise
         informer.observe(created)
+        if owner is not None:
+            self.record(owner, "Normal", "SuccessfulCreate", self.created_message(owner, created))
         return created
 
-    def delete(self, informer: Informer, obj: Body) -> None:
+    def delete(self, informer: Informer, obj: Body, owner: Body | None = None) -> None:
         uid = obj["metadata"]["uid"]
         try:
             result = self.api.delete(path_of(_with_kind(obj, informer)), uid=uid)
@@ -195,6 +219,8 @@ class Controller:
         else:
             # The answer, when it is the removed object, carries its last resourceVersion.
             informer.forget(result if meta.get("uid") == uid and result else obj)
+        if owner is not None:
+            self.record(owner, "Normal", "SuccessfulDelete", self.deleted_message(owner, obj))
 
     def write_status(self, informer: Informer, obj: Body, status: Body) -> Body:
         updated = self.api.patch(

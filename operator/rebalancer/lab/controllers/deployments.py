@@ -198,6 +198,13 @@ class DeploymentController(Controller):
             status["collisionCount"] = int(status.get("collisionCount") or 0) + 1
             self.write_status(self.informers.deployments, deployment, status)
             return None
+        if start:
+            self.record(
+                deployment,
+                "Normal",
+                "ScalingReplicaSet",
+                f"Scaled up replica set {created['metadata']['name']} from 0 to {start}",
+            )
         self._set_condition(
             deployment,
             "Progressing",
@@ -245,7 +252,17 @@ class DeploymentController(Controller):
             "metadata": {"annotations": {DESIRED: str(wanted), MAX_REPLICAS: str(wanted + surge)}},
             "spec": {"replicas": replicas},
         }
-        return self.merge(self.informers.replicasets, rs, patch)
+        scaled = self.merge(self.informers.replicasets, rs, patch)
+        if _replicas(rs) != replicas:
+            direction = "up" if replicas > _replicas(rs) else "down"
+            self.record(
+                deployment,
+                "Normal",
+                "ScalingReplicaSet",
+                f"Scaled {direction} replica set {rs['metadata']['name']} "
+                f"from {_replicas(rs)} to {replicas}",
+            )
+        return scaled
 
     # Strategies -------------------------------------------------------------------------------
 

@@ -43,10 +43,10 @@ class ReplicaSetController(Controller):
             path = f"/api/v1/namespaces/{namespace}/pods"
             for _ in range(wanted - len(active)):
                 pod = pod_from_template(spec.get("template") or {}, rs, generate_name=f"{name}-")
-                self.create(self.informers.pods, path, pod)
+                self.create(self.informers.pods, path, pod, rs)
         elif len(active) > wanted:
             for pod in sorted(active, key=_deletion_rank)[: len(active) - wanted]:
-                self.delete(self.informers.pods, pod)
+                self.delete(self.informers.pods, pod, rs)
         return self._update_status(rs)
 
     def _update_status(self, rs: Body) -> float | None:

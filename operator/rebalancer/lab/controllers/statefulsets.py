@@ -54,6 +54,18 @@ class StatefulSetController(Controller):
     def primary(self) -> Informer:
         return self.informers.statefulsets
 
+    def created_message(self, owner: Body, obj: Body) -> str:
+        return (
+            f"create Pod {obj['metadata']['name']} in StatefulSet "
+            f"{owner['metadata']['name']} successful"
+        )
+
+    def deleted_message(self, owner: Body, obj: Body) -> str:
+        return (
+            f"delete Pod {obj['metadata']['name']} in StatefulSet "
+            f"{owner['metadata']['name']} successful"
+        )
+
     def reconcile(self, namespace: str, name: str) -> float | None:
         sts = self.informers.statefulsets.get(namespace, name)
         if sts is None or objects.is_terminating(sts):
@@ -110,7 +122,7 @@ class StatefulSetController(Controller):
                     pod["metadata"]["name"],
                     objects.pod_phase(pod),
                 )
-                self.delete(self.informers.pods, pod)
+                self.delete(self.informers.pods, pod, sts)
                 pod = slots[ordinal] = None
                 if monotonic:
                     stop = True
@@ -139,7 +151,7 @@ class StatefulSetController(Controller):
                 if monotonic and not healthy(pod) and pod is not first_unhealthy:
                     stop = True
                     break
-                self.delete(self.informers.pods, pod)
+                self.delete(self.informers.pods, pod, sts)
                 if monotonic:
                     stop = True
                     break
@@ -187,7 +199,7 @@ class StatefulSetController(Controller):
             for _, doomed in sorted(stale, key=lambda item: -item[0])[
                 : max(0, allowed - unavailable)
             ]:
-                self.delete(self.informers.pods, doomed)
+                self.delete(self.informers.pods, doomed, sts)
             return
         for index in range(len(ordered) - 1, partition - 1, -1):
             target = ordered[index]
@@ -196,7 +208,7 @@ class StatefulSetController(Controller):
                 and _revision(target) != update_revision
                 and not objects.is_terminating(target)
             ):
-                self.delete(self.informers.pods, target)
+                self.delete(self.informers.pods, target, sts)
                 return
             if not healthy(target):
                 return
@@ -233,7 +245,7 @@ class StatefulSetController(Controller):
         if not volumes:
             del spec["volumes"]
         path = f"/api/v1/namespaces/{sts['metadata']['namespace']}/pods"
-        self.create(self.informers.pods, path, pod)
+        self.create(self.informers.pods, path, pod, sts)
 
     def _template_for(self, sts: Body, revision: str) -> Body | None:
         uid = sts["metadata"]["uid"]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..kube import objects
+from ..kube.recording import EventRecorder
 from ..kube.requesting import JSON_PATCH, Api, RequestFailed, resource_path
 from .environment import (
     DEFAULT_IMAGES,
@@ -132,8 +133,10 @@ class PodWorker:
         registry: ProcessRegistry,
         pod: Body,
         on_exit: Callable[[PodWorker], None],
+        recorder: EventRecorder | None = None,
     ) -> None:
         self.api = api
+        self.recorder = recorder
         self.settings = settings
         self.jitter = jitter
         self.registry = registry
@@ -230,6 +233,11 @@ class PodWorker:
                 self._finalize()
             self.on_exit(self)
 
+    def _event(self, kind: str, reason: str, message: str, component: str = "kubelet") -> None:
+        if self.recorder is not None:
+            host = self.settings.node_name if component == "kubelet" else ""
+            self.recorder.event(self.pod, kind, reason, message, component, host)
+
     def _path(self, subresource: str | None = None) -> str:
         return resource_path("v1", "pods", self.namespace, self.name, subresource)
 
@@ -263,6 +271,14 @@ class PodWorker:
             )
             try:
                 self.pod = self.api.patch(self._path(), ops, JSON_PATCH)
+                if not spec.get("nodeName"):
+                    self._event(
+                        "Normal",
+                        "Scheduled",
+                        f"Successfully assigned "
+                        f"{self.namespace}/{self.name} to {self.settings.node_name}",
+                        component="default-scheduler",
+                    )
                 break
             except RequestFailed as exc:
                 if exc.status == 404:
@@ -313,6 +329,7 @@ class PodWorker:
             except Exception as exc:
                 # kube keeps such a pod in ContainerCreating and retries the mount.
                 self.sandbox_message = f"MountVolume.SetUp failed: {exc}"
+                self._event("Warning", "FailedMount", self.sandbox_message)
                 for c in self.containers:
                     if "waiting" in c.state:
                         c.state = {
@@ -374,10 +391,12 @@ class PodWorker:
             ]
         except ConfigMissing as exc:
             c.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
+            self._event("Warning", "Failed", f"Error: {exc}")
             c.next_start = now + CONFIG_RETRY_SECONDS
             return
         except Exception as exc:
             c.state = {"waiting": {"reason": "CreateContainerError", "message": str(exc)}}
+            self._event("Warning", "Failed", f"Error: {exc}")
             c.next_start = now + CONFIG_RETRY_SECONDS
             return
         working = str(c.spec.get("workingDir") or "")
@@ -392,6 +411,11 @@ class PodWorker:
             return
         c.process = process
         c.state = {"running": {"startedAt": objects.now_text()}}
+        if c.restart_count == 0:
+            image = c.spec.get("image") or ""
+            self._event("Normal", "Pulled", f'Container image "{image}" already present on machine')
+        self._event("Normal", "Created", f"Created container: {c.name}")
+        self._event("Normal", "Started", f"Started container {c.name}")
         c.started_at = now
         c.exit_code = None
         c.kill_reason = None
@@ -418,7 +442,7 @@ class PodWorker:
         startup = c.probes.get("startup")
         if startup is not None and not c.started:
             if startup.due(now):
-                startup.record(run_probe(startup.spec, context), time.monotonic())
+                startup.record(self._probe(c, "Startup", startup.spec), time.monotonic())
                 if startup.result is True:
                     c.started = True
                     for kind in ("liveness", "readiness"):
@@ -429,7 +453,7 @@ class PodWorker:
             return
         liveness = c.probes.get("liveness")
         if liveness is not None and liveness.due(now):
-            liveness.record(run_probe(liveness.spec, context), time.monotonic())
+            liveness.record(self._probe(c, "Liveness", liveness.spec), time.monotonic())
             if liveness.result is False:
                 self._kill(c, "liveness")
                 return
@@ -437,8 +461,15 @@ class PodWorker:
         if readiness is None:
             c.ready = True
         elif readiness.due(now):
-            readiness.record(run_probe(readiness.spec, context), time.monotonic())
+            readiness.record(self._probe(c, "Readiness", readiness.spec), time.monotonic())
             c.ready = readiness.result is True
+
+    def _probe(self, c: Container, kind: str, spec: Body) -> bool:
+        assert c.probe_context is not None
+        ok = run_probe(spec, c.probe_context)
+        if not ok:
+            self._event("Warning", "Unhealthy", f"{kind} probe failed")
+        return ok
 
     def _kill(self, c: Container, probe: str) -> None:
         logger.info(
@@ -450,6 +481,9 @@ class PodWorker:
         )
         assert c.process is not None
         c.kill_reason = "Error"
+        self._event(
+            "Normal", "Killing", f"Container {c.name} failed {probe} probe, will be restarted"
+        )
         c.process.terminate()
         grace = float(self.pod["spec"].get("terminationGracePeriodSeconds") or 30)
         deadline = time.monotonic() + grace
@@ -494,6 +528,12 @@ class PodWorker:
         c.restart_count += 1
         c.last_state = {"terminated": terminated}
         c.next_start = now + delay
+        self._event(
+            "Warning",
+            "BackOff",
+            f"Back-off restarting failed container {c.name} in "
+            f"pod {self.name}_{self.namespace}({self.uid})",
+        )
         c.state = {
             "waiting": {
                 "reason": "CrashLoopBackOff",
@@ -557,6 +597,8 @@ class PodWorker:
                 self._pre_stop(c, deadline)
         for c in group:
             assert c.process is not None
+            if not self.shutting_down:
+                self._event("Normal", "Killing", f"Stopping container {c.name}")
             c.process.terminate()
         while any(c.process is not None and c.process.poll() is None for c in group):
             if time.monotonic() >= deadline:

@@ -7,6 +7,7 @@ import threading
 import time
 
 from ..kube.informing import Change, Informer
+from ..kube.recording import EventRecorder
 from ..kube.requesting import Api
 from .jitter import Jitter
 from .pods import KubeletSettings, PodWorker
@@ -19,9 +20,15 @@ class Kubelet:
     """Turns pod events from a shared informer into pod workers, one per pod uid."""
 
     def __init__(
-        self, api: Api, pods: Informer, settings: KubeletSettings, jitter: Jitter | None = None
+        self,
+        api: Api,
+        pods: Informer,
+        settings: KubeletSettings,
+        jitter: Jitter | None = None,
+        recorder: EventRecorder | None = None,
     ) -> None:
         self.api = api
+        self.recorder = recorder
         self.pods = pods
         self.settings = settings
         self.jitter = jitter or Jitter()
@@ -54,7 +61,13 @@ class Kubelet:
             if node and node != self.settings.node_name:
                 return
             worker = PodWorker(
-                self.api, self.settings, self.jitter, self.registry, pod, self._on_exit
+                self.api,
+                self.settings,
+                self.jitter,
+                self.registry,
+                pod,
+                self._on_exit,
+                self.recorder,
             )
             self.workers[uid] = worker
         worker.start()
