@@ -28,17 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "operator"))
-
-from rebalancer.learning.fleets import (  # noqa: E402
+from rebalancer.learning.fleets import (
     Fleet,
     days_for,
     make_fleets,
     true_profile,
     write_history,
 )
-from rebalancer.learning.scoring import (  # noqa: E402
+from rebalancer.learning.scoring import (
     DEFAULT_DELAY_MS,
     DEFAULT_SESSION_MS,
     GroupProfile,
@@ -47,6 +44,7 @@ from rebalancer.learning.scoring import (  # noqa: E402
     startup_cost_s,
 )
 
+ROOT = Path(__file__).resolve().parent.parent
 FLEETS_PER_SIZE = {100_000: 24, 1_000_000: 80, 10_000_000: 240}
 HELD_OUT_SEED = 424242
 EXHAUSTIVE_DELAYS = (*(float(ms) for ms in range(0, 20001, 250)), 25000.0, 30000.0)
@@ -208,7 +206,7 @@ def quality(fleets: Sequence[Fleet], summary: dict[str, Any], workers: int) -> l
         def best_batch(fleet: Fleet, table: dict[str, Any], delay: float) -> int:
             return min(
                 range(1, fleet.members + 1),
-                key=lambda batch: float(table["startup"][(delay, batch)]),
+                key=lambda size: float(table["startup"][(delay, size)]),
             )
 
         optimum_delay = min(EXHAUSTIVE_DELAYS, key=lambda delay: startup_total(delay, best_batch))
@@ -355,9 +353,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print()
     print(f"learned within 10% of the optimum on every cluster: {'yes' if within else 'NO'}")
-    print(
-        f"learned strictly better than the defaults where they are not optimal: {'yes' if better else 'NO'}"
-    )
+    verdict = "yes" if better else "NO"
+    print(f"learned strictly better than the defaults where they are not optimal: {verdict}")
     plot(runs, results, Path(args.plot))
     Path(args.json).write_text(
         json.dumps(

@@ -56,7 +56,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--scoring-partitions",
         type=int,
         default=None,
-        help="Spark tasks that score candidates (default twice the default parallelism)",
+        help="Spark tasks that score candidates (default: 4 per core, or 1 per 8 groups)",
     )
     parser.add_argument(
         "--keep-runs", type=int, default=5, help="past runs kept under OUTPUT/runs (default 5)"

@@ -70,7 +70,7 @@ class LearnOptions:
     conf: tuple[tuple[str, str], ...] = ()
     samples: int = 16
     seed: int = 0
-    # Scoring tasks; None: twice Spark's default parallelism.
+    # Scoring tasks; None: four per core, or one per eight groups if that is more.
     scoring_partitions: int | None = None
     keep_runs: int = 5
     app_name: str = "rebalancer-learn"
@@ -615,7 +615,9 @@ def _score(
     if not profiles:
         return pd.DataFrame(columns=SCORE_SCHEMA.fieldNames())
     parallelism = spark.sparkContext.defaultParallelism
-    partitions = options.scoring_partitions or max(2 * parallelism, 1)
+    # Groups differ a lot in cost (members, batches): many small tasks keep every core busy
+    # to the end instead of waiting on the one that drew the big groups.
+    partitions = options.scoring_partitions or max(4 * parallelism, len(profiles) // 8)
     partitions = max(1, min(partitions, len(profiles)))
     samples, seed = options.samples, options.seed
 
