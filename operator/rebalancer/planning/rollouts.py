@@ -184,7 +184,7 @@ class _Step:
                 "the workload is gone; create it again or fix spec.workload",
             )
         if state.phase is not Phase.PLANNING and self.target(workload, state) != state.target:
-            return self.state.moved(phase=Phase.PLANNING, phase_since=self.now), []
+            return self.replan(state), []
         match state.phase:
             case Phase.PLANNING:
                 return self.planning(workload)
@@ -220,7 +220,7 @@ class _Step:
             plan = plan_rollout(self.setup, workload, self.obs.group, change, state.steady_replicas)
             # Old pods a controller has yet to remove are no rollout once every new pod is in.
             if plan.sizes or plan.problems:
-                return state.moved(phase=Phase.PLANNING, phase_since=self.now), actions
+                return self.replan(state), actions
         state, flagged = self.flag_problems(state, workload)
         actions += flagged
         if state.steady_replicas != workload.replicas:
@@ -237,6 +237,21 @@ class _Step:
         if wants_gate and not workload.gate_installed and (parked or not parking):
             actions.append(InstallGate())
         return state, actions
+
+    def replan(self, state: RolloutState) -> RolloutState:
+        """Planning a new rollout: nothing of the last one's progress carries over."""
+        return state.moved(
+            phase=Phase.PLANNING,
+            phase_since=self.now,
+            kind=None,
+            batch=0,
+            sizes=(),
+            opened=(),
+            members_joined=0,
+            rebalances=0,
+            reason=None,
+            message=None,
+        )
 
     def flag_problems(
         self, state: RolloutState, workload: WorkloadView
@@ -813,12 +828,14 @@ def _count(state: RolloutState, observation: Observation) -> RolloutState:
 def _progress(state: RolloutState, reason: str | None = None) -> RecordProgress:
     phase = state.phase
     batch = f"batch {state.batch} of {state.batches}" if state.batch else "no batch yet"
+    size = state.sizes[state.batch - 1] if 1 <= state.batch <= len(state.sizes) else 0
+    released = len(state.opened) or size
     texts = {
         Phase.IDLE: "no rollout in progress",
         Phase.PLANNING: "planning a rollout",
         Phase.BATCH_OPENING: f"{batch}: gathering its pods",
-        Phase.BATCH_JOINING: f"{batch} released ({len(state.opened)} pods), waiting for the "
-        "group to settle",
+        Phase.BATCH_JOINING: f"{batch} released ({_plural(released, 'pod')}), waiting for "
+        "the group to settle",
         Phase.BATCH_SETTLING: f"{batch} settled; holding it for the settle time",
         Phase.COMPLETED: f"rollout completed in {_plural(state.batches, 'batch')}",
         Phase.FAILED: f"rollout failed at {batch}",
