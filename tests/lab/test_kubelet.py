@@ -492,3 +492,50 @@ def test_stop_leaves_no_process_behind(api: Api, make_cluster: MakeCluster) -> N
     cluster.stop()
     assert time.monotonic() - started < 5
     assert not [p for p in [*pids, *children] if alive(p)]
+
+
+def test_a_native_sidecar_starts_before_and_stops_after_the_main_container(
+    api: Api, cluster: LabCluster, state: Path
+) -> None:
+    def traced(word: str) -> list[str]:
+        return [
+            "sh",
+            "-c",
+            f"echo start-{word} >> /work/trace; "
+            f"trap 'echo stop-{word} >> /work/trace; exit 0' TERM; "
+            "while true; do sleep 0.05; done",
+        ]
+
+    mount = [{"name": "work", "mountPath": "/work"}]
+    body = pod(
+        "with-sidecar",
+        container(command=traced("main"), volumeMounts=mount),
+        initContainers=[
+            container(
+                "proxy",
+                traced("proxy"),
+                volumeMounts=mount,
+                restartPolicy="Always",
+                startupProbe={
+                    "exec": {"command": ["grep", "-q", "start-proxy", "/work/trace"]},
+                    "periodSeconds": 1,
+                },
+            )
+        ],
+        volumes=[{"name": "work", "emptyDir": {}}],
+    )
+    api.create(PODS, body)
+    wait_for(lambda: is_ready_pod(get(api, "with-sidecar")), what="Ready with its sidecar")
+    status = get(api, "with-sidecar")["status"]
+    assert "running" in status["initContainerStatuses"][0]["state"]
+    assert status["initContainerStatuses"][0]["ready"]
+
+    api.delete(f"{PODS}/with-sidecar")
+    wait_for(lambda: api.get(f"{PODS}/with-sidecar") is None, what="the pod removed")
+    trace = next(state.glob("pods/default_with-sidecar_*/volumes/work/trace")).read_text()
+    assert trace.split() == ["start-proxy", "start-main", "stop-main", "stop-proxy"]
+
+
+def is_ready_pod(body: dict) -> bool:
+    cond = condition(body, "Ready")
+    return bool(cond and cond["status"] == "True")

@@ -243,3 +243,31 @@ def test_a_failed_pod_is_replaced(api: Api, cluster: LabCluster) -> None:
         lambda: (p := pods(api).get("once-0")) and p["metadata"]["uid"] != first,
         what="a new once-0 after the first failed",
     )
+
+
+def test_volume_claim_templates_give_each_ordinal_storage_that_outlives_its_pods(
+    api: Api, cluster: LabCluster
+) -> None:
+    tmpl = template(
+        labels={"app": "store"},
+        command=["sh", "-c", 'test -f /data/born || echo "$HOSTNAME" > /data/born; sleep 600'],
+        volumeMounts=[{"name": "data", "mountPath": "/data"}],
+    )
+    claim = {"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}
+    body = statefulset(
+        "store", 2, template=tmpl, volumeClaimTemplates=[claim], podManagementPolicy="Parallel"
+    )
+    api.create(STATEFULSETS, body)
+    wait_for(lambda: settled(api, "store", 2), what="settled")
+    volumes = pods(api)["store-1"]["spec"]["volumes"]
+    assert volumes == [{"name": "data", "persistentVolumeClaim": {"claimName": "data-store-1"}}]
+    first = pods(api)["store-1"]["metadata"]["uid"]
+
+    api.delete(f"{PODS}/store-1")
+    wait_for(
+        lambda: (p := pods(api).get("store-1")) and p["metadata"]["uid"] != first and is_ready(p),
+        what="store-1 recreated",
+    )
+    claims = cluster.state_dir / "claims" / "default"
+    assert (claims / "data-store-1" / "born").read_text().strip() == "store-1"
+    assert (claims / "data-store-0" / "born").read_text().strip() == "store-0"

@@ -99,6 +99,7 @@ class Informer:
 
     def observe(self, obj: Body) -> None:
         """Cache what a write returned, unless the watch already brought something newer."""
+        obj = self._typed(obj)
         key = key_of(obj)
         uid = obj["metadata"].get("uid", "")
         with self._lock:

@@ -200,12 +200,15 @@ def container_env(api: Api, pod: Body, container: Body) -> dict[str, str]:
 
 
 def _resource_field(container: Body, ref: Body) -> str:
-    """limits.*/requests.* as written in the spec; the node's size is not emulated."""
+    """limits.* and requests.* as written in the spec, without divisor arithmetic; an unset
+    CPU limit is the machine's CPU count, as kube falls back to the node's allocatable."""
     section, _, name = str(ref.get("resource", "")).partition(".")
     value = ((container.get("resources") or {}).get(section) or {}).get(name)
-    if value is None:
-        return "0" if section == "requests" else {"cpu": str(os.cpu_count() or 1)}.get(name, "0")
-    return str(value)
+    if value is not None:
+        return str(value)
+    if section == "limits" and name == "cpu":
+        return str(os.cpu_count() or 1)
+    return "0"
 
 
 # Volumes and mounts -------------------------------------------------------------------------

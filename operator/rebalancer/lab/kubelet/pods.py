@@ -70,6 +70,8 @@ class KubeletSettings:
     # visible, Terminating, for as long as its processes take to stop, as on a cluster.
     hold_finalizer: bool = True
     tick: float = 0.1
+    # Whether the API serves pods/binding; learnt from the first pod.
+    bindings: bool | None = None
 
     @property
     def logs(self) -> Path:
@@ -241,14 +243,51 @@ class PodWorker:
     def _path(self, subresource: str | None = None) -> str:
         return resource_path("v1", "pods", self.namespace, self.name, subresource)
 
+    def _bind(self) -> bool:
+        """Schedule the pod here as kube's scheduler does, through pods/binding.
+
+        False where the API has no binding subresource (the emulator): the caller then sets
+        spec.nodeName itself, to the same effect.
+        """
+        if self.settings.bindings is False or (self.pod.get("spec") or {}).get("nodeName"):
+            return False
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": self.name},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": self.settings.node_name},
+        }
+        try:
+            self.api.create(self._path("binding"), body)
+        except RequestFailed as exc:
+            if exc.status in (404, 405) and self.api.get(self._path()) is not None:
+                self.settings.bindings = False
+                return False
+            raise
+        self.settings.bindings = True
+        self._scheduled()
+        self._refresh()
+        return True
+
+    def _scheduled(self) -> None:
+        message = f"Successfully assigned {self.namespace}/{self.name} to {self.settings.node_name}"
+        self._event("Normal", "Scheduled", message, component="default-scheduler")
+
     def _admit(self) -> bool:
         """Bind to this node and hold the finalizer; False if the pod is not ours to run."""
+        try:
+            self._bind()
+        except RequestFailed as exc:
+            if exc.status == 404:
+                raise _Gone() from exc
+            if exc.status != 409:  # 409: bound already, by someone else or an earlier try
+                raise
+            self._refresh()
         for _ in range(10):
             pod = self.pod
             meta, spec = pod["metadata"], pod.get("spec") or {}
             ops: list[Body] = []
             if not spec.get("nodeName"):
-                # There is no pods/binding in the emulator; the scheduler's effect is the same.
                 ops.append(
                     {"op": "add", "path": "/spec/nodeName", "value": self.settings.node_name}
                 )
@@ -272,13 +311,7 @@ class PodWorker:
             try:
                 self.pod = self.api.patch(self._path(), ops, JSON_PATCH)
                 if not spec.get("nodeName"):
-                    self._event(
-                        "Normal",
-                        "Scheduled",
-                        f"Successfully assigned "
-                        f"{self.namespace}/{self.name} to {self.settings.node_name}",
-                        component="default-scheduler",
-                    )
+                    self._scheduled()
                 break
             except RequestFailed as exc:
                 if exc.status == 404:
@@ -420,9 +453,13 @@ class PodWorker:
         c.exit_code = None
         c.kill_reason = None
         c.ready = False
-        c.probe_context = ProbeContext(
-            c.spec, env, cwd, lambda argv: map_program(argv, self.settings.python)
-        )
+        python = self.settings.python
+
+        def probe_argv(argv: list[str]) -> list[str]:
+            # Probes and hooks run "in the container": same programs, same mounts.
+            return [rewrite_paths(a, mounts, rootfs) for a in map_program(argv, python)]
+
+        c.probe_context = ProbeContext(c.spec, env, cwd, probe_argv)
         c.probes = {
             kind: Probe(kind, c.spec[f"{kind}Probe"], now)
             for kind in ("startup", "liveness", "readiness")

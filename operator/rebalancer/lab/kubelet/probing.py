@@ -11,7 +11,6 @@ import contextlib
 import logging
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -139,7 +138,3 @@ def _tcp(action: Body, container: Body, timeout: float) -> bool:
         socket.create_connection((host, _port(action.get("port"), container)), timeout=timeout)
     ):
         return True
-
-
-def monotonic() -> float:
-    return time.monotonic()
