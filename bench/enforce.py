@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import urllib.error
@@ -481,7 +482,7 @@ def plot(enforce: list[EnforceRun], topics: list[TopicRun], path: Path) -> bool:
         return False
     runs = [run for run in enforce if run.latencies]
     figure, axes = plt.subplots(1, 3, figsize=(16, 5))
-    labels = [run.label.replace(" ", "\n", 1) for run in runs]
+    labels = [textwrap.fill(run.label, 16) for run in runs]
     axes[0].boxplot([run.latencies for run in runs])
     axes[0].set_xticks(range(1, len(runs) + 1), labels, fontsize=7)
     axes[0].set_ylabel("seconds")
@@ -504,7 +505,7 @@ def plot(enforce: list[EnforceRun], topics: list[TopicRun], path: Path) -> bool:
     axes[1].legend()
     if topics:
         axes[2].bar(
-            [t.label for t in topics],
+            [textwrap.fill(t.label, 20) for t in topics],
             [t.rebalances for t in topics],
             color=["tab:green", "tab:red"],
         )
