@@ -1,0 +1,235 @@
+"""One reconcile of a group's consumer settings, decided from what the operator read.
+
+    plan = plan_settings(inputs)
+
+Pure: the handler reads the ConsumerGroup, its workload and the broker's limits, calls this,
+then carries the plan out (ConfigMap, pod-template patch, group configs) and writes
+`plan.status` with the outcomes filled in. Level-based: a plan from the same inputs is the same
+plan, and a template that already carries the settings gets no patch, so reconciling again
+(on a timer, after an operator restart) changes nothing; it is also how the second step of an
+assignor migration starts once the first has reached every pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rebalancer.planning.assignor_migrations import parse_strategy
+from rebalancer.planning.consumer_settings import (
+    ResolvedSettings,
+    SettingsContext,
+    check_settings,
+    env_variable,
+    resolve_settings,
+)
+from rebalancer.planning.settings_templates import (
+    OwnerRef,
+    RenderedSettings,
+    TemplatePatch,
+    container_env,
+    render_configmap,
+    render_settings,
+    render_template_patch,
+    template_hash,
+)
+from rebalancer.structs.broker_configs import BrokerLimits, ConfigOutcome
+from rebalancer.structs.brokers import GroupProtocol, GroupState
+from rebalancer.structs.client_settings import SettingsPolicy
+from rebalancer.structs.problems import FieldProblem
+from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
+from rebalancer.structs.workloads import WorkloadView
+
+Body = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SettingsInputs:
+    namespace: str
+    name: str  # the ConsumerGroup's
+    uid: str | None
+    policy: SettingsPolicy
+    workload_kind: WorkloadKind
+    container: str | None  # spec.workload.container
+    protocol_choice: ProtocolChoice
+    workload: Mapping[str, Any]  # the StatefulSet or Deployment as read
+    view: WorkloadView | None  # the same workload with its pods (rebalancer.clients.rolling)
+    previous: Mapping[str, Any] = field(default_factory=dict)  # status.settings
+    observed: Mapping[str, Any] = field(default_factory=dict)  # status.group
+    limits: BrokerLimits = field(default_factory=BrokerLimits)
+    # The rollout planner staggers this workload: park a StatefulSet in the same patch.
+    park: bool = True
+
+
+@dataclass(frozen=True)
+class SettingsPlan:
+    problems: tuple[FieldProblem, ...]
+    resolved: ResolvedSettings | None = None
+    rendered: RenderedSettings | None = None
+    configmap: Body | None = None
+    patch: TemplatePatch = field(default_factory=TemplatePatch)
+    rolled_out: bool = False
+    notes: tuple[str, ...] = ()
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.problems)
+
+    @property
+    def group_configs(self) -> dict[str, str]:
+        return dict(self.resolved.group_configs) if self.resolved else {}
+
+
+def rolled_out(view: WorkloadView | None) -> bool:
+    """Every live pod runs the workload's latest template (and the controller has seen it)."""
+    if view is None or not view.caught_up:
+        return False
+    live = view.live_pods
+    return len(live) >= view.replicas and all(pod.updated for pod in live)
+
+
+def _observed_protocol(observed: Mapping[str, Any]) -> GroupProtocol | None:
+    value = observed.get("protocol")
+    try:
+        return GroupProtocol(str(value)) if value else None
+    except ValueError:
+        return None
+
+
+def _group_active(observed: Mapping[str, Any]) -> bool:
+    members = observed.get("members")
+    if isinstance(members, int) and members > 0:
+        return True
+    state = observed.get("state")
+    try:
+        return GroupState(str(state)).has_members if state else False
+    except ValueError:
+        return False
+
+
+def current_strategy(inputs: SettingsInputs) -> tuple[tuple[str, ...] | None, bool]:
+    """The assignors the running consumers list, and whether every pod runs that list.
+
+    In order of trust: what the operator rendered last (status.settings), what the pod template
+    sets, what the broker says the group chose.
+    """
+    here = rolled_out(inputs.view)
+    previous = inputs.previous.get("assignors")
+    if isinstance(previous, list) and previous:
+        carried = template_hash(inputs.workload) == inputs.previous.get("hash")
+        return tuple(str(name) for name in previous), here and carried
+    prefix = inputs.policy.env.effective_prefix
+    if prefix is not None:
+        variable = env_variable("partition.assignment.strategy", prefix)
+        value = container_env(inputs.workload, inputs.container, variable)
+        if value:
+            return parse_strategy(value), here
+    chosen = inputs.observed.get("assignor")
+    if isinstance(chosen, str) and chosen:
+        return parse_strategy(chosen), here
+    return None, here
+
+
+def plan_settings(inputs: SettingsInputs) -> SettingsPlan:
+    strategy, strategy_rolled_out = current_strategy(inputs)
+    context = SettingsContext(
+        workload_kind=inputs.workload_kind,
+        protocol_choice=inputs.protocol_choice,
+        observed_protocol=_observed_protocol(inputs.observed),
+        limits=inputs.limits,
+        current_strategy=strategy,
+        rolled_out=strategy_rolled_out,
+        group_active=_group_active(inputs.observed),
+    )
+    problems = check_settings(inputs.policy, context)
+    if problems:
+        return SettingsPlan(problems=tuple(problems), rolled_out=rolled_out(inputs.view))
+    resolved = resolve_settings(inputs.policy, context)
+    rendered = render_settings(inputs.name, inputs.policy, resolved)
+    owner = None
+    if inputs.uid:
+        owner = OwnerRef("rebalancer.dev/v1alpha1", "ConsumerGroup", inputs.name, inputs.uid)
+    configmap = render_configmap(rendered, inputs.namespace, inputs.name, owner)
+    patch = render_template_patch(
+        inputs.workload,
+        rendered,
+        kind=inputs.workload_kind,
+        container=inputs.container,
+        park=inputs.park,
+    )
+    if patch.problem is not None:
+        return SettingsPlan(problems=(patch.problem,), resolved=resolved, rendered=rendered)
+    carried = template_hash(inputs.workload) == rendered.hash
+    return SettingsPlan(
+        problems=(),
+        resolved=resolved,
+        rendered=rendered,
+        configmap=configmap,
+        patch=patch,
+        rolled_out=carried and rolled_out(inputs.view),
+        notes=resolved.notes + patch.notes,
+    )
+
+
+def settings_status(
+    plan: SettingsPlan,
+    limits: BrokerLimits,
+    *,
+    applied: bool,
+    group_configs: ConfigOutcome | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Body:
+    """status.settings: which protocol, which hash, whether it is in the template and in every
+    pod, what became of the group configs, and the session limits it was checked against.
+
+    `applied`: the workload's template carries the hash (patched now or earlier).
+    """
+    limits_status = {
+        "minSessionTimeoutMs": limits.min_session_ms,
+        "maxSessionTimeoutMs": limits.max_session_ms,
+        "source": limits.source.value,
+    }
+    if plan.refused or plan.resolved is None or plan.rendered is None:
+        return {
+            "applied": False,
+            "message": "; ".join(str(problem) for problem in plan.problems),
+            "sessionLimits": limits_status,
+            **(extra or {}),
+        }
+    resolved, rendered = plan.resolved, plan.rendered
+    status: Body = {
+        "protocol": resolved.protocol.value,
+        "clientLibrary": resolved.library.value,
+        "hash": rendered.hash,
+        "configMap": rendered.configmap,
+        "applied": applied,
+        "rolledOut": applied and plan.rolled_out,
+        "sessionTimeoutMs": _int_property(resolved, "session.timeout.ms")
+        or int(dict(resolved.group_configs).get("consumer.session.timeout.ms", 0)),
+        "heartbeatIntervalMs": resolved.heartbeat_interval_ms,
+        "sessionLimits": limits_status,
+    }
+    if resolved.assignor is not None:
+        status["assignors"] = list(resolved.assignor.strategies)
+        status["migrationStep"] = resolved.assignor.step
+    if resolved.group_configs:
+        outcome = group_configs
+        status["groupConfigs"] = {
+            "values": dict(resolved.group_configs),
+            "state": outcome.state.value if outcome else "pending",
+            "message": outcome.message if outcome else "not applied yet",
+        }
+    if plan.notes:
+        status["notes"] = list(plan.notes)
+    status.update(extra or {})
+    return status
+
+
+def _int_property(resolved: ResolvedSettings, key: str) -> int | None:
+    value = resolved.property(key)
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def summary(problems: Sequence[FieldProblem]) -> str:
+    return "; ".join(str(problem) for problem in problems)
