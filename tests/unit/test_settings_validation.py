@@ -14,7 +14,13 @@ from rebalancer.planning.consumer_settings import (
     classify_key,
     resolve_settings,
 )
-from rebalancer.structs.broker_configs import BrokerLimits, LimitSource, limits_from_configs
+from rebalancer.structs.broker_configs import (
+    ApplyState,
+    BrokerLimits,
+    LimitSource,
+    limits_from_configs,
+    verify_configs,
+)
 from rebalancer.structs.brokers import GroupProtocol
 from rebalancer.structs.client_settings import (
     ClientLibrary,
@@ -366,3 +372,23 @@ def test_a_kip848_group_says_the_assignor_it_does_not_apply() -> None:
     resolved = resolve_settings(policy, KIP848)
     assert resolved.assignor is None
     assert any("assignmentStrategy range is not applied" in note for note in resolved.notes)
+
+
+# (case, wanted, read back) -> state
+VERIFICATIONS = [
+    ("read back equal", {"a": "1"}, {"a": "1", "b": "2"}, ApplyState.APPLIED),
+    ("nothing described (Tansu)", {"a": "1"}, {}, ApplyState.UNVERIFIABLE),
+    ("read back otherwise", {"a": "1"}, {"a": "3"}, ApplyState.FAILED),
+    ("missing from what is described", {"a": "1"}, {"b": "2"}, ApplyState.FAILED),
+]
+
+
+@pytest.mark.parametrize(
+    ("wanted", "described", "state"),
+    [case[1:] for case in VERIFICATIONS],
+    ids=[case[0] for case in VERIFICATIONS],
+)
+def test_changes_are_verified_by_reading_back(
+    wanted: dict[str, str], described: dict[str, str | None], state: ApplyState
+) -> None:
+    assert verify_configs(wanted, described, "group 'g'").state is state

@@ -1,0 +1,257 @@
+"""Kubernetes writes of the settings feature: the settings ConfigMap, the workload's pod template,
+and a Strimzi Kafka resource's broker config.
+
+I/O only; what to write is decided in rebalancer.planning.settings_plans and
+rebalancer.planning.broker_delay. Each call sets an end state and reads first, so repeating it
+changes nothing and writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.structs.broker_configs import DELAY_KEY
+from rebalancer.structs.specs import WorkloadKind
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRIMZI_GROUP = "kafka.strimzi.io"
+STRIMZI_VERSION = "v1beta2"
+STRIMZI_PLURAL = "kafkas"
+
+Body = dict[str, Any]
+
+
+class ConfiguringFailed(Exception):
+    """A write the settings need was refused; the message names the object and the reason."""
+
+
+class ConfigMapOutcome(StrEnum):
+    CREATED = "created"
+    REPLACED = "replaced"
+    UNCHANGED = "unchanged"
+
+
+def _json(response: Any) -> Body:
+    data = response.data if hasattr(response, "data") else response
+    parsed = json.loads(data)
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _detail(error: ApiException) -> str:
+    try:
+        message = json.loads(error.body or "{}").get("message", "")
+    except (ValueError, AttributeError):
+        message = str(error.body or "")[:300]
+    return f"HTTP {error.status}: {message or error.reason}"
+
+
+def _same_configmap(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    metadata, wanted_meta = current.get("metadata") or {}, wanted.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    annotations = metadata.get("annotations") or {}
+    return (
+        (current.get("data") or {}) == (wanted.get("data") or {})
+        and all(labels.get(k) == v for k, v in (wanted_meta.get("labels") or {}).items())
+        and all(annotations.get(k) == v for k, v in (wanted_meta.get("annotations") or {}).items())
+        and (metadata.get("ownerReferences") or []) == (wanted_meta.get("ownerReferences") or [])
+    )
+
+
+async def apply_configmap(api: KubernetesApi, body: Mapping[str, Any]) -> ConfigMapOutcome:
+    """Create the ConfigMap, or replace it (PUT, guarded by its resourceVersion) if it differs.
+
+    Labels and annotations others added are kept; data and ownerReferences are the operator's.
+    """
+    metadata = body["metadata"]
+    namespace, name = metadata["namespace"], metadata["name"]
+    try:
+        current = _json(
+            await asyncio.to_thread(
+                api.core.read_namespaced_config_map, name, namespace, _preload_content=False
+            )
+        )
+    except ApiException as error:
+        if error.status != 404:
+            raise ConfiguringFailed(
+                f"reading ConfigMap {namespace}/{name}: {_detail(error)}"
+            ) from None
+        current = {}
+    if not current:
+        try:
+            await asyncio.to_thread(
+                api.core.create_namespaced_config_map,
+                namespace,
+                dict(body),
+                _preload_content=False,
+            )
+        except ApiException as error:
+            if error.status == 409:  # created meanwhile; the next reconcile compares it
+                return ConfigMapOutcome.UNCHANGED
+            raise ConfiguringFailed(
+                f"creating ConfigMap {namespace}/{name}: {_detail(error)}"
+            ) from None
+        return ConfigMapOutcome.CREATED
+    if _same_configmap(current, body):
+        return ConfigMapOutcome.UNCHANGED
+    old_meta = current.get("metadata") or {}
+    replacement = dict(body)
+    replacement["metadata"] = {
+        **metadata,
+        "labels": {**(old_meta.get("labels") or {}), **(metadata.get("labels") or {})},
+        "annotations": {
+            **(old_meta.get("annotations") or {}),
+            **(metadata.get("annotations") or {}),
+        },
+        "resourceVersion": old_meta.get("resourceVersion"),
+    }
+    try:
+        await asyncio.to_thread(
+            api.core.replace_namespaced_config_map,
+            name,
+            namespace,
+            replacement,
+            _preload_content=False,
+        )
+    except ApiException as error:
+        raise ConfiguringFailed(
+            f"replacing ConfigMap {namespace}/{name}: {_detail(error)}"
+        ) from None
+    return ConfigMapOutcome.REPLACED
+
+
+async def read_workload_body(
+    api: KubernetesApi, namespace: str, kind: WorkloadKind, name: str
+) -> Body | None:
+    """The StatefulSet or Deployment as stored (None if absent), for the template patch."""
+    reader = (
+        api.apps.read_namespaced_stateful_set
+        if kind is WorkloadKind.STATEFULSET
+        else api.apps.read_namespaced_deployment
+    )
+    try:
+        body = _json(await asyncio.to_thread(reader, name, namespace, _preload_content=False))
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise ConfiguringFailed(
+            f"reading {kind.value} {namespace}/{name}: {_detail(error)}"
+        ) from None
+    body.setdefault("kind", kind.value)
+    return body
+
+
+async def patch_workload(
+    api: KubernetesApi,
+    namespace: str,
+    kind: WorkloadKind,
+    name: str,
+    ops: Sequence[Mapping[str, Any]],
+) -> bool:
+    """Apply a resourceVersion-guarded JSON patch; False when the workload changed meanwhile.
+
+    A lost race is not an error: the next reconcile reads the workload again and plans anew.
+    """
+    if not ops:
+        return True
+    patcher = (
+        api.apps.patch_namespaced_stateful_set
+        if kind is WorkloadKind.STATEFULSET
+        else api.apps.patch_namespaced_deployment
+    )
+    try:
+        await asyncio.to_thread(
+            patcher,
+            name,
+            namespace,
+            [dict(op) for op in ops],
+            _content_type=JSON_PATCH,
+            _preload_content=False,
+        )
+    except ApiException as error:
+        if error.status in (409, 422) and "test" in str(error.body or "").lower():
+            return False
+        if error.status == 409:
+            return False
+        raise ConfiguringFailed(
+            f"patching {kind.value} {namespace}/{name}: {_detail(error)}"
+        ) from None
+    return True
+
+
+@dataclass(frozen=True)
+class StrimziChange:
+    changed: bool
+    previous: str | None  # the value the Kafka resource had, as text; None when unset
+
+
+async def read_strimzi_delay(api: KubernetesApi, namespace: str, name: str) -> str | None:
+    """The delay in a Strimzi Kafka resource's spec.kafka.config, or None when not set there."""
+    body = await _read_kafka(api, namespace, name)
+    value = ((body.get("spec") or {}).get("kafka") or {}).get("config", {}).get(DELAY_KEY)
+    return None if value is None else str(value)
+
+
+async def _read_kafka(api: KubernetesApi, namespace: str, name: str) -> Body:
+    try:
+        return _json(
+            await asyncio.to_thread(
+                api.custom.get_namespaced_custom_object,
+                STRIMZI_GROUP,
+                STRIMZI_VERSION,
+                namespace,
+                STRIMZI_PLURAL,
+                name,
+                _preload_content=False,
+            )
+        )
+    except ApiException as error:
+        if error.status == 404:
+            raise ConfiguringFailed(
+                f"Kafka {namespace}/{name} ({STRIMZI_GROUP}/{STRIMZI_VERSION}) not found: create "
+                "it or fix spec.policy.brokerDelay.strimzi"
+            ) from None
+        raise ConfiguringFailed(f"reading Kafka {namespace}/{name}: {_detail(error)}") from None
+
+
+async def set_strimzi_delay(
+    api: KubernetesApi, namespace: str, name: str, patch: Mapping[str, Any]
+) -> StrimziChange:
+    """Merge `patch` (planning.broker_delay.strimzi_config_patch) into a Strimzi Kafka resource.
+
+    Only when the value differs: every change makes Strimzi roll the brokers, so an unchanged
+    value must never be written again. The write is guarded by the resourceVersion read.
+    """
+    body = await _read_kafka(api, namespace, name)
+    config = ((body.get("spec") or {}).get("kafka") or {}).get("config") or {}
+    wanted = patch["spec"]["kafka"]["config"]
+    previous = config.get(DELAY_KEY)
+    if all(str(config.get(key)) == str(value) for key, value in wanted.items()):
+        return StrimziChange(False, None if previous is None else str(previous))
+    guarded = {
+        **patch,
+        "metadata": {"resourceVersion": (body.get("metadata") or {}).get("resourceVersion")},
+    }
+    try:
+        await asyncio.to_thread(
+            api.custom.patch_namespaced_custom_object,
+            STRIMZI_GROUP,
+            STRIMZI_VERSION,
+            namespace,
+            STRIMZI_PLURAL,
+            name,
+            guarded,
+            _content_type=MERGE_PATCH,
+            _preload_content=False,
+        )
+    except ApiException as error:
+        raise ConfiguringFailed(f"patching Kafka {namespace}/{name}: {_detail(error)}") from None
+    return StrimziChange(True, None if previous is None else str(previous))

@@ -1,0 +1,131 @@
+"""Kafka configs of the settings feature: broker limits, KIP-848 group configs, a live delay.
+
+Calls go through the cluster's shared AdminGateway, so they share its connection, timeouts and
+readable errors. Every change is read back: brokers differ in what they keep (Tansu accepts
+IncrementalAlterConfigs on any resource, keeps nothing and describes nothing), and the status
+must say "accepted, not verifiable" rather than "applied" when that is all that is known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# The public module re-exports these without declaring them, which mypy reads as private.
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
+
+from rebalancer.clients.kafka_admin import AdminGateway
+from rebalancer.clients.kafka_errors import KafkaRequestFailed
+from rebalancer.structs.broker_configs import (
+    ApplyState,
+    BrokerLimits,
+    ConfigOutcome,
+    limits_from_configs,
+    verify_configs,
+)
+
+
+def _admin(gateway: AdminGateway) -> Any:
+    # The gateway has no generic admin call; its open-check and awaiting (timeouts, readable
+    # errors, unreachable-cluster detection) are reused rather than written a second time.
+    return gateway._check_open()
+
+
+async def broker_ids(gateway: AdminGateway) -> list[int]:
+    """The cluster's broker ids, the controller first (it answers for the cluster)."""
+    admin = _admin(gateway)
+    future = admin.describe_cluster(request_timeout=gateway.request_timeout)
+    result = await gateway._await(future, "describing the cluster")
+    ids = [int(node.id) for node in (getattr(result, "nodes", None) or [])]
+    controller = getattr(result, "controller", None)
+    if controller is not None and int(controller.id) in ids:
+        ids.remove(int(controller.id))
+        ids.insert(0, int(controller.id))
+    return ids
+
+
+async def _describe(gateway: AdminGateway, resource: ConfigResource, what: str) -> dict[str, Any]:
+    admin = _admin(gateway)
+    futures = admin.describe_configs([resource], request_timeout=gateway.request_timeout)
+    entries = await gateway._await(next(iter(futures.values())), f"describing {what}")
+    return {str(name): getattr(entry, "value", None) for name, entry in (entries or {}).items()}
+
+
+async def describe_broker_configs(gateway: AdminGateway) -> dict[str, Any]:
+    """One broker's configs (name -> value); {} when the broker reports none."""
+    ids = await broker_ids(gateway)
+    if not ids:
+        return {}
+    resource = ConfigResource(ResourceType.BROKER, str(ids[0]))
+    return await _describe(gateway, resource, f"the configs of broker {ids[0]}")
+
+
+async def read_broker_limits(gateway: AdminGateway) -> BrokerLimits:
+    """The session limits the broker enforces; Kafka's defaults where it does not say.
+
+    A broker that refuses to describe its configs (no DescribeConfigs right) is treated like
+    one that says nothing: the defaults hold, and the status says where the limits came from.
+    """
+    try:
+        configs = await describe_broker_configs(gateway)
+    except KafkaRequestFailed:
+        configs = {}
+    return limits_from_configs(configs)
+
+
+async def _alter(
+    gateway: AdminGateway, resource_type: ResourceType, name: str, configs: Mapping[str, str]
+) -> None:
+    entries = [
+        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+        for key, value in sorted(configs.items())
+    ]
+    resource = ConfigResource(resource_type, name, incremental_configs=entries)
+    admin = _admin(gateway)
+    futures = admin.incremental_alter_configs([resource], request_timeout=gateway.request_timeout)
+    what = "group" if resource_type is ResourceType.GROUP else "broker"
+    await gateway._await(next(iter(futures.values())), f"altering the configs of {what} {name!r}")
+
+
+async def alter_group_configs(
+    gateway: AdminGateway, group_id: str, configs: Mapping[str, str]
+) -> ConfigOutcome:
+    """Set KIP-848 per-group configs (IncrementalAlterConfigs on the GROUP) and read them back.
+
+    A refusal (an old broker, no AlterConfigs right on the group) is an outcome, not an
+    exception; an unreachable cluster raises KafkaUnavailable as every gateway call does.
+    """
+    what = f"group {group_id!r}"
+    if not configs:
+        return ConfigOutcome(ApplyState.NOT_NEEDED, f"{what}: no group configs to set")
+    try:
+        await _alter(gateway, ResourceType.GROUP, group_id, configs)
+        described = await _describe(gateway, ConfigResource(ResourceType.GROUP, group_id), what)
+    except KafkaRequestFailed as error:
+        return ConfigOutcome(ApplyState.FAILED, f"{what}: {error}")
+    return verify_configs(configs, described, what)
+
+
+async def alter_broker_config(gateway: AdminGateway, key: str, value: str) -> ConfigOutcome:
+    """Set one dynamic broker config on every broker, then read it back from the first.
+
+    Per broker, because the cluster-wide default (the empty broker name) cannot be addressed
+    through this client; setting each broker gives every broker the value all the same.
+    """
+    ids = await broker_ids(gateway)
+    if not ids:
+        return ConfigOutcome(ApplyState.FAILED, "the cluster described no brokers")
+    try:
+        for broker in ids:
+            await _alter(gateway, ResourceType.BROKER, str(broker), {key: value})
+        described = await _describe(
+            gateway, ConfigResource(ResourceType.BROKER, str(ids[0])), f"broker {ids[0]}"
+        )
+    except KafkaRequestFailed as error:
+        return ConfigOutcome(ApplyState.FAILED, f"{key} on the brokers: {error}")
+    return verify_configs({key: value}, described, f"{key} on {len(ids)} broker(s)")

@@ -1,0 +1,251 @@
+"""The settings' Kubernetes writes against the API emulator: the ConfigMap (owned by the
+ConsumerGroup), the guarded pod-template patch, and a Strimzi Kafka resource's broker config."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from rebalancer.clients.configuring import (
+    ConfigMapOutcome,
+    ConfiguringFailed,
+    apply_configmap,
+    patch_workload,
+    read_strimzi_delay,
+    read_workload_body,
+    set_strimzi_delay,
+)
+from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.planning.broker_delay import strimzi_config_patch
+from rebalancer.planning.settings_plans import SettingsInputs, plan_settings
+from rebalancer.planning.settings_templates import SETTINGS_HASH_ANNOTATION, template_hash
+from rebalancer.structs.client_settings import SettingsPolicy
+from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
+
+NS = "default"
+ROOT = Path(__file__).resolve().parents[2]
+
+# Strimzi's Kafka kind as far as this feature touches it: spec.kafka.config is free-form.
+STRIMZI_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "kafkas.kafka.strimzi.io"},
+    "spec": {
+        "group": "kafka.strimzi.io",
+        "scope": "Namespaced",
+        "names": {
+            "kind": "Kafka",
+            "listKind": "KafkaList",
+            "plural": "kafkas",
+            "singular": "kafka",
+        },
+        "versions": [
+            {
+                "name": "v1beta2",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "properties": {
+                                    "kafka": {
+                                        "type": "object",
+                                        "properties": {
+                                            "replicas": {"type": "integer"},
+                                            "config": {
+                                                "type": "object",
+                                                "x-kubernetes-preserve-unknown-fields": True,
+                                            },
+                                        },
+                                    }
+                                },
+                            },
+                            "status": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            },
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def crds(kube: KubernetesApi, *bodies: dict[str, Any]) -> None:
+    extensions = client.ApiextensionsV1Api(kube.api_client)
+    for body in bodies:
+        extensions.create_custom_resource_definition(body, _preload_content=False)
+
+
+def consumer_group(kube: KubernetesApi) -> dict[str, Any]:
+    crds(kube, yaml.safe_load((ROOT / "crds" / "consumergroups.rebalancer.dev.yaml").read_text()))
+    body = {
+        "apiVersion": "rebalancer.dev/v1alpha1",
+        "kind": "ConsumerGroup",
+        "metadata": {"name": "orders", "namespace": NS},
+        "spec": {
+            "groupId": "orders",
+            "kafka": {"bootstrapServers": ["127.0.0.1:9092"]},
+            "subscription": {"topics": ["orders"]},
+            "workload": {"kind": "StatefulSet", "name": "orders-consumer"},
+        },
+    }
+    created: dict[str, Any] = kube.custom.create_namespaced_custom_object(
+        "rebalancer.dev", "v1alpha1", NS, "consumergroups", body
+    )
+    return created
+
+
+def statefulset() -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "orders-consumer", "namespace": NS},
+        "spec": {
+            "replicas": 3,
+            "serviceName": "orders-consumer",
+            "selector": {"matchLabels": {"app": "orders"}},
+            "template": {
+                "metadata": {"labels": {"app": "orders"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "consumer",
+                            "image": "example/consumer:1",
+                            "env": [{"name": "KAFKA_GROUP_ID", "value": "orders"}],
+                        }
+                    ]
+                },
+            },
+        },
+    }
+
+
+def inputs(workload: dict[str, Any], uid: str | None, **policy: Any) -> SettingsInputs:
+    return SettingsInputs(
+        namespace=NS,
+        name="orders",
+        uid=uid,
+        policy=SettingsPolicy(session_timeout_ms=6000, max_poll_interval_ms=60000, **policy),
+        workload_kind=WorkloadKind.STATEFULSET,
+        container=None,
+        protocol_choice=ProtocolChoice.AUTO,
+        workload=workload,
+        view=None,
+    )
+
+
+async def test_configmap_is_created_kept_replaced_and_collected_with_its_owner(
+    kube: KubernetesApi,
+) -> None:
+    owner = consumer_group(kube)
+    body = plan_settings(inputs(statefulset(), owner["metadata"]["uid"])).configmap
+    assert body is not None
+    assert await apply_configmap(kube, body) is ConfigMapOutcome.CREATED
+    assert await apply_configmap(kube, body) is ConfigMapOutcome.UNCHANGED
+    # Someone else labels it; a settings change replaces the data and keeps their label.
+    kube.core.patch_namespaced_config_map(
+        body["metadata"]["name"], NS, {"metadata": {"labels": {"team": "payments"}}}
+    )
+    changed = plan_settings(
+        inputs(statefulset(), owner["metadata"]["uid"], properties=(("fetch.min.bytes", "1"),))
+    ).configmap
+    assert changed is not None
+    assert await apply_configmap(kube, changed) is ConfigMapOutcome.REPLACED
+    stored = kube.core.read_namespaced_config_map(body["metadata"]["name"], NS)
+    assert "fetch.min.bytes=1" in stored.data["consumer.properties"]
+    assert stored.metadata.labels["team"] == "payments"
+    assert stored.metadata.owner_references[0].uid == owner["metadata"]["uid"]
+    # Deleting the ConsumerGroup collects its ConfigMap (the volume is optional, so the
+    # consumers' pods still start).
+    kube.custom.delete_namespaced_custom_object(
+        "rebalancer.dev", "v1alpha1", NS, "consumergroups", "orders"
+    )
+    for _ in range(50):
+        names = [c.metadata.name for c in kube.core.list_namespaced_config_map(NS).items]
+        if body["metadata"]["name"] not in names:
+            break
+        await asyncio.sleep(0.1)
+    assert body["metadata"]["name"] not in names
+
+
+async def test_template_patch_is_guarded_and_idempotent(kube: KubernetesApi) -> None:
+    kube.apps.create_namespaced_stateful_set(NS, statefulset())
+    workload = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
+    assert workload is not None
+    plan = plan_settings(inputs(workload, None, static_membership=True))
+    assert plan.patch.changes and plan.rendered is not None
+    # A write between our read and our patch: the guard refuses, nothing is half-applied.
+    stale = copy.deepcopy(workload)
+    kube.apps.patch_namespaced_stateful_set(
+        "orders-consumer", NS, {"metadata": {"labels": {"touched": "yes"}}}
+    )
+    assert not await patch_workload(
+        kube, NS, WorkloadKind.STATEFULSET, "orders-consumer", list(plan.patch.ops)
+    )
+    fresh = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
+    assert fresh is not None and template_hash(fresh) is None
+    assert stale["metadata"]["resourceVersion"] != fresh["metadata"]["resourceVersion"]
+    # Planned again from a fresh read, it applies; planned once more, there is nothing to do.
+    plan = plan_settings(inputs(fresh, None, static_membership=True))
+    assert await patch_workload(
+        kube, NS, WorkloadKind.STATEFULSET, "orders-consumer", list(plan.patch.ops)
+    )
+    after = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
+    assert after is not None and plan.rendered is not None
+    template = after["spec"]["template"]
+    assert template["metadata"]["annotations"][SETTINGS_HASH_ANNOTATION] == plan.rendered.hash
+    assert after["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 3
+    env = {e["name"]: e for e in template["spec"]["containers"][0]["env"]}
+    assert env["KAFKA_GROUP_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["KAFKA_SESSION_TIMEOUT_MS"]["value"] == "6000"
+    assert plan_settings(inputs(after, None, static_membership=True)).patch.ops == ()
+    assert await read_workload_body(kube, NS, WorkloadKind.DEPLOYMENT, "missing") is None
+
+
+async def test_strimzi_delay_is_written_once_and_only_the_delay(kube: KubernetesApi) -> None:
+    crds(kube, STRIMZI_CRD)
+    kube.custom.create_namespaced_custom_object(
+        "kafka.strimzi.io",
+        "v1beta2",
+        NS,
+        "kafkas",
+        {
+            "apiVersion": "kafka.strimzi.io/v1beta2",
+            "kind": "Kafka",
+            "metadata": {"name": "my-cluster"},
+            "spec": {"kafka": {"replicas": 3, "config": {"offsets.topic.replication.factor": 3}}},
+        },
+    )
+    assert await read_strimzi_delay(kube, NS, "my-cluster") is None
+    first = await set_strimzi_delay(kube, NS, "my-cluster", strimzi_config_patch(8000))
+    assert (first.changed, first.previous) == (True, None)
+    version = kube.custom.get_namespaced_custom_object(
+        "kafka.strimzi.io", "v1beta2", NS, "kafkas", "my-cluster"
+    )["metadata"]["resourceVersion"]
+    again = await set_strimzi_delay(kube, NS, "my-cluster", strimzi_config_patch(8000))
+    assert (again.changed, again.previous) == (False, "8000")
+    stored = kube.custom.get_namespaced_custom_object(
+        "kafka.strimzi.io", "v1beta2", NS, "kafkas", "my-cluster"
+    )
+    # Unchanged means unwritten: every write would make Strimzi roll the brokers.
+    assert stored["metadata"]["resourceVersion"] == version
+    assert stored["spec"]["kafka"]["config"] == {
+        "offsets.topic.replication.factor": 3,
+        "group.initial.rebalance.delay.ms": 8000,
+    }
+    assert await read_strimzi_delay(kube, NS, "my-cluster") == "8000"
+    with pytest.raises(ConfiguringFailed, match=r"Kafka default/other .* not found"):
+        await set_strimzi_delay(kube, NS, "other", strimzi_config_patch(8000))
