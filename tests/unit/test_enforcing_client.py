@@ -13,6 +13,7 @@ from rebalancer.clients.enforcing import (
     EnforceRequestFailed,
     SidecarClient,
     TopicWatch,
+    sidecar_addresses,
     sidecar_url,
 )
 from rebalancer.sidecar.limits import RateLimiter
@@ -99,3 +100,45 @@ async def test_topic_watch_reports_each_new_matching_topic_once() -> None:
     with pytest.raises(Done):
         await watch.watch(0.01, on_new)
     assert seen == [("orders.jp",)]
+
+
+class _Obj:
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
+class FakeApps:
+    def read_namespaced_stateful_set(self, name: str, namespace: str) -> _Obj:
+        return _Obj(spec=_Obj(selector=_Obj(match_labels={"app": name})))
+
+
+class FakeCore:
+    def __init__(self) -> None:
+        self.selectors: list[str] = []
+
+    def list_namespaced_pod(self, namespace: str, label_selector: str) -> _Obj:
+        self.selectors.append(label_selector)
+
+        def pod(name: str, ip: str | None, ready: str, deleting: bool = False) -> _Obj:
+            return _Obj(
+                metadata=_Obj(name=name, deletion_timestamp="now" if deleting else None),
+                status=_Obj(pod_ip=ip, conditions=[_Obj(type="Ready", status=ready)]),
+            )
+
+        return _Obj(
+            items=[
+                pod("orders-1", "10.0.0.2", "True"),
+                pod("orders-0", "10.0.0.1", "True"),
+                pod("orders-2", "10.0.0.3", "False"),
+                pod("orders-3", None, "True"),
+                pod("orders-4", "10.0.0.5", "True", deleting=True),
+            ]
+        )
+
+
+async def test_sidecar_addresses_are_ready_pods_by_name() -> None:
+    core = FakeCore()
+    api = _Obj(apps=FakeApps(), core=core)
+    addresses = await sidecar_addresses(api, "shop", "StatefulSet", "orders")  # type: ignore[arg-type]
+    assert addresses == ["10.0.0.1", "10.0.0.2"]
+    assert core.selectors == ["app=orders"]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from rebalancer.clients.kafka_admin import AdminGateway
+from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.planning.triggers import new_matching_topics
 
 logger = logging.getLogger(__name__)
@@ -157,6 +158,30 @@ class SidecarClient:
         if not isinstance(answer, dict):
             raise EnforceRequestFailed(f"the sidecar at {url} answered with no JSON object")
         return _result(answer)
+
+
+async def sidecar_addresses(api: KubernetesApi, namespace: str, kind: str, name: str) -> list[str]:
+    """Pod IPs of the workload's ready pods, by pod name: where its sidecars listen.
+
+    Any one will do (the request reaches the group's actor through the control topic); the
+    caller tries them in order and stops at the first answer.
+    """
+    reader = (
+        api.apps.read_namespaced_stateful_set
+        if kind == "StatefulSet"
+        else api.apps.read_namespaced_deployment
+    )
+    workload = await asyncio.to_thread(reader, name, namespace)
+    labels = (workload.spec.selector.match_labels or {}) if workload.spec.selector else {}
+    selector = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+    pods = await asyncio.to_thread(api.core.list_namespaced_pod, namespace, label_selector=selector)
+    ready: list[tuple[str, str]] = []
+    for pod in pods.items:
+        conditions = (pod.status.conditions or []) if pod.status else []
+        is_ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+        if is_ready and pod.status.pod_ip and pod.metadata.deletion_timestamp is None:
+            ready.append((pod.metadata.name, pod.status.pod_ip))
+    return [address for _, address in sorted(ready)]
 
 
 class TopicWatch:
