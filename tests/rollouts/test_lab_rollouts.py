@@ -91,18 +91,23 @@ def group_of(workload: WorkloadView, now: float) -> GroupSnapshot:
 
 
 async def run_rollouts(
-    kube: KubernetesApi, policy: RolloutPolicy, status: dict[str, Any], seconds: float
+    kube: KubernetesApi,
+    policy: RolloutPolicy,
+    status: dict[str, Any],
+    seconds: float,
+    kind: WorkloadKind = WorkloadKind.STATEFULSET,
+    name: str = "orders",
 ) -> tuple[RolloutState, dict[str, Any], list[Action]]:
     """The operator's loop until a rollout completes or fails; the state lives in `status`."""
     setup = RolloutSetup(policy, BrokerProfile.APACHE_KAFKA, 3.0)
-    actuator = Actuator(kube, NS, WorkloadKind.STATEFULSET, "orders", GateOptions())
+    actuator = Actuator(kube, NS, kind, name, GateOptions())
     done: list[Action] = []
     deadline = time.monotonic() + seconds
     state = RolloutState.from_status(status)
     before = state.rollout_id
     while time.monotonic() < deadline:
         state = RolloutState.from_status(json.loads(json.dumps(status)))
-        workload = await read_workload(kube, NS, WorkloadKind.STATEFULSET, "orders")
+        workload = await read_workload(kube, NS, kind, name)
         assert workload is not None
         now = time.time()
         state, actions = step(state, Observation(setup, workload, group_of(workload, now)), now)
@@ -190,3 +195,36 @@ async def test_the_gate_is_injected_into_a_running_statefulset(
     assert [sorted(batch) for batch in opens(done)] == [["orders-0", "orders-1", "orders-2"]]
     for pod in pods(kube).values():
         assert [c["name"] for c in pod["spec"]["initContainers"]] == ["rebalancer-gate"]
+
+
+async def test_gated_deployment_update_in_batches_its_surge_allows(
+    lab: LabCluster, kube: KubernetesApi
+) -> None:
+    spec = statefulset(4, gated=True)["spec"]["template"]["spec"]
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 4,
+            "selector": {"matchLabels": {"app": "web"}},
+            "strategy": {"rollingUpdate": {"maxSurge": 2, "maxUnavailable": 0}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec},
+        },
+    }
+    kube.apps.create_namespaced_deployment(NS, deployment, _preload_content=False)
+    policy = RolloutPolicy(settle_seconds=1)
+    deploy = {"kind": WorkloadKind.DEPLOYMENT, "name": "web"}
+    state, status, done = await run_rollouts(kube, policy, {}, 60, **deploy)  # type: ignore[arg-type]
+    assert state.phase is RolloutPhase.COMPLETED, state.message
+    assert [len(batch) for batch in opens(done)] == [4]
+    env = [{"name": "V", "value": "2"}]
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "app", "env": env}]}}}}
+    kube.apps.patch_namespaced_deployment("web", NS, patch, _preload_content=False)
+    policy = RolloutPolicy(settle_seconds=1, max_batch_size=4)
+    state, status, done = await run_rollouts(kube, policy, status, 120, **deploy)  # type: ignore[arg-type]
+    assert state.phase is RolloutPhase.COMPLETED, state.message
+    assert state.kind is RolloutKind.ROLLING_UPDATE
+    assert state.mechanism is Mechanism.GATE_QUEUE
+    # Gated new pods are not Ready, so no more than maxSurge of them exist at once.
+    assert [len(batch) for batch in opens(done)] == [2, 2]
