@@ -491,7 +491,8 @@ def test_stop_leaves_no_process_behind(api: Api, make_cluster: MakeCluster) -> N
     started = time.monotonic()
     cluster.stop()
     assert time.monotonic() - started < 5
-    assert not [p for p in [*pids, *children] if alive(p)]
+    survivors = {p: Path(f"/proc/{p}/cmdline").read_bytes() for p in [*pids, *children] if alive(p)}
+    assert not survivors, survivors
 
 
 def test_a_native_sidecar_starts_before_and_stops_after_the_main_container(

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
@@ -112,8 +113,14 @@ class ContainerProcess:
             return
         self._reaped = True
         # Whatever the leader left behind goes with it, as with a container's cgroup.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+        try:
             os.killpg(self.popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        else:
+            # The leader is gone, so the group had stragglers: SIGKILL is delivered
+            # asynchronously, and "stopped" must mean stopped when this returns.
+            _await_group_exit(self.popen.pid)
         if self.registry is not None:
             self.registry.remove(self.popen.pid)
         self._close_log()
@@ -153,6 +160,27 @@ class ProcessRegistry:
                     reaped += 1
             entry.unlink()
         return reaped
+
+
+def _await_group_exit(pgid: int, timeout: float = 2.0) -> None:
+    deadline = time.monotonic() + timeout
+    while _live_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _live_members(pgid: int) -> list[int]:
+    """Processes of a group that are not yet dead (zombies wait on their reaper, not us)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            members.append(int(entry.name))
+    return members
 
 
 def _start_time(pid: int) -> str | None:
