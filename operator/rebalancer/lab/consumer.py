@@ -200,10 +200,15 @@ class LabConsumer:
         shown = redacted(self.settings.properties)
         settings = " ".join(f"{k}={shown[k]}" for k in SHOWN_PROPERTIES if k in shown)
         subscription = ",".join(self.settings.subscription())
+        origin = ""
+        if self.settings.config_file is not None:
+            origin += f" config-file={self.settings.config_file}"
+        if self.settings.settings_hash is not None:
+            origin += f" settings-hash={self.settings.settings_hash}"
         self.say(
             f"settings: {settings} subscription={subscription} "
             f"incremental={str(self.settings.incremental).lower()} "
-            f"reports={self.settings.report_url or 'off'}"
+            f"reports={self.settings.report_url or 'off'}{origin}"
         )
         self.consumer.subscribe(
             self.settings.subscription(),

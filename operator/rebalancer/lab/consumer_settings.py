@@ -60,6 +60,9 @@ class ConsumerSettings:
     consumer_group: str | None = None
     heartbeat_seconds: float = 5.0
     process_delay_ms: float = 0.0
+    # REBALANCER_SETTINGS_HASH: which settings revision the operator started this pod with.
+    settings_hash: str | None = None
+    config_file: Path | None = None
 
     @property
     def group_id(self) -> str:
@@ -170,4 +173,6 @@ def load_settings(
         consumer_group=env.get("REBALANCER_CONSUMER_GROUP", "").strip() or None,
         heartbeat_seconds=heartbeat,
         process_delay_ms=_number(env, "PROCESS_DELAY_MS", 0.0),
+        settings_hash=env.get("REBALANCER_SETTINGS_HASH", "").strip() or None,
+        config_file=Path(file_path) if file_path else None,
     )

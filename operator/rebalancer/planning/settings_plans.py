@@ -24,6 +24,7 @@ from rebalancer.planning.consumer_settings import (
     env_variable,
     resolve_settings,
 )
+from rebalancer.planning.rollout_policies import ConsumerTimings
 from rebalancer.planning.settings_templates import (
     OwnerRef,
     RenderedSettings,
@@ -34,7 +35,7 @@ from rebalancer.planning.settings_templates import (
     render_template_patch,
     template_hash,
 )
-from rebalancer.structs.broker_configs import BrokerLimits, ConfigOutcome
+from rebalancer.structs.broker_configs import GROUP_SESSION_KEY, BrokerLimits, ConfigOutcome
 from rebalancer.structs.brokers import GroupProtocol, GroupState
 from rebalancer.structs.client_settings import SettingsPolicy
 from rebalancer.structs.problems import FieldProblem
@@ -169,6 +170,25 @@ def plan_settings(inputs: SettingsInputs) -> SettingsPlan:
         patch=patch,
         rolled_out=carried and rolled_out(inputs.view),
         notes=resolved.notes + patch.notes,
+    )
+
+
+def consumer_timings(plan: SettingsPlan, fallback: ConsumerTimings) -> ConsumerTimings:
+    """The timings the rollout planner should time batches with once these settings are in.
+
+    The planner's spec.policy.rollout.consumers describes consumers it cannot see; when the
+    operator sets the consumers' settings itself, those are the real ones.
+    """
+    resolved = plan.resolved
+    if resolved is None:
+        return fallback
+    values = {**dict(resolved.group_configs), **dict(resolved.properties)}
+    session = values.get("session.timeout.ms") or values.get(GROUP_SESSION_KEY)
+    max_poll = values.get("max.poll.interval.ms")
+    return ConsumerTimings(
+        session_timeout_ms=int(session) if session else fallback.session_timeout_ms,
+        heartbeat_interval_ms=resolved.heartbeat_interval_ms,
+        max_poll_interval_ms=int(max_poll) if max_poll else fallback.max_poll_interval_ms,
     )
 
 
