@@ -58,6 +58,10 @@ ALLOWED: dict[Grant, Use] = {
         "a missing spec.workload is reported as Degraded",
         "rebalancer.clients.patching:workload_exists",
     ),
+    ("", "pods", "list"): Use(
+        "enforcement requests go to the sidecars in the workload's ready pods",
+        "rebalancer.clients.enforcing:sidecar_addresses",
+    ),
     ("", "events", "create"): Use(
         "Rebalance, warning and recovery Events from kopf.info and kopf.warn",
         "kopf._cogs.clients.events:post_event",

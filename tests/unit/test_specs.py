@@ -153,3 +153,11 @@ def test_secret_references_are_collected_without_values() -> None:
         ("creds", "user"),
         ("creds", "pass"),
     ]
+
+
+def test_enforce_policy_problems_are_reported_with_the_spec() -> None:
+    spec = with_change("policy", {"enforce": {"scheduleSeconds": 5, "sidecar": {"url": "ftp://x"}}})
+    with pytest.raises(SpecInvalid) as caught:
+        parse_spec(spec)
+    paths = {problem.path for problem in caught.value.problems}
+    assert {"spec.policy.enforce.scheduleSeconds", "spec.policy.enforce.sidecar.url"} <= paths

@@ -93,6 +93,10 @@ ClusterRole when every namespace is watched, else in a Role per watched namespac
 - apiGroups: ["apps"]
   resources: ["statefulsets", "deployments"]
   verbs: ["get"]
+# The ready pods of spec.workload, whose sidecars receive enforcement requests.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
 # Rebalance, warning and recovery Events on ConsumerGroups, posted by kopf.
 - apiGroups: [""]
   resources: ["events"]

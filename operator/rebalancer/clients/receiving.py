@@ -17,6 +17,7 @@ from rebalancer.structs.reports import MemberReport, ReportBook, ReportInvalid, 
 logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_GROUPS = 100_000
+SIDECAR_SUFFIX = "-sidecar"
 
 
 class ReportHub:
@@ -28,6 +29,8 @@ class ReportHub:
         self.clock = clock
         self.accepted = 0
         self.rejected = 0
+        self.sidecars: dict[tuple[str, str], MemberReport] = {}
+        self._expected: dict[str, tuple[str, float]] = {}
 
     def book(self, group_id: str) -> ReportBook:
         book = self.books.get(group_id)
@@ -44,10 +47,27 @@ class ReportHub:
     def add(self, report: MemberReport) -> None:
         if report.group_id not in self.books and len(self.books) >= MAX_GROUPS:
             raise ReportInvalid(())
+        if report.host.endswith(SIDECAR_SUFFIX):
+            # Sidecars are group members too, but not the application's: counting them would
+            # double the member count and name them in every rebalance.
+            self.sidecars[(report.group_id, report.host)] = report
+            self.accepted += 1
+            return
         self.book(report.group_id).add(report)
         self.accepted += 1
         if report.group_id in self._wakeups:
             self._wakeups[report.group_id].set()
+
+    def expect_cause(self, group_id: str, cause: str, since: float) -> None:
+        """The next generation of this group first seen after `since` was asked for."""
+        self._expected[group_id] = (cause, since)
+
+    def take_expected(self, group_id: str, first_seen: float) -> str | None:
+        expected = self._expected.get(group_id)
+        if expected is None or first_seen < expected[1]:
+            return None
+        del self._expected[group_id]
+        return expected[0]
 
     def forget(self, group_id: str) -> None:
         self.books.pop(group_id, None)

@@ -79,6 +79,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run(args: argparse.Namespace) -> int:
     import kopf
 
+    import rebalancer.handlers.enforcing
     import rebalancer.handlers.groups
     import rebalancer.handlers.startup  # noqa: F401  (registers the handlers)
     from rebalancer.settings import OperatorSettings, token_from_environment

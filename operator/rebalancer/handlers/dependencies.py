@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rebalancer.clients.enforcing import SidecarClient
 from rebalancer.clients.kafka_admin import AdminPool
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.receiving import ReportHub, ReportServer
@@ -18,4 +19,5 @@ class Dependencies:
     pool: AdminPool
     hub: ReportHub
     recorder: HistoryRecorder
+    sidecars: SidecarClient
     server: ReportServer | None = None

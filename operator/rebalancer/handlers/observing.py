@@ -8,7 +8,7 @@ import datetime
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import kopf
@@ -36,6 +36,7 @@ from rebalancer.structs.conditions import (
     ConditionType,
     merge_conditions,
 )
+from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.specs import ConsumerGroupSpec, parse_spec
 
@@ -114,6 +115,9 @@ class Observer:
             self.namespace, self.name, spec.group_id, ",".join(spec.kafka.bootstrap_servers)
         )
         events, self.tracking = detect_rebalances(self.tracking, snapshot, sightings, context)
+        events = [self._label_enforced(spec.group_id, event) for event in events]
+        if events:
+            self.tracking = replace(self.tracking, last_cause=events[-1].cause.value)
         if spec.policy.history_enabled:
             await self.deps.recorder.record(events)
         for event in events:
@@ -140,6 +144,13 @@ class Observer:
             kopf.info(body, reason="Recovered", message="the group is observed again")
         self.failures = 0
         self.last_failure_reason = None
+
+    def _label_enforced(self, group_id: str, event: RebalanceEvent) -> RebalanceEvent:
+        if event.generation is None:
+            return event
+        if self.deps.hub.take_expected(group_id, event.detected_at) is None:
+            return event
+        return replace(event, cause=RebalanceCause.ENFORCED)
 
     async def report_failure(self, body: kopf.Body, reason: str, message: str) -> float:
         metrics.record_observation_failure(self.namespace, self.name, reason)

@@ -7,6 +7,7 @@ from typing import Any
 
 import kopf
 
+from rebalancer.clients.enforcing import SidecarClient
 from rebalancer.clients.kafka_admin import AdminPool
 from rebalancer.clients.kubernetes_api import connect, connection_details
 from rebalancer.clients.receiving import ReportHub, ReportServer
@@ -38,6 +39,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         pool=AdminPool(),
         hub=hub,
         recorder=HistoryRecorder(config.history_dir),
+        sidecars=SidecarClient(),
     )
     server = ReportServer(hub, config.reports_host, config.reports_port, config.report_token)
     await server.start()
@@ -68,4 +70,5 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
     if deps.server is not None:
         await deps.server.stop()
     deps.pool.close_all()
+    await deps.sidecars.close()
     deps.kube.close()

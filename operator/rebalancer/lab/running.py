@@ -182,28 +182,64 @@ class Lab:
         )
         self.producer.start()
 
-    def consumer_env(self, index: int) -> dict[str, str]:
-        pod = f"orders-consumer-{index}"
+    def consumer_env(
+        self, index: int, group_id: str | None = None, prefix: str = "orders-consumer"
+    ) -> dict[str, str]:
+        group = group_id or self.config.group_id
         return {
-            "POD_NAME": pod,
+            "POD_NAME": f"{prefix}-{index}",
             "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
-            "KAFKA_GROUP_ID": self.config.group_id,
-            "KAFKA_TOPICS": self.config.topic,
+            "KAFKA_GROUP_ID": group,
+            "KAFKA_TOPICS": self.config.topic if group_id is None else group,
             "KAFKA_SESSION_TIMEOUT_MS": str(self.config.session_timeout_ms),
             "KAFKA_HEARTBEAT_INTERVAL_MS": str(self.config.session_timeout_ms // 3),
             "KAFKA_PARTITION_ASSIGNMENT_STRATEGY": "cooperative-sticky",
             "REBALANCER_REPORT_URL": self.report_url,
             "REBALANCER_NAMESPACE": self.config.namespace,
-            "REBALANCER_CONSUMER_GROUP": self.config.group_id,
+            "REBALANCER_CONSUMER_GROUP": group,
         }
 
-    def start_consumer(self, index: int) -> ChildProcess:
-        pod = f"orders-consumer-{index}"
+    def start_consumer(
+        self,
+        index: int,
+        *,
+        group_id: str | None = None,
+        prefix: str = "orders-consumer",
+        env: dict[str, str] | None = None,
+    ) -> ChildProcess:
+        """A consumer process as a pod would run it; by default of the example fleet."""
+        pod = f"{prefix}-{index}"
         child = ChildProcess(
             pod,
             python_module("rebalancer.lab.consumer"),
             self.config.state_dir / "logs" / f"{pod}.log",
-            env=self.consumer_env(index),
+            env={**self.consumer_env(index, group_id, prefix), **(env or {})},
+        )
+        child.start()
+        self.consumers.append(child)
+        return child
+
+    def start_sidecar(
+        self,
+        pod: str,
+        group_id: str,
+        token_file: Path,
+        port: int,
+        env: dict[str, str] | None = None,
+    ) -> ChildProcess:
+        """The enforcement sidecar of one pod, as `rebalancer sidecar` runs next to a consumer."""
+        child = ChildProcess(
+            f"{pod}-sidecar",
+            python_module(
+                "rebalancer",
+                "sidecar",
+                "--token-file",
+                str(token_file),
+                "--listen",
+                f"{self.config.host}:{port}",
+            ),
+            self.config.state_dir / "logs" / f"{pod}-sidecar.log",
+            env={**self.consumer_env(0, group_id), "POD_NAME": pod, **(env or {})},
         )
         child.start()
         self.consumers.append(child)

@@ -24,6 +24,8 @@ class SidecarPolicy:
     # The Secret (name, key) holding the bearer token the sidecar requires.
     token_secret: str | None = None
     token_key: str = "token"
+    # Where to reach the sidecars when not through the workload's pods (a Service, the lab).
+    url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,20 @@ def parse_enforce_policy(raw: object, path: str = "spec.policy.enforce") -> Enfo
                     "create a Secret with a random token and reference it",
                 )
             )
+        url = sidecar_raw.get("url")
+        if url is not None and (
+            not isinstance(url, str) or not url.startswith(("http://", "https://"))
+        ):
+            problems.append(
+                FieldProblem(
+                    f"{where}.url",
+                    f"must be an http:// or https:// URL, got {url!r}"[:200],
+                    "give the sidecars' Service, e.g. http://orders-sidecar.default.svc:8091",
+                )
+            )
+            url = None
         sidecar = SidecarPolicy(
+            url=url if isinstance(url, str) else None,
             inject=inject,
             port=integer(sidecar_raw, "port", where, 1024, 65535) or DEFAULT_SIDECAR_PORT,
             token_secret=secret_name,

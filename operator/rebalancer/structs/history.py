@@ -19,6 +19,8 @@ class RebalanceCause(StrEnum):
     MEMBERS_CHANGED = "members-changed"
     REJOIN = "rejoin"
     STATE_CHANGE = "state-change"
+    # Asked for through the sidecar (on demand, schedule, topic creation, after a rollout).
+    ENFORCED = "enforced"
     UNKNOWN = "unknown"
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
 
+from rebalancer.structs.enforce_policy import parse_enforce_policy
 from rebalancer.structs.problems import FieldProblem, SpecInvalid
 
 MAX_PATTERN_LENGTH = 1024
@@ -389,6 +390,10 @@ def _parse_policy(reader: _Reader, raw: Mapping[str, object]) -> Policy:
             f"({ttl}) is shorter than intervalSeconds ({interval})",
             "make reportTtlSeconds at least intervalSeconds",
         )
+    try:
+        parse_enforce_policy(raw.get("enforce"), f"{path}.enforce")
+    except SpecInvalid as error:
+        reader.problems.extend(error.problems)
     history_raw = reader.mapping(raw.get("history", {}), f"{path}.history", required=False) or {}
     history = reader.boolean(history_raw, "enabled", f"{path}.history", True)
     return Policy(

@@ -1,0 +1,176 @@
+"""Enforced rebalances: planning.triggers decides, a sidecar acts, the cause is recorded."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import kopf
+
+from rebalancer.clients.enforcing import (
+    EnforceRequestFailed,
+    EnforceResult,
+    sidecar_addresses,
+    sidecar_url,
+)
+from rebalancer.clients.kafka_config import build_client_config
+from rebalancer.clients.kafka_errors import KafkaGatewayError
+from rebalancer.clients.resolving import SecretUnavailable, read_secret_key, resolve_security
+from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.planning.statuses import rfc3339
+from rebalancer.planning.triggers import (
+    TriggerInputs,
+    Verdict,
+    decide_enforcement,
+    memory_from_status,
+    memory_to_status,
+    new_matching_topics,
+    policy_from_spec,
+)
+from rebalancer.structs.brokers import cluster_key
+from rebalancer.structs.enforce_policy import EnforceSpec, parse_enforce_policy
+from rebalancer.structs.enforcement import pattern_takes_control_topics
+from rebalancer.structs.problems import SpecInvalid
+from rebalancer.structs.specs import ConsumerGroupSpec, SecretKeyRef, parse_spec
+
+GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
+TOKEN_FIELD = "spec.policy.enforce.sidecar.tokenSecretRef"
+
+
+async def _matching_topics(
+    deps: Dependencies, namespace: str, parsed: ConsumerGroupSpec
+) -> frozenset[str]:
+    assert parsed.subscription.pattern is not None
+    security = await resolve_security(deps.kube, namespace, parsed.kafka)
+    servers = list(parsed.kafka.bootstrap_servers)
+    key = cluster_key(servers, security)
+    gateway = deps.pool.acquire(key, build_client_config(servers, security))
+    try:
+        topics = await gateway.list_topics()
+    finally:
+        deps.pool.release(key)
+    return frozenset(new_matching_topics(parsed.subscription.pattern, topics, ()))
+
+
+async def _sidecar_urls(
+    deps: Dependencies, namespace: str, parsed: ConsumerGroupSpec, policy: EnforceSpec
+) -> list[str]:
+    if policy.sidecar.url:
+        return [policy.sidecar.url.rstrip("/")]
+    addresses = await sidecar_addresses(
+        deps.kube, namespace, parsed.workload.kind.value, parsed.workload.name
+    )
+    return [sidecar_url(address, policy.sidecar.port) for address in addresses]
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=3.0, initial_delay=3.0, idle=0)
+async def enforce(
+    body: kopf.Body,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    namespace: str | None,
+    memo: kopf.Memo,
+    patch: kopf.Patch,
+    **_: Any,
+) -> None:
+    deps: Dependencies = memo.deps
+    namespace = namespace or "default"
+    try:
+        parsed = parse_spec(dict(spec))
+        policy = parse_enforce_policy((spec.get("policy") or {}).get("enforce"))
+    except SpecInvalid:
+        return  # the change handler has reported it
+    if not policy.enabled:
+        return
+    previous = dict(status.get("enforcement") or {})
+    pattern = parsed.subscription.pattern
+    if pattern and pattern_takes_control_topics(pattern, parsed.group_id):
+        if previous.get("lastStatus") != "refused":
+            kopf.warn(
+                body,
+                reason="PatternTakesControlTopics",
+                message=f"spec.subscription.pattern {pattern!r} matches the sidecars' "
+                "__rebalancer.* control topics; narrow the pattern",
+            )
+            patch.status["enforcement"] = {**previous, "lastStatus": "refused"}
+        return
+    matching = None
+    if pattern and policy.on_topic_creation:
+        try:
+            matching = await _matching_topics(deps, namespace, parsed)
+        except (SecretUnavailable, KafkaGatewayError) as error:
+            raise kopf.TemporaryError(str(error), delay=30) from None
+    inputs = TriggerInputs(
+        now=time.time(),
+        group_state=(status.get("group") or {}).get("state"),
+        matching_topics=matching,
+        finished_rollout=(status.get("rollout") or {}).get("completedRevision"),
+    )
+    decision = decide_enforcement(
+        policy_from_spec(policy),
+        memory_from_status(previous.get("memory")),
+        inputs,
+        parsed.group_id,
+    )
+    record: dict[str, Any] = {**previous, "memory": memory_to_status(decision.memory)}
+    if decision.verdict is Verdict.NOTHING:
+        if record["memory"] != previous.get("memory"):
+            patch.status["enforcement"] = record
+        return
+    record.update(
+        lastRequestId=decision.request_id,
+        lastCause=decision.cause_text,
+        lastTime=rfc3339(time.time()),
+    )
+    if decision.verdict is Verdict.SKIP_IN_PROGRESS:
+        kopf.info(body, reason="EnforceSkipped", message=decision.message)
+        patch.status["enforcement"] = {**record, "lastStatus": "skipped-in-progress"}
+        return
+    if policy.sidecar.token_secret is None:
+        kopf.warn(body, reason="EnforceNotConfigured", message=f"set {TOKEN_FIELD}")
+        return
+    ref = SecretKeyRef(policy.sidecar.token_secret, policy.sidecar.token_key)
+    try:
+        token = await read_secret_key(deps.kube, namespace, ref, TOKEN_FIELD)
+    except SecretUnavailable as error:
+        kopf.warn(body, reason="EnforceFailed", message=str(error))
+        raise kopf.TemporaryError(str(error), delay=30) from None
+    # Expected before asking: the observer may see the new generation before the sidecar answers.
+    deps.hub.expect_cause(parsed.group_id, decision.cause_text, time.time())
+    result: EnforceResult | None = None
+    failure = (
+        "no sidecar to ask: set spec.policy.enforce.sidecar.url or run the sidecar in the pods"
+    )
+    # Any sidecar will do: the request reaches the acting one through the control topic.
+    for url in await _sidecar_urls(deps, namespace, parsed, policy):
+        try:
+            result = await deps.sidecars.enforce(
+                url,
+                token,
+                group_id=parsed.group_id,
+                request_id=decision.request_id or "",
+                reason=decision.message,
+                retry_when_stable=decision.retry_when_stable,
+                wait_seconds=5.0,
+            )
+            break
+        except EnforceRequestFailed as error:
+            failure = str(error)
+            if not error.retriable:
+                break
+    if result is None:
+        deps.hub.take_expected(parsed.group_id, float("inf"))
+        kopf.warn(body, reason="EnforceFailed", message=failure)
+        # Memory is not advanced: the same request id is sent again and sidecars de-duplicate it.
+        raise kopf.TemporaryError(failure, delay=15)
+    enforced = result.status == "enforced"
+    kopf.info(
+        body,
+        reason="RebalanceEnforced" if enforced else "EnforceRequested",
+        message=f"{decision.cause_text}: {result.status} {result.message}".strip(),
+    )
+    patch.status["enforcement"] = {
+        **record,
+        "lastStatus": result.status,
+        "lastGeneration": result.generation,
+    }

@@ -1,0 +1,168 @@
+"""Enforced rebalances through the sidecar, driven by the ConsumerGroup's enforce policy."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+
+import pytest
+from tests.e2e.support import (
+    apply,
+    condition,
+    consumer_group,
+    events_for,
+    eventually,
+    free_port,
+    get_cg,
+    kubectl,
+    statefulset,
+)
+
+from rebalancer.lab.processes import ChildProcess
+from rebalancer.lab.running import Lab
+
+pytestmark = pytest.mark.e2e
+TOKEN = "lab-sidecar-token"
+
+
+def token_secret(name: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": "default"},
+        "stringData": {"token": TOKEN},
+    }
+
+
+def revoked_after(log: Path, offset: int) -> list[str]:
+    """Lines after `offset` where a member gave partitions up."""
+    text = log.read_text(errors="replace")[offset:]
+    return [line for line in text.splitlines() if re.search(r"revoked .*-\[(?!-\])", line)]
+
+
+def start_group(lab: Lab, name: str, members: int, tmp: Path) -> tuple[list[ChildProcess], str]:
+    consumers = [
+        lab.start_consumer(index, group_id=name, prefix=f"{name}-consumer")
+        for index in range(members)
+    ]
+    token_file = tmp / f"{name}.token"
+    token_file.write_text(TOKEN)
+    port = free_port()
+    lab.start_sidecar(f"{name}-consumer-0", name, token_file, port)
+    return consumers, f"http://127.0.0.1:{port}"
+
+
+def test_changing_the_request_token_costs_exactly_one_generation(lab: Lab, tmp_path: Path) -> None:
+    name = "enforced"
+    from rebalancer.lab.producer import ensure_topic
+
+    asyncio.run(ensure_topic(lab.bootstrap, name, 6))
+    consumers, url = start_group(lab, name, 2, tmp_path)
+    body = consumer_group(name, lab.bootstrap)
+    body["spec"]["policy"]["enforce"] = {
+        "requestToken": "first",
+        "sidecar": {"url": url, "tokenSecretRef": {"name": f"{name}-token"}},
+    }
+    apply(lab, token_secret(f"{name}-token"), statefulset(f"{name}-consumer"), body)
+
+    def settled() -> dict[str, object] | None:
+        found = get_cg(lab, name)
+        group = found.get("status", {}).get("group", {})
+        ready = condition(found, "Ready").get("status") == "True"
+        return found if ready and group.get("members") == 2 else None
+
+    before = eventually(settled, 120, "two application members, Ready")["status"]["group"]
+    # The baseline token never enforces; let the group stay quiet for a moment to be sure.
+    time.sleep(4)
+    quiet = get_cg(lab, name)["status"]["group"]
+    assert quiet["generation"] == before["generation"]
+    generation = quiet["generation"]
+    owned = {m["host"]: m["partitions"] for m in quiet["memberDetails"]}
+    offsets = {c.name: c.log_path.stat().st_size for c in consumers}
+
+    kubectl(
+        lab,
+        "patch",
+        "consumergroup",
+        name,
+        "--type=merge",
+        "-p",
+        '{"spec":{"policy":{"enforce":{"requestToken":"second"}}}}',
+    )
+
+    def enforced() -> dict[str, object] | None:
+        status = get_cg(lab, name)["status"]
+        done = (status.get("enforcement") or {}).get("lastStatus") == "enforced"
+        return status if done and status["group"]["generation"] > generation else None
+
+    eventually(enforced, 90, "an enforced rebalance")
+    time.sleep(8)  # any further generation would show up by now
+    after = get_cg(lab, name)["status"]
+    assert after["group"]["generation"] == generation + 1, "exactly one new generation"
+    assert after["group"]["members"] == 2, "the sidecar is not counted as a member"
+    assert {m["host"]: m["partitions"] for m in after["group"]["memberDetails"]} == owned
+    assert after["group"]["assignedPartitions"] == 6
+    assert after["enforcement"]["lastCause"] == "on-demand"
+    for consumer in consumers:
+        assert revoked_after(consumer.log_path, offsets[consumer.name]) == [], consumer.name
+    messages = [str(e["message"]) for e in events_for(lab, name)]
+    assert any("cause enforced" in message for message in messages), messages
+    assert any(e["reason"] == "RebalanceEnforced" for e in events_for(lab, name))
+    assert after["group"]["lastRebalanceCause"] == "enforced", messages
+
+
+def test_a_new_matching_topic_is_picked_up_in_one_rebalance(lab: Lab, tmp_path: Path) -> None:
+    from rebalancer.lab.producer import ensure_topic
+
+    name = "patterned"
+    asyncio.run(ensure_topic(lab.bootstrap, f"{name}.a", 4))
+    config = tmp_path / "consumer.properties"
+    # librdkafka refreshes a pattern's topics on rejoin only when its metadata is this fresh.
+    config.write_text("metadata.max.age.ms=3000\ntopic.metadata.refresh.interval.ms=600000\n")
+    env = {
+        "KAFKA_TOPICS": "",
+        "KAFKA_TOPIC_PATTERN": rf"^{name}\..*",
+        "KAFKA_CONFIG_FILE": str(config),
+    }
+    consumers = [
+        lab.start_consumer(index, group_id=name, prefix=f"{name}-consumer", env=env)
+        for index in range(3)
+    ]
+    token_file = tmp_path / f"{name}.token"
+    token_file.write_text(TOKEN)
+    port = free_port()
+    lab.start_sidecar(f"{name}-consumer-0", name, token_file, port)
+    body = consumer_group(name, lab.bootstrap, subscription={"pattern": rf"{name}\..*"})
+    body["spec"]["policy"]["enforce"] = {
+        "onTopicCreation": True,
+        "sidecar": {"url": f"http://127.0.0.1:{port}", "tokenSecretRef": {"name": f"{name}-t"}},
+    }
+    apply(lab, token_secret(f"{name}-t"), statefulset(f"{name}-consumer"), body)
+
+    def settled() -> dict[str, object] | None:
+        found = get_cg(lab, name)
+        group = found.get("status", {}).get("group", {})
+        memory = (found.get("status", {}).get("enforcement") or {}).get("memory") or {}
+        ok = group.get("members") == 3 and group.get("assignedPartitions") == 4
+        return found if ok and memory.get("topics") else None
+
+    generation = eventually(settled, 120, "three members on 4 partitions")["status"]["group"][
+        "generation"
+    ]
+    asyncio.run(ensure_topic(lab.bootstrap, f"{name}.b", 5))
+
+    def picked_up() -> dict[str, object] | None:
+        group = get_cg(lab, name)["status"]["group"]
+        return group if group.get("assignedPartitions") == 9 else None
+
+    eventually(picked_up, 60, "every member to pick up the new topic")
+    time.sleep(6)
+    group = get_cg(lab, name)["status"]["group"]
+    assert group["generation"] == generation + 1, "one rebalance for the new topic"
+    assert group["assignedPartitions"] == 9
+    enforcement = get_cg(lab, name)["status"]["enforcement"]
+    assert "topic-created" in enforcement["lastCause"]
+    for consumer in consumers:
+        assert f"{name}.b" in consumer.log_path.read_text(errors="replace")
