@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import urllib3
 from kubernetes import client, config
 
 Body = dict[str, Any]
@@ -25,6 +26,10 @@ logger = logging.getLogger(__name__)
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
+
+
+class ApiUnreachable(ConnectionError):
+    """No answer from the API server (refused, reset, timed out)."""
 
 
 class RequestFailed(Exception):
@@ -147,10 +152,12 @@ class Api:
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = self.client.call_api(
-            method, url, header_params=headers, body=body, _request_timeout=timeout
-        )
-        return response
+        try:
+            return self.client.call_api(
+                method, url, header_params=headers, body=body, _request_timeout=timeout
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise ApiUnreachable(f"{method} {path}: {exc}") from exc
 
     def request(
         self,

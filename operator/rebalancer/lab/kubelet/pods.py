@@ -275,6 +275,19 @@ class PodWorker:
 
     def _admit(self) -> bool:
         """Bind to this node and hold the finalizer; False if the pod is not ours to run."""
+        while True:
+            try:
+                return self._try_admit()
+            except (_Gone, RequestFailed):
+                raise
+            except OSError as exc:  # the API unreachable for a moment: try again
+                logger.warning("pod %s/%s: not admitted yet: %s", self.namespace, self.name, exc)
+                if self.terminating:
+                    raise _Gone() from exc
+                self._wake.wait(1.0)
+                self._wake.clear()
+
+    def _try_admit(self) -> bool:
         try:
             self._bind()
         except RequestFailed as exc:
@@ -699,10 +712,16 @@ class PodWorker:
                     return
                 if exc.status not in (409, 422):
                     raise
-                try:
-                    self._refresh()
-                except _Gone:
+            except OSError:
+                # A pod left holding our finalizer would be Terminating for ever; an API
+                # that is going away with the lab is not worth waiting for.
+                if self.shutting_down:
                     return
+                time.sleep(0.5)
+            try:
+                self._refresh()
+            except _Gone:
+                return
 
     # Status -----------------------------------------------------------------------------------
 
@@ -722,9 +741,17 @@ class PodWorker:
                 if exc.status == 404:
                     raise _Gone() from exc
                 if exc.status != 409:
-                    raise
+                    # The processes matter more than one status write: the next change
+                    # (at most a second away) writes the status again.
+                    logger.warning(
+                        "pod %s/%s: status not written: %s", self.namespace, self.name, exc
+                    )
+                    return
                 self._refresh()
                 status = self._status()
+            except OSError as exc:  # the API unreachable for a moment
+                logger.warning("pod %s/%s: status not written: %s", self.namespace, self.name, exc)
+                return
 
     def _phase(self) -> str:
         if self.phase_override is not None:
