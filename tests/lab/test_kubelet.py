@@ -540,3 +540,31 @@ def test_a_native_sidecar_starts_before_and_stops_after_the_main_container(
 def is_ready_pod(body: dict) -> bool:
     cond = condition(body, "Ready")
     return bool(cond and cond["status"] == "True")
+
+
+def test_downward_api_files_follow_label_and_annotation_changes(
+    api: Api, cluster: LabCluster, state: Path
+) -> None:
+    volume = {
+        "name": "info",
+        "downwardAPI": {
+            "items": [
+                {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}},
+                {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
+            ]
+        },
+    }
+    body = pod(
+        "labelled",
+        container(volumeMounts=[{"name": "info", "mountPath": "/info"}]),
+        volumes=[volume],
+    )
+    body["metadata"]["annotations"] = {"gate": "closed"}
+    api.create(PODS, body)
+    wait_for(lambda: phase_of(api, "labelled") == "Running", what="Running")
+    files = next(state.glob("pods/default_labelled_*/volumes/info"))
+    assert (files / "name").read_text() == "labelled"
+    assert (files / "annotations").read_text() == 'gate="closed"'
+
+    api.patch(f"{PODS}/labelled", {"metadata": {"annotations": {"gate": "open"}}})
+    wait_for(lambda: (files / "annotations").read_text() == 'gate="open"', what="the new value")

@@ -249,6 +249,26 @@ def prepare_volumes(api: Api, pod: Body, directory: PodDirectory, claims: Path) 
     return paths
 
 
+def refresh_downward_volumes(pod: Body, directory: PodDirectory) -> None:
+    """Rewrite downward API files after the pod's labels or annotations changed.
+
+    A kubelet does this on its next sync (within a minute or so); the lab does it at once.
+    Each file is replaced atomically, so a reader sees the old or the new content.
+    """
+    for volume in (pod.get("spec") or {}).get("volumes") or ():
+        if "downwardAPI" not in volume:
+            continue
+        target = directory.volume(str(volume.get("name")))
+        if not target.is_dir():
+            continue
+        for relative, (content, mode) in _downward_files(pod, volume["downwardAPI"]).items():
+            path = target / relative
+            fresh = path.with_name(f".{path.name}.new")
+            fresh.write_bytes(content)
+            fresh.chmod(mode)
+            fresh.replace(path)
+
+
 def _volume_files(pod: Body, volume: Body, sources: Sources) -> dict[str, tuple[bytes, int]]:
     if "configMap" in volume or "secret" in volume:
         return _object_files(volume, sources)

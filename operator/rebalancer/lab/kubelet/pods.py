@@ -35,6 +35,7 @@ from .environment import (
     map_program,
     mount,
     prepare_volumes,
+    refresh_downward_volumes,
     rewrite_paths,
 )
 from .jitter import Jitter
@@ -168,6 +169,7 @@ class PodWorker:
         self.shutting_down = False
         self.shutdown_grace: float | None = None
         self.sandbox_message: str | None = None
+        self.metadata_changed = False
         self._published: Body = {}
         self._wake = threading.Event()
         self._thread = threading.Thread(
@@ -188,6 +190,12 @@ class PodWorker:
 
     def update(self, pod: Body) -> None:
         if _version(pod) >= _version(self.pod):
+            old = self.pod["metadata"]
+            if (old.get("labels"), old.get("annotations")) != (
+                pod["metadata"].get("labels"),
+                pod["metadata"].get("annotations"),
+            ):
+                self.metadata_changed = True
             self.pod = pod
         if objects.is_terminating(pod):
             self.terminating = True
@@ -393,6 +401,9 @@ class PodWorker:
     def _supervise(self) -> None:
         while not self.terminating:
             self._wake.clear()
+            if self.metadata_changed:
+                self.metadata_changed = False
+                refresh_downward_volumes(self.pod, self.directory)
             now = time.monotonic()
             for c in self.containers:
                 if c.running:
