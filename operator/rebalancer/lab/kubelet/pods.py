@@ -169,7 +169,7 @@ class PodWorker:
         self.shutting_down = False
         self.shutdown_grace: float | None = None
         self.sandbox_message: str | None = None
-        self.metadata_changed = False
+        self._downward_seen: tuple[Any, Any] = (None, None)
         self._published: Body = {}
         self._wake = threading.Event()
         self._thread = threading.Thread(
@@ -190,12 +190,6 @@ class PodWorker:
 
     def update(self, pod: Body) -> None:
         if _version(pod) >= _version(self.pod):
-            old = self.pod["metadata"]
-            if (old.get("labels"), old.get("annotations")) != (
-                pod["metadata"].get("labels"),
-                pod["metadata"].get("annotations"),
-            ):
-                self.metadata_changed = True
             self.pod = pod
         if objects.is_terminating(pod):
             self.terminating = True
@@ -401,8 +395,9 @@ class PodWorker:
     def _supervise(self) -> None:
         while not self.terminating:
             self._wake.clear()
-            if self.metadata_changed:
-                self.metadata_changed = False
+            seen = (self.pod["metadata"].get("labels"), self.pod["metadata"].get("annotations"))
+            if seen != self._downward_seen:
+                self._downward_seen = seen
                 refresh_downward_volumes(self.pod, self.directory)
             now = time.monotonic()
             for c in self.containers:
