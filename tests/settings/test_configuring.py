@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
+from tests.settings.support import STRIMZI_CRD, crds, statefulset
 
 from rebalancer.clients.configuring import (
     ConfigMapOutcome,
@@ -31,63 +31,6 @@ from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 NS = "default"
 ROOT = Path(__file__).resolve().parents[2]
 
-# Strimzi's Kafka kind as far as this feature touches it: spec.kafka.config is free-form.
-STRIMZI_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "kafkas.kafka.strimzi.io"},
-    "spec": {
-        "group": "kafka.strimzi.io",
-        "scope": "Namespaced",
-        "names": {
-            "kind": "Kafka",
-            "listKind": "KafkaList",
-            "plural": "kafkas",
-            "singular": "kafka",
-        },
-        "versions": [
-            {
-                "name": "v1beta2",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {
-                                    "kafka": {
-                                        "type": "object",
-                                        "properties": {
-                                            "replicas": {"type": "integer"},
-                                            "config": {
-                                                "type": "object",
-                                                "x-kubernetes-preserve-unknown-fields": True,
-                                            },
-                                        },
-                                    }
-                                },
-                            },
-                            "status": {
-                                "type": "object",
-                                "x-kubernetes-preserve-unknown-fields": True,
-                            },
-                        },
-                    }
-                },
-            }
-        ],
-    },
-}
-
-
-def crds(kube: KubernetesApi, *bodies: dict[str, Any]) -> None:
-    extensions = client.ApiextensionsV1Api(kube.api_client)
-    for body in bodies:
-        extensions.create_custom_resource_definition(body, _preload_content=False)
-
 
 def consumer_group(kube: KubernetesApi) -> dict[str, Any]:
     crds(kube, yaml.safe_load((ROOT / "crds" / "consumergroups.rebalancer.dev.yaml").read_text()))
@@ -106,31 +49,6 @@ def consumer_group(kube: KubernetesApi) -> dict[str, Any]:
         "rebalancer.dev", "v1alpha1", NS, "consumergroups", body
     )
     return created
-
-
-def statefulset() -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": "orders-consumer", "namespace": NS},
-        "spec": {
-            "replicas": 3,
-            "serviceName": "orders-consumer",
-            "selector": {"matchLabels": {"app": "orders"}},
-            "template": {
-                "metadata": {"labels": {"app": "orders"}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "consumer",
-                            "image": "example/consumer:1",
-                            "env": [{"name": "KAFKA_GROUP_ID", "value": "orders"}],
-                        }
-                    ]
-                },
-            },
-        },
-    }
 
 
 def inputs(workload: dict[str, Any], uid: str | None, **policy: Any) -> SettingsInputs:

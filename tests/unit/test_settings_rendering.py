@@ -14,7 +14,14 @@ import pytest
 
 from rebalancer.lab.apiserver.patching import PatchFailed, json_patch
 from rebalancer.planning.consumer_settings import SettingsContext, resolve_settings
-from rebalancer.planning.settings_plans import SettingsInputs, plan_settings, settings_status
+from rebalancer.planning.rollout_policies import ConsumerTimings
+from rebalancer.planning.settings_plans import (
+    SettingsInputs,
+    consumer_timings,
+    plan_settings,
+    settings_conditions,
+    settings_status,
+)
 from rebalancer.planning.settings_templates import (
     SETTINGS_ENV_ANNOTATION,
     SETTINGS_HASH_ANNOTATION,
@@ -339,3 +346,42 @@ def test_kip848_status_reports_group_configs_honestly() -> None:
     assert status["protocol"] == "consumer"
     assert status["groupConfigs"]["state"] == "accepted-not-verifiable"
     assert "assignors" not in status
+
+
+def test_the_rollout_planner_gets_the_delivered_timings() -> None:
+    fallback = ConsumerTimings(45000, 3000, 300000)
+    inputs = SettingsInputs(
+        namespace="default",
+        name="orders",
+        uid=None,
+        policy=POLICY,
+        workload_kind=WorkloadKind.STATEFULSET,
+        container=None,
+        protocol_choice=ProtocolChoice.AUTO,
+        workload=workload(),
+        view=None,
+    )
+    assert consumer_timings(plan_settings(inputs), fallback) == ConsumerTimings(6000, 2000, 60000)
+    kip848 = replace(inputs, policy=SettingsPolicy(), protocol_choice=ProtocolChoice.CONSUMER)
+    assert consumer_timings(plan_settings(kip848), fallback) == ConsumerTimings(45000, 5000, 300000)
+    refused = replace(inputs, policy=replace(POLICY, heartbeat_interval_ms=6000))
+    assert consumer_timings(plan_settings(refused), fallback) == fallback
+
+
+# (status.settings) -> the Degraded reason it imposes, if any
+CONDITIONS = [
+    (None, None),
+    ({"applied": True, "hash": "h"}, None),
+    ({"applied": False, "message": "spec.policy.settings.x is bad"}, "SettingsRefused"),
+    ({"hash": "h", "groupConfigs": {"state": "failed", "message": "no"}}, "GroupConfigsFailed"),
+    ({"hash": "h", "groupConfigs": {"state": "accepted-not-verifiable"}}, None),
+    ({"brokerDelay": {"reason": "DelayRefused", "message": "read-only"}}, "DelayRefused"),
+    ({"brokerDelay": {"reason": "DelayRecommended", "message": "set it"}}, None),
+]
+
+
+@pytest.mark.parametrize(("settings", "reason"), CONDITIONS)
+def test_settings_conditions(settings: dict[str, Any] | None, reason: str | None) -> None:
+    conditions = settings_conditions(settings)
+    assert [c.reason for c in conditions] == ([reason] if reason else [])
+    assert all(c.status.value == "True" and c.type.value == "Degraded" for c in conditions)

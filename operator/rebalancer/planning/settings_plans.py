@@ -35,9 +35,15 @@ from rebalancer.planning.settings_templates import (
     render_template_patch,
     template_hash,
 )
-from rebalancer.structs.broker_configs import GROUP_SESSION_KEY, BrokerLimits, ConfigOutcome
+from rebalancer.structs.broker_configs import (
+    GROUP_SESSION_KEY,
+    ApplyState,
+    BrokerLimits,
+    ConfigOutcome,
+)
 from rebalancer.structs.brokers import GroupProtocol, GroupState
 from rebalancer.structs.client_settings import SettingsPolicy
+from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
 from rebalancer.structs.problems import FieldProblem
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import WorkloadView
@@ -253,3 +259,36 @@ def _int_property(resolved: ResolvedSettings, key: str) -> int | None:
 
 def summary(problems: Sequence[FieldProblem]) -> str:
     return "; ".join(str(problem) for problem in problems)
+
+
+def settings_conditions(settings: Mapping[str, Any] | None) -> list[Condition]:
+    """Conditions status.settings imposes ([] when it has nothing to say).
+
+    For whoever writes conditions last (the observer): a refusal must not be hidden by a
+    routine "observed", as a failed rollout must not.
+    """
+    if not settings:
+        return []
+    if settings.get("message") and not settings.get("hash"):
+        return [
+            Condition(
+                ConditionType.DEGRADED, ConditionStatus.TRUE, "SettingsRefused", settings["message"]
+            )
+        ]
+    group_configs = settings.get("groupConfigs") or {}
+    if group_configs.get("state") == ApplyState.FAILED.value:
+        message = str(group_configs.get("message") or "the group configs were not applied")
+        return [
+            Condition(ConditionType.DEGRADED, ConditionStatus.TRUE, "GroupConfigsFailed", message)
+        ]
+    delay = settings.get("brokerDelay") or {}
+    if delay.get("reason") in ("DelayRefused", "DelayFailed"):
+        return [
+            Condition(
+                ConditionType.DEGRADED,
+                ConditionStatus.TRUE,
+                str(delay["reason"]),
+                str(delay.get("message") or ""),
+            )
+        ]
+    return []

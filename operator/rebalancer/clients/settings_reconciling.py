@@ -1,0 +1,293 @@
+"""One reconcile of a ConsumerGroup's settings and broker delay: read, plan, write, report.
+
+The handler parses the spec, finds the cluster's gateway and the delay wants of the other
+groups on the cluster (a kopf index), calls `reconcile_settings`, then writes the returned
+`status.settings`, turns the notices into Events, and looks again after `retry_after`. Every
+step is level-based (rebalancer.planning.settings_plans, rebalancer.planning.broker_delay) and
+every write is skipped when it would change nothing, so reconciling on a timer is cheap and
+is what starts the second rollout of an assignor migration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rebalancer.clients.configuring import (
+    ConfiguringFailed,
+    apply_configmap,
+    patch_workload,
+    read_workload_body,
+    set_strimzi_delay,
+)
+from rebalancer.clients.kafka_admin import AdminGateway
+from rebalancer.clients.kafka_configuring import (
+    alter_broker_config,
+    alter_group_configs,
+    read_broker_limits,
+)
+from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.clients.rolling import read_workload
+from rebalancer.planning.broker_delay import (
+    DelayAction,
+    DelayWant,
+    cluster_key_for,
+    decide_cluster_delay,
+    delay_status,
+    plan_delay,
+    strimzi_config_patch,
+)
+from rebalancer.planning.settings_plans import SettingsInputs, plan_settings, settings_status
+from rebalancer.planning.settings_templates import (
+    SETTINGS_ENV_ANNOTATION,
+    SETTINGS_HASH_ANNOTATION,
+    render_template_patch,
+    template_hash,
+)
+from rebalancer.structs.broker_configs import ApplyState, BrokerLimits, ConfigOutcome
+from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.client_settings import BrokerDelayPolicy, SettingsPolicy
+from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
+
+# A lost race with another writer of the workload: look again this soon.
+RETRY_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class SettingsTarget:
+    """What one reconcile is about, taken from the parsed spec."""
+
+    namespace: str
+    name: str
+    uid: str | None
+    group_id: str
+    bootstrap_servers: tuple[str, ...]
+    workload_kind: WorkloadKind
+    workload_name: str
+    container: str | None
+    protocol_choice: ProtocolChoice
+    profile: BrokerProfile | None  # spec.kafka.profile unless auto
+    settings: SettingsPolicy | None
+    delay: BrokerDelayPolicy | None
+    # The rollout planner staggers this workload's rollouts (spec.policy.rollout enabled and
+    # parkStatefulSets): the template patch parks a StatefulSet in the same write.
+    park: bool = True
+
+
+@dataclass(frozen=True)
+class Notice:
+    """An Event for the handler to post."""
+
+    warning: bool
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class SettingsOutcome:
+    status: dict[str, Any] | None  # status.settings; None: nothing is managed
+    notices: tuple[Notice, ...] = ()
+    retry_after: float | None = None
+    want: DelayWant | None = None  # this group's delay want, keyed by its cluster
+
+
+def delay_want(target: SettingsTarget, cluster_id: str | None) -> DelayWant | None:
+    if target.delay is None:
+        return None
+    key = cluster_key_for(target.bootstrap_servers, cluster_id)
+    return DelayWant(
+        target.namespace,
+        target.name,
+        key,
+        target.delay.delay_ms,
+        target.delay.max_delay_ms,
+        target.delay.mode,
+    )
+
+
+async def reconcile_settings(
+    kube: KubernetesApi,
+    gateway: AdminGateway,
+    target: SettingsTarget,
+    previous: Mapping[str, Any],
+    observed: Mapping[str, Any],
+    wants: Sequence[DelayWant] = (),
+) -> SettingsOutcome:
+    """Deliver the settings and the delay decision; see the module docstring.
+
+    `previous`: status.settings; `observed`: status.group; `wants`: the delay wants of the
+    cluster's groups as the index holds them (this group's own is added if the index lags).
+    Raises KafkaUnavailable when the cluster cannot be reached (the handler retries).
+    """
+    cluster = await gateway.describe_cluster()
+    profile = target.profile or gateway.profile
+    limits = await read_broker_limits(gateway)
+    notices: list[Notice] = []
+    status: dict[str, Any] | None = None
+    retry: float | None = None
+    if target.settings is not None:
+        status, retry = await _deliver(kube, gateway, target, previous, observed, limits, notices)
+    else:
+        await _withdraw(kube, target, notices)
+    want = delay_want(target, cluster.cluster_id)
+    if want is not None and target.delay is not None:
+        delay = await _delay(kube, gateway, target.delay, want, wants, profile, limits, previous)
+        status = {**(status or {}), "brokerDelay": delay.status}
+        notices += delay.notices
+    return SettingsOutcome(status, tuple(notices), retry, want)
+
+
+async def _deliver(
+    kube: KubernetesApi,
+    gateway: AdminGateway,
+    target: SettingsTarget,
+    previous: Mapping[str, Any],
+    observed: Mapping[str, Any],
+    limits: BrokerLimits,
+    notices: list[Notice],
+) -> tuple[dict[str, Any], float | None]:
+    assert target.settings is not None
+    body = await read_workload_body(
+        kube, target.namespace, target.workload_kind, target.workload_name
+    )
+    where = f"{target.workload_kind.value} {target.namespace}/{target.workload_name}"
+    if body is None:
+        message = f"{where} not found; create it or fix spec.workload.name"
+        return {"applied": False, "message": message}, None
+    view = await read_workload(kube, target.namespace, target.workload_kind, target.workload_name)
+    plan = plan_settings(
+        SettingsInputs(
+            namespace=target.namespace,
+            name=target.name,
+            uid=target.uid,
+            policy=target.settings,
+            workload_kind=target.workload_kind,
+            container=target.container,
+            protocol_choice=target.protocol_choice,
+            workload=body,
+            view=view,
+            previous=previous,
+            observed=observed,
+            limits=limits,
+            park=target.park,
+        )
+    )
+    if plan.refused:
+        status = settings_status(plan, limits, applied=False)
+        if status["message"] != previous.get("message"):
+            notices.append(Notice(True, "SettingsRefused", status["message"]))
+        return status, None
+    assert plan.configmap is not None and plan.rendered is not None
+    await apply_configmap(kube, plan.configmap)
+    applied = template_hash(body) == plan.rendered.hash
+    retry: float | None = None
+    if plan.patch.changes:
+        applied = await patch_workload(
+            kube, target.namespace, target.workload_kind, target.workload_name, plan.patch.ops
+        )
+        if applied:
+            step = plan.resolved.assignor.step if plan.resolved and plan.resolved.assignor else 0
+            migration = f" (assignor migration step {step} of 2)" if step else ""
+            notices.append(
+                Notice(
+                    False,
+                    "SettingsApplied",
+                    f"settings {plan.rendered.hash}{migration} are in the pod template of "
+                    f"{where}; they reach the pods as a staggered rollout",
+                )
+            )
+        else:
+            retry = RETRY_SECONDS
+    group_configs: ConfigOutcome | None = None
+    if plan.group_configs:
+        group_configs = await alter_group_configs(gateway, target.group_id, plan.group_configs)
+        old = (previous.get("groupConfigs") or {}).get("state")
+        if group_configs.state is ApplyState.FAILED and old != ApplyState.FAILED.value:
+            notices.append(Notice(True, "GroupConfigsFailed", group_configs.message))
+    status = settings_status(plan, limits, applied=applied, group_configs=group_configs)
+    return status, retry
+
+
+async def _withdraw(kube: KubernetesApi, target: SettingsTarget, notices: list[Notice]) -> None:
+    """spec.policy.settings was removed: take out what the operator put in the template."""
+    body = await read_workload_body(
+        kube, target.namespace, target.workload_kind, target.workload_name
+    )
+    annotations = ((body or {}).get("spec", {}).get("template", {}).get("metadata") or {}).get(
+        "annotations"
+    ) or {}
+    if body is None or not (
+        SETTINGS_HASH_ANNOTATION in annotations or SETTINGS_ENV_ANNOTATION in annotations
+    ):
+        return
+    patch = render_template_patch(
+        body, None, kind=target.workload_kind, container=target.container, park=target.park
+    )
+    if patch.changes and await patch_workload(
+        kube, target.namespace, target.workload_kind, target.workload_name, patch.ops
+    ):
+        notices.append(
+            Notice(
+                False,
+                "SettingsRemoved",
+                "spec.policy.settings was removed: the operator's variables, mount and settings "
+                "hash leave the pod template (a staggered rollout)",
+            )
+        )
+
+
+@dataclass(frozen=True)
+class _DelayResult:
+    status: dict[str, Any]
+    notices: tuple[Notice, ...]
+
+
+async def _delay(
+    kube: KubernetesApi,
+    gateway: AdminGateway,
+    policy: BrokerDelayPolicy,
+    want: DelayWant,
+    wants: Sequence[DelayWant],
+    profile: BrokerProfile | None,
+    limits: BrokerLimits,
+    previous: Mapping[str, Any],
+) -> _DelayResult:
+    mates = [
+        other for other in wants if other.cluster == want.cluster and other.group != want.group
+    ]
+    decision = decide_cluster_delay([*mates, want])
+    assert decision is not None
+    current = limits.initial_rebalance_delay_ms
+    plan = plan_delay(policy, decision, want, profile, current)
+    before = previous.get("brokerDelay") or {}
+    changed = (before.get("clusterMs"), before.get("action"), before.get("reason")) != (
+        decision.value_ms,
+        plan.action.value,
+        plan.reason,
+    )
+    notices: list[Notice] = []
+    outcome: str | None = None
+    reason, message = plan.reason, plan.message
+    try:
+        if plan.action is DelayAction.PATCH_STRIMZI and policy.strimzi is not None:
+            namespace = policy.strimzi.namespace or want.namespace
+            change = await set_strimzi_delay(
+                kube, namespace, policy.strimzi.name, strimzi_config_patch(plan.value_ms)
+            )
+            outcome = "patched" if change.changed else "unchanged"
+            changed = changed or change.changed
+        elif plan.action is DelayAction.ALTER_BROKER and plan.config_key is not None:
+            result = await alter_broker_config(gateway, plan.config_key, str(plan.value_ms))
+            outcome = result.state.value
+            if result.state is ApplyState.FAILED:
+                reason, message = "DelayFailed", result.message
+    except ConfiguringFailed as error:
+        reason, message, outcome = "DelayFailed", str(error), ApplyState.FAILED.value
+    status = delay_status(decision, want, plan, outcome)
+    status.update(reason=reason, message=message)
+    if changed or reason != before.get("reason"):
+        warning = reason in ("DelayRefused", "DelayFailed")
+        if plan.action is not DelayAction.NONE or warning:
+            notices.append(Notice(warning, reason, message))
+    return _DelayResult(status, tuple(notices))

@@ -1,0 +1,173 @@
+"""reconcile_settings, the handler's one call, against the API emulator and Tansu: what it
+writes, what it reports, and that a second reconcile writes and reports nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from tests.settings.support import STRIMZI_CRD, crds, statefulset
+
+from rebalancer.clients.configuring import read_strimzi_delay, read_workload_body
+from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
+from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
+from rebalancer.lab.broker import TansuBroker
+from rebalancer.planning.broker_delay import DelayWant
+from rebalancer.planning.settings_plans import settings_conditions
+from rebalancer.planning.settings_templates import template_hash
+from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.client_settings import (
+    BrokerDelayPolicy,
+    DelayMode,
+    SettingsPolicy,
+    StrimziRef,
+)
+from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
+
+NS = "default"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
+    with TansuBroker(log_dir=tmp_path_factory.mktemp("tansu")) as running:
+        yield running
+
+
+@pytest.fixture
+def gateway(broker: TansuBroker) -> Iterator[AdminGateway]:
+    admin = AdminGateway(build_client_config([broker.bootstrap], None))
+    yield admin
+    admin.close()
+
+
+def target(broker: TansuBroker, **changes: Any) -> SettingsTarget:
+    base = SettingsTarget(
+        namespace=NS,
+        name="orders",
+        uid=None,
+        group_id="orders",
+        bootstrap_servers=(broker.bootstrap,),
+        workload_kind=WorkloadKind.STATEFULSET,
+        workload_name="orders-consumer",
+        container=None,
+        protocol_choice=ProtocolChoice.AUTO,
+        profile=None,
+        settings=SettingsPolicy(session_timeout_ms=6000, max_poll_interval_ms=60000),
+        delay=None,
+    )
+    return replace(base, **changes)
+
+
+async def test_settings_are_delivered_once_and_reported(
+    kube: KubernetesApi, gateway: AdminGateway, broker: TansuBroker
+) -> None:
+    kube.apps.create_namespaced_stateful_set(NS, statefulset())
+    first = await reconcile_settings(kube, gateway, target(broker), {}, {})
+    status = first.status
+    assert status is not None
+    assert (status["applied"], status["protocol"], status["rolledOut"]) == (True, "classic", False)
+    assert status["sessionLimits"]["source"] == "default"  # Tansu reports no configs
+    assert [n.reason for n in first.notices] == ["SettingsApplied"]
+    assert kube.core.read_namespaced_config_map("orders-consumer-settings", NS).data
+    body = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
+    assert body is not None and template_hash(body) == status["hash"]
+    again = await reconcile_settings(kube, gateway, target(broker), status, {})
+    assert again.status == status and again.notices == () and again.retry_after is None
+    assert settings_conditions(status) == []
+    # Settings removed: the operator takes its part out of the template again.
+    gone = await reconcile_settings(kube, gateway, target(broker, settings=None), status, {})
+    assert gone.status is None and [n.reason for n in gone.notices] == ["SettingsRemoved"]
+    body = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
+    assert body is not None and template_hash(body) is None
+
+
+async def test_a_refusal_is_reported_once_and_patches_nothing(
+    kube: KubernetesApi, gateway: AdminGateway, broker: TansuBroker
+) -> None:
+    deployment = statefulset()
+    deployment["kind"] = "Deployment"
+    del deployment["spec"]["serviceName"]
+    kube.apps.create_namespaced_deployment(NS, deployment)
+    refused = target(
+        broker,
+        workload_kind=WorkloadKind.DEPLOYMENT,
+        settings=SettingsPolicy(session_timeout_ms=3000, static_membership=True),
+    )
+    first = await reconcile_settings(kube, gateway, refused, {}, {})
+    assert first.status is not None and first.status["applied"] is False
+    assert "spec.policy.settings.sessionTimeoutMs" in first.status["message"]
+    assert "spec.policy.settings.staticMembership" in first.status["message"]
+    assert [(n.warning, n.reason) for n in first.notices] == [(True, "SettingsRefused")]
+    assert [c.reason for c in settings_conditions(first.status)] == ["SettingsRefused"]
+    again = await reconcile_settings(kube, gateway, refused, first.status, {})
+    assert again.notices == ()
+    body = await read_workload_body(kube, NS, WorkloadKind.DEPLOYMENT, "orders-consumer")
+    assert body is not None and template_hash(body) is None
+
+
+async def test_kip848_group_configs_on_tansu_are_accepted_not_verifiable(
+    kube: KubernetesApi, gateway: AdminGateway, broker: TansuBroker
+) -> None:
+    kube.apps.create_namespaced_stateful_set(NS, statefulset())
+    kip848 = target(broker, protocol_choice=ProtocolChoice.CONSUMER, settings=SettingsPolicy())
+    outcome = await reconcile_settings(kube, gateway, kip848, {}, {})
+    status = outcome.status
+    assert status is not None and status["protocol"] == "consumer"
+    assert status["groupConfigs"]["state"] == "accepted-not-verifiable"
+    assert "assignors" not in status
+    body = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
+    assert body is not None
+    env = {e["name"] for e in body["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert "KAFKA_GROUP_PROTOCOL" in env and "KAFKA_SESSION_TIMEOUT_MS" not in env
+
+
+async def test_delay_on_tansu_is_not_applicable(
+    kube: KubernetesApi, gateway: AdminGateway, broker: TansuBroker
+) -> None:
+    delayed = target(broker, settings=None, delay=BrokerDelayPolicy(DelayMode.ALTER_CONFIGS))
+    outcome = await reconcile_settings(kube, gateway, delayed, {}, {})
+    assert outcome.status is not None
+    assert outcome.status["brokerDelay"]["reason"] == "NotApplicable"
+    assert outcome.want is not None and outcome.want.cluster.startswith("id:")
+    assert outcome.notices == ()
+
+
+async def test_the_cluster_delay_goes_into_the_strimzi_resource_by_the_rule(
+    kube: KubernetesApi, gateway: AdminGateway, broker: TansuBroker
+) -> None:
+    crds(kube, STRIMZI_CRD)
+    kube.custom.create_namespaced_custom_object(
+        "kafka.strimzi.io",
+        "v1beta2",
+        NS,
+        "kafkas",
+        {"apiVersion": "kafka.strimzi.io/v1beta2", "kind": "Kafka",
+         "metadata": {"name": "my-cluster"}, "spec": {"kafka": {"config": {}}}},
+    )  # fmt: skip
+    policy = BrokerDelayPolicy(DelayMode.STRIMZI, 3000, 30000, StrimziRef("my-cluster"))
+    # The profile is set, as on a real Strimzi cluster (Tansu would say "not applicable").
+    mine = target(broker, settings=None, delay=policy, profile=BrokerProfile.APACHE_KAFKA)
+    first = await reconcile_settings(kube, gateway, mine, {}, {})
+    assert first.want is not None
+    billing = DelayWant("shop", "billing", first.want.cluster, 8000, 30000, DelayMode.RECOMMEND)
+    second = await reconcile_settings(kube, gateway, mine, first.status or {}, {}, [billing])
+    delay = (second.status or {})["brokerDelay"]
+    assert (delay["clusterMs"], delay["decidedBy"], delay["outcome"]) == (
+        8000,
+        "shop/billing",
+        "patched",
+    )
+    assert "shop/billing wants 8000 (this group 3000)" in delay["message"]
+    assert [n.reason for n in second.notices] == ["DelayPatched"]
+    assert await read_strimzi_delay(kube, NS, "my-cluster") == "8000"
+    third = await reconcile_settings(kube, gateway, mine, second.status or {}, {}, [billing])
+    assert (third.status or {})["brokerDelay"]["outcome"] == "unchanged"
+    assert third.notices == ()
+    # A Kafka resource that is not there: Degraded, with the field to fix.
+    lost = replace(mine, delay=replace(policy, strimzi=StrimziRef("other")))
+    failed = await reconcile_settings(kube, gateway, lost, third.status or {}, {}, [billing])
+    assert [c.reason for c in settings_conditions(failed.status)] == ["DelayFailed"]
+    assert "fix spec.policy.brokerDelay.strimzi" in failed.notices[0].message
