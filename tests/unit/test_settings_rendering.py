@@ -21,6 +21,7 @@ from rebalancer.planning.settings_plans import (
     plan_settings,
     settings_conditions,
     settings_status,
+    timings_from_status,
 )
 from rebalancer.planning.settings_templates import (
     SETTINGS_ENV_ANNOTATION,
@@ -366,6 +367,12 @@ def test_the_rollout_planner_gets_the_delivered_timings() -> None:
     assert consumer_timings(plan_settings(kip848), fallback) == ConsumerTimings(45000, 5000, 300000)
     refused = replace(inputs, policy=replace(POLICY, heartbeat_interval_ms=6000))
     assert consumer_timings(plan_settings(refused), fallback) == fallback
+    # The same, read back from status by the rollout daemon, once the template has them.
+    status = settings_status(plan_settings(inputs), BrokerLimits(), applied=True)
+    assert timings_from_status(status, fallback) == ConsumerTimings(6000, 2000, 60000)
+    pending = settings_status(plan_settings(inputs), BrokerLimits(), applied=False)
+    assert timings_from_status(pending, fallback) == fallback
+    assert timings_from_status(None, fallback) == fallback
 
 
 # (status.settings) -> the Degraded reason it imposes, if any

@@ -198,6 +198,27 @@ def consumer_timings(plan: SettingsPlan, fallback: ConsumerTimings) -> ConsumerT
     )
 
 
+def timings_from_status(
+    settings: Mapping[str, Any] | None, fallback: ConsumerTimings
+) -> ConsumerTimings:
+    """consumer_timings, read back from status.settings (for the rollout daemon, which does
+    not plan settings itself); the fallback until settings are in the template."""
+    if not settings or not settings.get("applied"):
+        return fallback
+
+    def number(key: str, default: int) -> int:
+        value = settings.get(key)
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value else default
+        )
+
+    return ConsumerTimings(
+        session_timeout_ms=number("sessionTimeoutMs", fallback.session_timeout_ms),
+        heartbeat_interval_ms=number("heartbeatIntervalMs", fallback.heartbeat_interval_ms),
+        max_poll_interval_ms=number("maxPollIntervalMs", fallback.max_poll_interval_ms),
+    )
+
+
 def settings_status(
     plan: SettingsPlan,
     limits: BrokerLimits,
@@ -234,6 +255,7 @@ def settings_status(
         "sessionTimeoutMs": _int_property(resolved, "session.timeout.ms")
         or int(dict(resolved.group_configs).get("consumer.session.timeout.ms", 0)),
         "heartbeatIntervalMs": resolved.heartbeat_interval_ms,
+        "maxPollIntervalMs": _int_property(resolved, "max.poll.interval.ms"),
         "sessionLimits": limits_status,
     }
     if resolved.assignor is not None:
