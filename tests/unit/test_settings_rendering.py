@@ -392,3 +392,22 @@ def test_settings_conditions(settings: dict[str, Any] | None, reason: str | None
     conditions = settings_conditions(settings)
     assert [c.reason for c in conditions] == ([reason] if reason else [])
     assert all(c.status.value == "True" and c.type.value == "Degraded" for c in conditions)
+
+
+def test_settings_need_staggered_rollouts() -> None:
+    inputs = SettingsInputs(
+        namespace="default",
+        name="orders",
+        uid=None,
+        policy=POLICY,
+        workload_kind=WorkloadKind.STATEFULSET,
+        container=None,
+        protocol_choice=ProtocolChoice.AUTO,
+        workload=workload(),
+        view=None,
+        staggered=False,
+    )
+    plan = plan_settings(inputs)
+    assert [p.path for p in plan.problems] == ["spec.policy.rollout.enabled"]
+    assert "in batches" in plan.problems[0].fix
+    assert plan.patch.ops == ()

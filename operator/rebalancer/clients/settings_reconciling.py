@@ -70,8 +70,10 @@ class SettingsTarget:
     profile: BrokerProfile | None  # spec.kafka.profile unless auto
     settings: SettingsPolicy | None
     delay: BrokerDelayPolicy | None
-    # The rollout planner staggers this workload's rollouts (spec.policy.rollout enabled and
-    # parkStatefulSets): the template patch parks a StatefulSet in the same write.
+    # spec.policy.rollout.enabled: settings are delivered only as staggered rollouts.
+    staggered: bool = True
+    # spec.policy.rollout.parkStatefulSets: the template patch parks a StatefulSet in the same
+    # write, so its controller cannot start replacing pods before the planner plans it.
     park: bool = True
 
 
@@ -170,6 +172,7 @@ async def _deliver(
             previous=previous,
             observed=observed,
             limits=limits,
+            staggered=target.staggered,
             park=target.park,
         )
     )

@@ -65,7 +65,11 @@ class SettingsInputs:
     previous: Mapping[str, Any] = field(default_factory=dict)  # status.settings
     observed: Mapping[str, Any] = field(default_factory=dict)  # status.group
     limits: BrokerLimits = field(default_factory=BrokerLimits)
-    # The rollout planner staggers this workload: park a StatefulSet in the same patch.
+    # The rollout planner staggers this workload's rollouts (spec.policy.rollout enabled).
+    # Without it a settings change would restart pods as the workload's controller pleases,
+    # so the settings are refused instead.
+    staggered: bool = True
+    # With it, park a StatefulSet in the same patch (spec.policy.rollout.parkStatefulSets).
     park: bool = True
 
 
@@ -150,6 +154,15 @@ def plan_settings(inputs: SettingsInputs) -> SettingsPlan:
         group_active=_group_active(inputs.observed),
     )
     problems = check_settings(inputs.policy, context)
+    if not inputs.staggered:
+        problems.append(
+            FieldProblem(
+                "spec.policy.rollout.enabled",
+                "is not true, so a settings change would restart the consumers as the workload's "
+                "controller rolls pods, not in batches the group can absorb",
+                "set spec.policy.rollout.enabled: true (the settings then roll out in batches)",
+            )
+        )
     if problems:
         return SettingsPlan(problems=tuple(problems), rolled_out=rolled_out(inputs.view))
     resolved = resolve_settings(inputs.policy, context)
@@ -163,7 +176,7 @@ def plan_settings(inputs: SettingsInputs) -> SettingsPlan:
         rendered,
         kind=inputs.workload_kind,
         container=inputs.container,
-        park=inputs.park,
+        park=inputs.park and inputs.staggered,
     )
     if patch.problem is not None:
         return SettingsPlan(problems=(patch.problem,), resolved=resolved, rendered=rendered)
