@@ -20,6 +20,7 @@ def test_a_rollout_completes_through_api_errors_and_dropped_watches(
     faults.inject(status=500, method="PUT", path_regex=r"/pods/[^/]+/status$", times=6)
     faults.inject(status=500, method="POST", path_regex=r"/pods$", times=2)
     faults.inject(status=503, method="PATCH", path_regex=r"/replicasets/", times=2)
+    faults.inject(status=500, method="PATCH", path_regex=r"/pods/[^/]+$", times=2)
     api.patch(f"{DEPLOYMENTS}/app", new_version(created, "2"))
     faults.drop_watches()
     wait_for(lambda: complete(api, "app"), timeout=30, what="the rollout despite the faults")

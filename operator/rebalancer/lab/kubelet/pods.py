@@ -55,6 +55,7 @@ OWNED_CONDITIONS = (
     "Ready",
 )
 CONFIG_RETRY_SECONDS = 1.0
+RETRY_SECONDS = 0.2
 BACKOFF_RESET_SECONDS = 600.0
 
 
@@ -170,6 +171,7 @@ class PodWorker:
         self.shutdown_grace: float | None = None
         self.sandbox_message: str | None = None
         self._downward_seen: tuple[Any, Any] = (None, None)
+        self._unpublished = False
         self._published: Body = {}
         self._wake = threading.Event()
         self._thread = threading.Thread(
@@ -280,14 +282,18 @@ class PodWorker:
         while True:
             try:
                 return self._try_admit()
-            except (_Gone, RequestFailed):
-                raise
-            except OSError as exc:  # the API unreachable for a moment: try again
-                logger.warning("pod %s/%s: not admitted yet: %s", self.namespace, self.name, exc)
-                if self.terminating:
-                    raise _Gone() from exc
-                self._wake.wait(1.0)
-                self._wake.clear()
+            except RequestFailed as exc:
+                if exc.status < 500 and exc.status != 429:
+                    raise
+                failure: Exception = exc
+            except OSError as exc:
+                failure = exc
+            # The API failing or unreachable for a moment: try again.
+            logger.warning("pod %s/%s: not admitted yet: %s", self.namespace, self.name, failure)
+            if self.terminating:
+                return False
+            self._wake.wait(RETRY_SECONDS)
+            self._wake.clear()
 
     def _try_admit(self) -> bool:
         try:
@@ -610,7 +616,7 @@ class PodWorker:
         return "Succeeded" if all(code == 0 for code in codes) else "Failed"
 
     def _next_wake(self, now: float) -> float:
-        moments = [now + 1.0]
+        moments = [now + (RETRY_SECONDS if self._unpublished else 1.0)]
         for c in self.containers:
             if c.running:
                 moments += [p.next_at for p in c.probes.values()]
@@ -687,14 +693,17 @@ class PodWorker:
         """Terminal status, then let the API remove a deleted pod: drop our finalizer."""
         if self.gone:
             return
+        deleted = objects.is_terminating(self.pod)
         if self.shutting_down:
-            if self.terminating and objects.is_terminating(self.pod):
+            if deleted:
                 self._release()
             return
-        if objects.is_terminating(self.pod) and self.phase_override is None and self.sandbox:
+        if deleted and self.phase_override is None and self.sandbox:
             self.phase_override = self._finished_phase()
         with contextlib.suppress(_Gone):
             self._publish()
+        if not deleted:
+            return  # the worker failed: the pod stays, and its next event brings a new worker
         self._release()
         # A kubelet's final word on a deleted pod: the API may now remove it.
         with contextlib.suppress(RequestFailed):
@@ -737,6 +746,7 @@ class PodWorker:
         status = self._status()
         if status == self._published:
             return
+        self._unpublished = False
         for _ in range(10):
             body = {**self.pod, "status": status}
             try:
@@ -747,8 +757,9 @@ class PodWorker:
                 if exc.status == 404:
                     raise _Gone() from exc
                 if exc.status != 409:
-                    # The processes matter more than one status write: the next change
-                    # (at most a second away) writes the status again.
+                    # The processes matter more than one status write: it is tried again
+                    # on the next pass.
+                    self._unpublished = True
                     logger.warning(
                         "pod %s/%s: status not written: %s", self.namespace, self.name, exc
                     )
@@ -756,6 +767,7 @@ class PodWorker:
                 self._refresh()
                 status = self._status()
             except OSError as exc:  # the API unreachable for a moment
+                self._unpublished = True
                 logger.warning("pod %s/%s: status not written: %s", self.namespace, self.name, exc)
                 return
 
