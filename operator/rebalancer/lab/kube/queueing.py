@@ -23,6 +23,7 @@ class WorkQueue(Generic[K]):
         self._processing: set[K] = set()
         self._dirty: set[K] = set()
         self._delayed: list[tuple[float, int, K]] = []
+        self._due: dict[K, float] = {}  # each key's earliest delayed time
         self._counter = itertools.count()
         self._cond = threading.Condition()
         self._shutdown = False
@@ -43,10 +44,16 @@ class WorkQueue(Generic[K]):
         if delay <= 0:
             self.add(key)
             return
+        at = time.monotonic() + delay
         with self._cond:
             if self._shutdown:
                 return
-            heapq.heappush(self._delayed, (time.monotonic() + delay, next(self._counter), key))
+            # A key already due sooner needs no second entry: the reconcile then decides
+            # again when it wants the next one.
+            if key in self._due and self._due[key] <= at:
+                return
+            self._due[key] = at
+            heapq.heappush(self._delayed, (at, next(self._counter), key))
             self._cond.notify()
 
     def get(self) -> K | None:
@@ -57,7 +64,10 @@ class WorkQueue(Generic[K]):
                     return None
                 now = time.monotonic()
                 while self._delayed and self._delayed[0][0] <= now:
-                    _, _, key = heapq.heappop(self._delayed)
+                    at, _, key = heapq.heappop(self._delayed)
+                    if self._due.get(key) != at:
+                        continue  # superseded by an earlier entry, already handed out
+                    del self._due[key]
                     if key in self._processing:
                         self._dirty.add(key)
                     elif key not in self._queued:
