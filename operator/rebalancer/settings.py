@@ -20,6 +20,8 @@ class OperatorSettings:
     min_observe_spacing_seconds: float = 1.0
     status_refresh_seconds: float = 60.0
     max_workers: int = 20
+    # Image of the join gate init container; the chart sets the operator's own image.
+    gate_image: str | None = None
 
     @property
     def clusterwide(self) -> bool:

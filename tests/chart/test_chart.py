@@ -106,6 +106,7 @@ def test_default_install(helm: Helm) -> None:
         "--liveness=http://0.0.0.0:8080/healthz",
         "--log-level=INFO",
         "--status-refresh-seconds=60",
+        f"--gate-image=ghcr.io/rebalancer-dev/rebalancer:{__version__}",
     ]
     assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "liveness"}
     assert main["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}

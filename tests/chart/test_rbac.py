@@ -50,6 +50,25 @@ ALLOWED: dict[Grant, Use] = {
     ("", "secrets", "get"): Use(
         "TLS and SASL material named by spec.kafka", "rebalancer.clients.resolving:read_secret_key"
     ),
+    ("apps", "statefulsets", "patch"): Use(
+        "rollouts set the partition and install the join gate",
+        "rebalancer.clients.rolling:Actuator.set_partition",
+    ),
+    ("apps", "deployments", "patch"): Use(
+        "rollouts pause, resume and scale a Deployment",
+        "rebalancer.clients.rolling:Actuator.set_paused",
+    ),
+    ("apps", "replicasets", "list"): Use(
+        "a Deployment's ReplicaSets tell old pods from new ones",
+        "rebalancer.clients.rolling:read_workload",
+    ),
+    ("", "pods", "patch"): Use(
+        "opening a batch's join gates", "rebalancer.clients.rolling:Actuator.open_gates"
+    ),
+    ("", "pods", "delete"): Use(
+        "replacing a StatefulSet batch's old pods",
+        "rebalancer.clients.rolling:Actuator.delete_pods",
+    ),
     ("apps", "statefulsets", "get"): Use(
         "a missing spec.workload is reported as Degraded",
         "rebalancer.clients.patching:workload_exists",
@@ -101,7 +120,10 @@ def granted(manifests: list[Manifest], kind: str) -> set[Grant]:
 def test_every_allowed_grant_names_code_that_exists() -> None:
     for grant, use in ALLOWED.items():
         module, _, function = use.code.partition(":")
-        assert callable(getattr(importlib.import_module(module), function, None)), (grant, use)
+        target: object = importlib.import_module(module)
+        for part in function.split("."):
+            target = getattr(target, part, None)
+        assert callable(target), (grant, use)
 
 
 def test_clusterwide_grants_are_allowed_and_nothing_else(helm: Helm) -> None:

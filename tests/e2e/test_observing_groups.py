@@ -66,18 +66,16 @@ def test_status_and_events_follow_real_rebalances(lab: Lab) -> None:
     assert recorded["rebalances"] >= len(seen_by_consumers)
     assert recorded["generation"] == max(seen_by_consumers)
 
-    table = kubectl(lab, "get", "consumergroups")
-    header, row = table.splitlines()[0], table.splitlines()[1]
-    for column in ("NAME", "GROUP", "STATE", "MEMBERS", "GENERATION", "READY", "AGE"):
+    table = kubectl(lab, "get", "consumergroups").splitlines()
+    header = table[0].split()
+    for column in ("NAME", "GROUP", "STATE", "MEMBERS", "GENERATION", "ROLLOUT", "READY", "AGE"):
         assert column in header
-    assert row.split()[:6] == [
-        "orders",
-        "orders",
-        "Stable",
-        "2",
-        str(max(seen_by_consumers)),
-        "True",
-    ]
+    starts = [table[0].index(column) for column in header]
+    cells = [table[1][a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+    row = dict(zip(header, cells, strict=True))
+    assert row["NAME"] == row["GROUP"] == "orders"
+    assert row["STATE"] == "Stable" and row["MEMBERS"] == "2" and row["READY"] == "True"
+    assert row["GENERATION"] == str(max(seen_by_consumers))
 
     # A member leaves cleanly: one more rebalance, caused by member-left, and one member.
     before = recorded["rebalances"]

@@ -89,14 +89,20 @@ ClusterRole when every namespace is watched, else in a Role per watched namespac
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
-# The workload named by spec.workload, read to report a missing one.
+# The workload named by spec.workload: read to report a missing one and to plan rollouts;
+# patched for the StatefulSet partition, Deployment pause and scale steps, and the gate.
 - apiGroups: ["apps"]
   resources: ["statefulsets", "deployments"]
-  verbs: ["get"]
-# The ready pods of spec.workload, whose sidecars receive enforcement requests.
+  verbs: ["get", "patch"]
+# A Deployment's ReplicaSets tell old pods from new ones during a rollout.
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
+  verbs: ["list"]
+# The workload's pods: listed for rollouts and for the sidecars that receive enforcement
+# requests; patched to open their join gates; deleted, uid-guarded, to replace a batch.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list"]
+  verbs: ["list", "patch", "delete"]
 # Rebalance, warning and recovery Events on ConsumerGroups, posted by kopf.
 - apiGroups: [""]
   resources: ["events"]

@@ -64,6 +64,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="rewrite an unchanged status at most this often (default: 60)",
     )
     parser.add_argument(
+        "--gate-image",
+        default=None,
+        help="image of the join gate init container the operator adds to pod templates "
+        "(default: spec.policy.rollout.gateImage, else the published operator image)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -81,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
     import rebalancer.handlers.enforcing
     import rebalancer.handlers.groups
+    import rebalancer.handlers.rollouts
     import rebalancer.handlers.startup  # noqa: F401  (registers the handlers)
     from rebalancer.settings import OperatorSettings, token_from_environment
 
@@ -99,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         history_dir=args.history_dir,
         liveness_url=args.liveness,
         status_refresh_seconds=args.status_refresh_seconds,
+        gate_image=args.gate_image,
     )
     memo = kopf.Memo(settings=settings)
     kopf.run(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rebalancer.clients.enforcing import SidecarClient
 from rebalancer.clients.kafka_admin import AdminPool
@@ -10,6 +10,7 @@ from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.receiving import ReportHub, ReportServer
 from rebalancer.clients.recording import HistoryRecorder
 from rebalancer.settings import OperatorSettings
+from rebalancer.structs.snapshots import GroupSnapshot
 
 
 @dataclass
@@ -20,4 +21,6 @@ class Dependencies:
     hub: ReportHub
     recorder: HistoryRecorder
     sidecars: SidecarClient
+    # The observer's latest snapshot and rebalance count per (namespace, name), for the rollouts.
+    latest_groups: dict[tuple[str, str], tuple[GroupSnapshot, int]] = field(default_factory=dict)
     server: ReportServer | None = None

@@ -11,6 +11,7 @@ from rebalancer import metrics
 from rebalancer.clients.patching import patch_status
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.observing import Observer, observe_forever, tracking_from_status
+from rebalancer.planning.rollout_policies import parse_rollout_policy
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.structs.conditions import (
     Condition,
@@ -36,6 +37,7 @@ async def validate(
     generation = body.metadata.get("generation")
     try:
         parse_spec(body.get("spec"))
+        parse_rollout_policy(((body.get("spec") or {}).get("policy") or {}).get("rollout"))
     except SpecInvalid as error:
         message = error.summary()
         kopf.warn(body, reason="InvalidSpec", message=message)

@@ -23,6 +23,8 @@ from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.planning.backoff import backoff_delay
 from rebalancer.planning.observing import combine_observation
 from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
+from rebalancer.planning.rollout_states import RolloutState
+from rebalancer.planning.rollout_statuses import rollout_conditions
 from rebalancer.planning.statuses import (
     failure_conditions,
     observed_conditions,
@@ -118,6 +120,7 @@ class Observer:
         events = [self._label_enforced(spec.group_id, event) for event in events]
         if events:
             self.tracking = replace(self.tracking, last_cause=events[-1].cause.value)
+        self.deps.latest_groups[(self.namespace, self.name)] = (snapshot, self.tracking.rebalances)
         if spec.policy.history_enabled:
             await self.deps.recorder.record(events)
         for event in events:
@@ -172,8 +175,13 @@ class Observer:
         fields: dict[str, Any],
         force: bool,
     ) -> None:
-        metrics.publish_conditions(self.namespace, self.name, conditions)
         status = dict(body.get("status") or {})
+        # Rollout conditions go last, so a routine "observed" never hides a failed rollout.
+        conditions = [
+            *conditions,
+            *rollout_conditions(RolloutState.from_status(status.get("rollout"))),
+        ]
+        metrics.publish_conditions(self.namespace, self.name, conditions)
         now = time.time()
         merged = merge_conditions(
             status.get("conditions") or [],
@@ -243,6 +251,7 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
             await _sleep_or_wake(stopped, wakeup, delay, spacing)
     finally:
         observer.release()
+        observer.deps.latest_groups.pop((observer.namespace, observer.name), None)
         metrics.forget_group(observer.namespace, observer.name)
 
 

@@ -1,0 +1,217 @@
+"""kopf daemon per ConsumerGroup: step the rollout planner and carry out its actions."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import Any
+
+import kopf
+
+from rebalancer.clients.patching import ResourceGone, patch_status
+from rebalancer.clients.rolling import ActuationFailed, Actuator, read_workload
+from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.planning.gate_templates import DEFAULT_IMAGE, GateOptions
+from rebalancer.planning.rollout_actions import ClearDegraded, MarkDegraded, RecordProgress, Wait
+from rebalancer.planning.rollout_plans import RolloutSetup
+from rebalancer.planning.rollout_policies import RolloutPolicy, parse_rollout_policy
+from rebalancer.planning.rollout_states import RolloutState
+from rebalancer.planning.rollout_statuses import (
+    rebalances_from_status,
+    rollout_conditions,
+    snapshot_from_status,
+)
+from rebalancer.planning.rollouts import Observation, step
+from rebalancer.planning.statuses import rfc3339
+from rebalancer.simulation import ConsumerSettings, CoordinatorSettings, join_window
+from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.conditions import (
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    merge_conditions,
+)
+from rebalancer.structs.gates import RESUME_ANNOTATION
+from rebalancer.structs.problems import SpecInvalid
+from rebalancer.structs.snapshots import GroupSnapshot
+from rebalancer.structs.specs import ConsumerGroupSpec, parse_spec
+
+GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
+ACTIVE_POLL_SECONDS = 2.0
+RESTING_POLL_SECONDS = 10.0
+logger = logging.getLogger(__name__)
+
+
+def broker_profile(spec: ConsumerGroupSpec, status: dict[str, Any]) -> BrokerProfile:
+    """The spec's profile, else the one the observer detected, else Apache Kafka's timing."""
+    if spec.kafka.profile.value != "auto":
+        return BrokerProfile(spec.kafka.profile.value)
+    detected = (status.get("group") or {}).get("brokerProfile")
+    try:
+        return BrokerProfile(str(detected))
+    except ValueError:
+        return BrokerProfile.APACHE_KAFKA
+
+
+def rollout_setup(policy: RolloutPolicy, profile: BrokerProfile) -> RolloutSetup:
+    consumers = policy.consumers
+    window = join_window(
+        CoordinatorSettings(initial_rebalance_delay_ms=policy.initial_rebalance_delay_ms),
+        profile,
+        ConsumerSettings(
+            session_timeout_ms=consumers.session_timeout_ms,
+            heartbeat_interval_ms=consumers.heartbeat_interval_ms,
+            max_poll_interval_ms=consumers.max_poll_interval_ms,
+        ),
+    )
+    return RolloutSetup(policy, profile, window)
+
+
+def rollout_policy(body: kopf.Body) -> RolloutPolicy:
+    """`spec.policy.rollout`, managed only when the user turned it on (the CRD's default)."""
+    raw = ((body.get("spec") or {}).get("policy") or {}).get("rollout")
+    policy = parse_rollout_policy(raw)
+    if not isinstance(raw, dict) or "enabled" not in raw:
+        policy = replace(policy, enabled=False)
+    return policy
+
+
+def _post(body: kopf.Body, actions: list[Any]) -> None:
+    for action in actions:
+        if isinstance(action, RecordProgress):
+            post = kopf.warn if action.reason == "RolloutFailed" else kopf.info
+            post(body, reason=action.reason, message=action.message)
+        elif isinstance(action, MarkDegraded):
+            kopf.warn(body, reason=action.reason, message=action.message)
+        elif isinstance(action, ClearDegraded):
+            kopf.info(body, reason=action.reason, message=action.message)
+
+
+async def _step_once(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    state: RolloutState,
+    policy: RolloutPolicy,
+    spec: ConsumerGroupSpec,
+) -> tuple[RolloutState, list[Any]] | None:
+    status = dict(body.get("status") or {})
+    setup = rollout_setup(policy, broker_profile(spec, status))
+    kind, workload_name = spec.workload.kind, spec.workload.name
+    try:
+        workload = await read_workload(deps.kube, namespace, kind, workload_name)
+    except Exception as error:  # the API may be briefly away; the state keeps
+        logger.warning("%s/%s: reading %s failed: %s", namespace, name, workload_name, error)
+        return None
+    latest: dict[tuple[str, str], tuple[GroupSnapshot, int]] = deps.latest_groups
+    group, rebalances = latest.get((namespace, name), (None, None))
+    if group is None:
+        group, rebalances = snapshot_from_status(status), rebalances_from_status(status)
+    observation = Observation(
+        setup=setup,
+        workload=workload,
+        group=group,
+        rebalances=rebalances,
+        spec_generation=body.metadata.get("generation"),
+        resume_token=body.metadata.annotations.get(RESUME_ANNOTATION),
+    )
+    after, actions = step(state, observation, time.time())
+    gate = GateOptions(
+        image=policy.gate_image or deps.settings.gate_image or DEFAULT_IMAGE,
+        timeout_seconds=policy.gate_timeout_seconds,
+        bypass_after_seconds=policy.bypass_gate_after_seconds,
+    )
+    actuator = Actuator(deps.kube, namespace, kind, workload_name, gate)
+    try:
+        await actuator.apply(actions)
+    except ActuationFailed as error:
+        # The state does not advance: the next step asks for the same end state again.
+        kopf.warn(body, reason="RolloutActionFailed", message=str(error))
+        return None
+    _post(body, list(actions))
+    return after, list(actions)
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, initial_delay=2.0)
+async def roll_out(
+    body: kopf.Body,
+    namespace: str | None,
+    name: str,
+    memo: kopf.Memo,
+    stopped: kopf.DaemonStopped,
+    **_: Any,
+) -> None:
+    deps: Dependencies = memo.deps
+    namespace = namespace or "default"
+    state = RolloutState.from_status((body.get("status") or {}).get("rollout"))
+    written: dict[str, Any] | None = None
+    managed = False
+    while not stopped:
+        try:
+            spec = parse_spec(body.get("spec"))
+            policy = rollout_policy(body)
+        except SpecInvalid:
+            await stopped.wait(5)  # validate() reports it; look again for the user's fix
+            continue
+        if not policy.enabled and not managed and state.phase.value == "Idle" and not state.parked:
+            # Never managed: nothing to hand back, and the workload stays the user's alone.
+            await stopped.wait(RESTING_POLL_SECONDS)
+            continue
+        managed = policy.enabled
+        stepped = await _step_once(deps, body, namespace, name, state, policy, spec)
+        if stepped is None:
+            await stopped.wait(ACTIVE_POLL_SECONDS)
+            continue
+        after, actions = stepped
+        rollout = after.to_status()
+        if after.phase.value == "Completed":
+            rollout["completedRevision"] = rollout.get("rolloutId")
+        cleared = [action for action in actions if isinstance(action, ClearDegraded)]
+        if rollout != written or cleared:
+            status = dict(body.get("status") or {})
+            fields: dict[str, Any] = {"rollout": rollout}
+            conditions = rollout_conditions(after) + [
+                Condition(ConditionType.DEGRADED, ConditionStatus.FALSE, a.reason, a.message)
+                for a in cleared
+            ]
+            if conditions:
+                fields["conditions"] = merge_conditions(
+                    status.get("conditions") or [],
+                    conditions,
+                    now=rfc3339(time.time()),
+                    generation=body.metadata.get("generation"),
+                )
+            try:
+                await patch_status(deps.kube, namespace, name, status, fields)
+            except ResourceGone:
+                return
+            written = rollout
+        state = after
+        if after.phase.active:
+            # Observe the group sooner while a batch is out: settling is what we wait for.
+            deps.hub.wakeup(spec.group_id).set()
+        delay = ACTIVE_POLL_SECONDS if after.phase.active else RESTING_POLL_SECONDS
+        waits = [action.until for action in actions if isinstance(action, Wait)]
+        if waits:
+            delay = min(delay, max(min(waits) - time.time(), 0.2))
+        await stopped.wait(delay)
+
+
+@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
+async def hand_back(
+    body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo, **_: Any
+) -> None:
+    """Deleting a ConsumerGroup gives the workload back: no gate left shut, nothing parked."""
+    deps: Dependencies = memo.deps
+    namespace = namespace or "default"
+    state = RolloutState.from_status((body.get("status") or {}).get("rollout"))
+    if state.phase.value == "Idle" and not state.parked and not state.holding_deployment:
+        return
+    try:
+        spec = parse_spec(body.get("spec"))
+        policy = rollout_policy(body)
+    except SpecInvalid:
+        return
+    await _step_once(deps, body, namespace, name, state, replace(policy, enabled=False), spec)
