@@ -62,6 +62,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="stop by itself after this many seconds (default: run until Ctrl-C)",
     )
     parser.add_argument(
+        "--no-pods",
+        dest="pods",
+        action="store_false",
+        help="start the consumers as plain processes instead of running the example "
+        "StatefulSet's pods through the lab's kubelet and controllers",
+    )
+    parser.add_argument(
+        "--jitter",
+        default="uniform(0,3)",
+        help="start-up delay of each pod: a number of seconds, fixed(s), uniform(a,b), "
+        "exponential(mean) or normal(mu,sigma) (default uniform(0,3))",
+    )
+    parser.add_argument(
         "--plain",
         action="store_true",
         help="print one status line per second instead of the live table (default when the "
@@ -101,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGHUP, interrupt)
     started = time.monotonic()
     try:
-        lab.start()
+        lab.start(pods=args.pods, jitter=args.jitter if args.pods else None)
         api_client = lab.api_client
         assert api_client is not None and lab.kubeconfig is not None
         console.print(
@@ -115,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         title = f"ConsumerGroup {config.namespace}/{config.group_id}"
 
         def view() -> LabView:
-            running = sum(1 for consumer in lab.consumers if consumer.running)
+            running = lab.running_consumers()
             return read_view(api_client, config.namespace, config.group_id, running)
 
         def expired() -> bool:

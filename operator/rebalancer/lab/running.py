@@ -245,6 +245,15 @@ class Lab:
         self.consumers.append(child)
         return child
 
+    def running_consumers(self) -> int:
+        """Consumer processes or pods that are running now."""
+        if self.cluster is None or self.api_client is None:
+            return sum(1 for consumer in self.consumers if consumer.running)
+        pods = client.CoreV1Api(self.api_client).list_namespaced_pod(
+            self.config.namespace, label_selector="app.kubernetes.io/name=orders-consumer"
+        )
+        return sum(1 for pod in pods.items if (pod.status and pod.status.phase) == "Running")
+
     def start_consumers(self) -> None:
         for index in range(self.config.consumers):
             if index:
