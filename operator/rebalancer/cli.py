@@ -14,11 +14,11 @@ SUBCOMMANDS: tuple[str, ...] = ("operator", "lab", "simulate", "learn", "sidecar
 
 
 class _Command(Protocol):
-    def add_parser(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-        ...
+    def add_parser(
+        self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]
+    ) -> None: ...
 
-    def run(self, args: argparse.Namespace) -> int:
-        ...
+    def run(self, args: argparse.Namespace) -> int: ...
 
 
 def _load(name: str) -> _Command | None:
