@@ -80,6 +80,7 @@ ALL_FEATURES: dict[str, Any] = {
         "extraEnv": [{"name": "TZ", "value": "UTC"}],
     },
     "reportToken": {"enabled": True},
+    "rbac": {"create": True, "strimzi": True},
     "history": {"enabled": True, "persistence": {"storageClassName": "fast", "size": "5Gi"}},
     "serviceAccount": {"annotations": {"example.com/role": "rebalancer"}},
     "service": {"annotations": {"example.com/scrape": "true"}},

@@ -81,6 +81,26 @@ ALLOWED: dict[Grant, Use] = {
         "enforcement requests go to the sidecars in the workload's ready pods",
         "rebalancer.clients.enforcing:sidecar_addresses",
     ),
+    ("", "configmaps", "get"): Use(
+        "the consumer-settings ConfigMap is read before it is written",
+        "rebalancer.clients.configuring:apply_configmap",
+    ),
+    ("", "configmaps", "create"): Use(
+        "the consumer-settings ConfigMap is created",
+        "rebalancer.clients.configuring:apply_configmap",
+    ),
+    ("", "configmaps", "update"): Use(
+        "the consumer-settings ConfigMap is replaced",
+        "rebalancer.clients.configuring:apply_configmap",
+    ),
+    ("kafka.strimzi.io", "kafkas", "get"): Use(
+        "brokerDelay mode strimzi reads spec.kafka.config",
+        "rebalancer.clients.configuring:read_strimzi_delay",
+    ),
+    ("kafka.strimzi.io", "kafkas", "patch"): Use(
+        "brokerDelay mode strimzi sets group.initial.rebalance.delay.ms",
+        "rebalancer.clients.configuring:set_strimzi_delay",
+    ),
     ("", "events", "create"): Use(
         "Rebalance, warning and recovery Events from kopf.info and kopf.warn",
         "kopf._cogs.clients.events:post_event",
@@ -102,6 +122,8 @@ ALLOWED: dict[Grant, Use] = {
 # Grants only the cluster-wide ClusterRole may hold when given namespaces are watched: the
 # resources are cluster-scoped, so no Role can grant them.
 CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces"}
+# Granted only when a value asks for them (rbac.strimzi) or in one mode (namespaces).
+OPTIONAL = {"namespaces", "kafkas"}
 
 
 def grants(role: Manifest) -> Iterator[Grant]:
@@ -133,8 +155,10 @@ def test_clusterwide_grants_are_allowed_and_nothing_else(helm: Helm) -> None:
     for grant in cluster:
         assert "*" not in grant, f"wildcard grant {grant}"
         assert grant in ALLOWED, f"{grant} is granted but no code needs it; see ALLOWED"
-    # kopf reads namespaces only when given some to watch.
-    assert {grant for grant in ALLOWED if grant[1] != "namespaces"} == cluster
+    # kopf reads namespaces only when given some to watch; Strimzi grants are a value, off.
+    assert {grant for grant in ALLOWED if grant[1] not in OPTIONAL} == cluster
+    with_strimzi = granted(helm.render({"rbac": {"strimzi": True}}), "ClusterRole")
+    assert with_strimzi - cluster == {g for g in ALLOWED if g[1] == "kafkas"}
 
 
 def test_namespaced_grants_stay_in_the_watched_namespaces(helm: Helm) -> None:
@@ -143,10 +167,10 @@ def test_namespaced_grants_stay_in_the_watched_namespaces(helm: Helm) -> None:
     assert {resource for _, resource, _ in cluster} == CLUSTER_SCOPED
     roles = by_kind(manifests, "Role")
     assert sorted(role["metadata"]["namespace"] for role in roles) == ["team-a", "team-b"]
-    namespaced = {grant for grant in ALLOWED if grant[1] not in CLUSTER_SCOPED}
+    namespaced = {grant for grant in ALLOWED if grant[1] not in CLUSTER_SCOPED | {"kafkas"}}
     for role in roles:
         assert set(grants(role)) == namespaced
-    assert cluster | namespaced == set(ALLOWED)
+    assert cluster | namespaced == {grant for grant in ALLOWED if grant[1] != "kafkas"}
 
 
 def test_bindings_name_the_operator_service_account(helm: Helm) -> None:

@@ -103,6 +103,10 @@ ClusterRole when every namespace is watched, else in a Role per watched namespac
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "patch", "delete"]
+# The <name>-consumer-settings ConfigMap that carries spec.policy.settings to the pods.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "create", "update"]
 # Rebalance, warning and recovery Events on ConsumerGroups, posted by kopf.
 - apiGroups: [""]
   resources: ["events"]

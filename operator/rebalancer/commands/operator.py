@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     import rebalancer.handlers.enforcing
     import rebalancer.handlers.groups
     import rebalancer.handlers.rollouts
+    import rebalancer.handlers.settings
     import rebalancer.handlers.startup  # noqa: F401  (registers the handlers)
     from rebalancer.settings import OperatorSettings, token_from_environment
 

@@ -25,6 +25,7 @@ from rebalancer.planning.observing import combine_observation
 from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
 from rebalancer.planning.rollout_states import RolloutState
 from rebalancer.planning.rollout_statuses import rollout_conditions
+from rebalancer.planning.settings_plans import settings_conditions
 from rebalancer.planning.statuses import (
     failure_conditions,
     observed_conditions,
@@ -180,6 +181,7 @@ class Observer:
         conditions = [
             *conditions,
             *rollout_conditions(RolloutState.from_status(status.get("rollout"))),
+            *settings_conditions(status.get("settings")),
         ]
         metrics.publish_conditions(self.namespace, self.name, conditions)
         now = time.time()

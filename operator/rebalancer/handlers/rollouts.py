@@ -23,6 +23,7 @@ from rebalancer.planning.rollout_statuses import (
     snapshot_from_status,
 )
 from rebalancer.planning.rollouts import Observation, step
+from rebalancer.planning.settings_plans import timings_from_status
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.simulation import ConsumerSettings, CoordinatorSettings, join_window
 from rebalancer.structs.brokers import BrokerProfile
@@ -98,7 +99,9 @@ async def _step_once(
     spec: ConsumerGroupSpec,
 ) -> tuple[RolloutState, list[Any]] | None:
     status = dict(body.get("status") or {})
-    setup = rollout_setup(policy, broker_profile(spec, status))
+    # Consumers whose settings the operator delivers are timed by what it delivered.
+    consumers = timings_from_status(status.get("settings"), policy.consumers)
+    setup = rollout_setup(replace(policy, consumers=consumers), broker_profile(spec, status))
     kind, workload_name = spec.workload.kind, spec.workload.name
     try:
         workload = await read_workload(deps.kube, namespace, kind, workload_name)

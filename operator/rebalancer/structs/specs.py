@@ -13,6 +13,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
 
+from rebalancer.structs.client_settings import (
+    BrokerDelayPolicy,
+    SettingsPolicy,
+    parse_broker_delay_policy,
+    parse_settings_policy,
+)
 from rebalancer.structs.enforce_policy import parse_enforce_policy
 from rebalancer.structs.problems import FieldProblem, SpecInvalid
 
@@ -121,6 +127,9 @@ class Policy:
     protocol: ProtocolChoice = ProtocolChoice.AUTO
     observe: ObservePolicy = field(default_factory=ObservePolicy)
     history_enabled: bool = True
+    # None: the operator leaves the consumers' settings, or the broker's delay, alone.
+    settings: SettingsPolicy | None = None
+    broker_delay: BrokerDelayPolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -396,10 +405,22 @@ def _parse_policy(reader: _Reader, raw: Mapping[str, object]) -> Policy:
         reader.problems.extend(error.problems)
     history_raw = reader.mapping(raw.get("history", {}), f"{path}.history", required=False) or {}
     history = reader.boolean(history_raw, "enabled", f"{path}.history", True)
+    settings: SettingsPolicy | None = None
+    broker_delay: BrokerDelayPolicy | None = None
+    try:
+        settings = parse_settings_policy(raw.get("settings"), f"{path}.settings")
+    except SpecInvalid as error:
+        reader.problems.extend(error.problems)
+    try:
+        broker_delay = parse_broker_delay_policy(raw.get("brokerDelay"), f"{path}.brokerDelay")
+    except SpecInvalid as error:
+        reader.problems.extend(error.problems)
     return Policy(
         protocol=protocol or ProtocolChoice.AUTO,
         observe=ObservePolicy(interval, ttl),
         history_enabled=history,
+        settings=settings,
+        broker_delay=broker_delay,
     )
 
 

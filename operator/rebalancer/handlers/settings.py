@@ -1,0 +1,157 @@
+"""kopf handlers for consumer settings and the broker delay: reconcile on change and on a timer.
+
+The work is rebalancer.clients.settings_reconciling.reconcile_settings; this module finds what
+it needs (the parsed spec, the cluster's shared gateway, the other groups' delay wants from an
+index), writes status.settings and posts the Events. The timer is what starts the second rollout
+of an assignor migration and follows the other groups' delay wants; a spec change does not
+wait for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from rebalancer.clients.configuring import ConfiguringFailed
+from rebalancer.clients.kafka_config import build_client_config
+from rebalancer.clients.kafka_errors import KafkaRequestFailed, KafkaUnavailable
+from rebalancer.clients.patching import ResourceGone, patch_status
+from rebalancer.clients.resolving import SecretUnavailable, resolve_security
+from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
+from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.handlers.rollouts import rollout_policy
+from rebalancer.planning.broker_delay import DelayWant, cluster_key_for
+from rebalancer.structs.brokers import BrokerProfile, cluster_key
+from rebalancer.structs.problems import SpecInvalid
+from rebalancer.structs.specs import ConsumerGroupSpec, parse_spec
+
+GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
+RECONCILE_SECONDS = 30.0
+logger = logging.getLogger(__name__)
+
+
+def _known_cluster(body: kopf.Body, spec: ConsumerGroupSpec) -> str:
+    """The cluster key the last reconcile found (the Kafka cluster id), else the bootstrap list."""
+    delay = ((body.get("status") or {}).get("settings") or {}).get("brokerDelay") or {}
+    known = delay.get("cluster")
+    return str(known) if known else cluster_key_for(spec.kafka.bootstrap_servers)
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+def delay_wants(
+    body: kopf.Body, namespace: str | None, name: str, **_: Any
+) -> dict[str, DelayWant] | None:
+    """Every group's broker-delay want, by cluster: the delay is decided per cluster."""
+    try:
+        spec = parse_spec(body.get("spec"))
+    except SpecInvalid:
+        return None
+    delay = spec.policy.broker_delay
+    if delay is None:
+        return None
+    cluster = _known_cluster(body, spec)
+    want = DelayWant(
+        namespace or "default", name, cluster, delay.delay_ms, delay.max_delay_ms, delay.mode
+    )
+    return {cluster: want}
+
+
+async def _reconcile(
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    memo: kopf.Memo,
+    wants: kopf.Index[str, DelayWant] | None,
+) -> None:
+    deps: Dependencies = memo.deps
+    try:
+        spec = parse_spec(body.get("spec"))
+        rollout = rollout_policy(body)
+    except SpecInvalid:
+        return  # validate() reports it
+    status = dict(body.get("status") or {})
+    previous = dict(status.get("settings") or {})
+    policy = spec.policy
+    if policy.settings is None and policy.broker_delay is None and not previous:
+        return
+    profile = (
+        None if spec.kafka.profile.value == "auto" else BrokerProfile(spec.kafka.profile.value)
+    )
+    target = SettingsTarget(
+        namespace=namespace,
+        name=name,
+        uid=body.metadata.uid,
+        group_id=spec.group_id,
+        bootstrap_servers=spec.kafka.bootstrap_servers,
+        workload_kind=spec.workload.kind,
+        workload_name=spec.workload.name,
+        container=spec.workload.container,
+        protocol_choice=policy.protocol,
+        profile=profile,
+        settings=policy.settings,
+        delay=policy.broker_delay,
+        staggered=rollout.enabled,
+        park=rollout.park_statefulsets,
+    )
+    try:
+        security = await resolve_security(deps.kube, namespace, spec.kafka)
+        config = build_client_config(list(spec.kafka.bootstrap_servers), security)
+        config["socket.timeout.ms"] = str(spec.kafka.request_timeout_seconds * 1000)
+        key = cluster_key(list(spec.kafka.bootstrap_servers), security)
+        gateway = deps.pool.acquire(key, config)
+        try:
+            outcome = await reconcile_settings(
+                deps.kube,
+                gateway,
+                target,
+                previous,
+                status.get("group") or {},
+                list(wants.get(_known_cluster(body, spec), [])) if wants is not None else [],
+            )
+        finally:
+            deps.pool.release(key)
+    except (SecretUnavailable, KafkaUnavailable, KafkaRequestFailed, ConfiguringFailed) as error:
+        # The observer reports an unreachable cluster or a missing Secret as Degraded already.
+        raise kopf.TemporaryError(f"settings not reconciled: {error}", delay=10) from error
+    for notice in outcome.notices:
+        post = kopf.warn if notice.warning else kopf.info
+        post(body, reason=notice.reason, message=notice.message)
+    settings = outcome.status or {}
+    if settings != previous:
+        try:
+            await patch_status(deps.kube, namespace, name, status, {"settings": settings})
+        except ResourceGone:
+            return
+    if outcome.retry_after is not None:
+        raise kopf.TemporaryError("the workload changed meanwhile", delay=outcome.retry_after)
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+async def settings_changed(
+    body: kopf.Body,
+    namespace: str | None,
+    name: str,
+    memo: kopf.Memo,
+    delay_wants: kopf.Index[str, DelayWant] | None = None,  # kopf passes every index
+    **_: Any,
+) -> None:
+    await _reconcile(body, namespace or "default", name, memo, delay_wants)
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=RECONCILE_SECONDS, initial_delay=RECONCILE_SECONDS)
+async def settings_followed(
+    body: kopf.Body,
+    namespace: str | None,
+    name: str,
+    memo: kopf.Memo,
+    delay_wants: kopf.Index[str, DelayWant] | None = None,  # kopf passes every index
+    **_: Any,
+) -> None:
+    try:
+        await _reconcile(body, namespace or "default", name, memo, delay_wants)
+    except kopf.TemporaryError as error:
+        logger.info("%s/%s: %s", namespace, name, error)  # the next tick tries again
