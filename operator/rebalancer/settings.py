@@ -15,7 +15,10 @@ class OperatorSettings:
     reports_host: str = "0.0.0.0"
     reports_port: int = 8090
     report_token: str | None = field(default=None, repr=False)
-    history_dir: Path | None = None
+    # A directory or an fsspec URL (s3://...): a Path would fold the URL's double slash.
+    history_dir: str | None = None
+    # Where `rebalancer learn` writes recommendations.json; default <history_dir>/_recommendations.
+    recommendations_dir: str | None = None
     liveness_url: str | None = None
     min_observe_spacing_seconds: float = 1.0
     status_refresh_seconds: float = 60.0

@@ -234,3 +234,51 @@ def test_prometheus_in_the_lab_shows_the_series(lab: Lab) -> None:
     assert query(url, "rebalancer_operator_info")
     assert query(url, 'rebalancer_group_ready{consumergroup="metered"}')
     kubectl(lab, "delete", "consumergroup", "metered", "--wait=true", "--timeout=30s")
+
+
+def test_learned_recommendations_are_shown_in_status(lab: Lab) -> None:
+    import datetime
+    import json
+
+    from rebalancer.clients.recommending import SUMMARY_FILE
+    from rebalancer.structs.recommendations import SUMMARY_SCHEMA
+
+    folder = lab.config.state_dir / "history" / "_recommendations"
+    folder.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    summary = {
+        "schema": SUMMARY_SCHEMA,
+        "runId": "run-1",
+        "generatedAt": now,
+        "groups": {
+            "default/learned": {
+                "cluster": lab.bootstrap,
+                "initialRebalanceDelayMs": 900.0,
+                "batchSize": 4,
+                "sessionTimeoutMs": 20000.0,
+                "expectedCostPerDaySeconds": 50.0,
+                "defaultCostPerDaySeconds": 80.0,
+                "improvement": 0.375,
+            }
+        },
+    }
+    (folder / SUMMARY_FILE).write_text(json.dumps(summary))
+    body = consumer_group("learned", lab.bootstrap)
+    body["spec"]["policy"]["learning"] = {"mode": "recommend"}
+    apply(lab, body)
+
+    def shown() -> dict[str, object] | None:
+        learning = get_cg(lab, "learned").get("status", {}).get("learning") or {}
+        return learning if learning.get("runId") == "run-1" else None
+
+    learning = eventually(shown, 60, "status.learning")
+    assert learning["action"] == "show"
+    assert learning["recommended"] == {
+        "initialRebalanceDelayMs": 900.0,
+        "batchSize": 4,
+        "sessionTimeoutMs": 20000.0,
+    }
+    assert learning["lastAppliedTime"] is None
+    spec = get_cg(lab, "learned")["spec"]
+    assert "maxBatchSize" not in (spec["policy"].get("rollout") or {}), "recommend never applies"
+    kubectl(lab, "delete", "consumergroup", "learned", "--wait=true", "--timeout=30s")

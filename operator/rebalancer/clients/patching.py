@@ -92,3 +92,19 @@ async def workload_exists(api: KubernetesApi, namespace: str, kind: str, name: s
             return False
         raise
     return True
+
+
+async def patch_policy(
+    api: KubernetesApi, namespace: str, name: str, policy: Mapping[str, object]
+) -> None:
+    """Merge `policy` into spec.policy: how learned settings reach the settings and rollouts."""
+    await asyncio.to_thread(
+        api.custom.patch_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        namespace,
+        PLURAL,
+        name,
+        {"spec": {"policy": dict(policy)}},
+        _content_type="application/merge-patch+json",
+    )

@@ -47,9 +47,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument(
         "--history-dir",
-        type=Path,
         default=None,
-        help="directory where rebalance history events are written (default: not recorded)",
+        help="directory or fsspec URL (s3://..., with its filesystem package installed) where "
+        "rebalance history is written as Parquet (default: not recorded)",
+    )
+    parser.add_argument(
+        "--recommendations-dir",
+        default=None,
+        help="where `rebalancer learn` writes recommendations.json "
+        "(default: <history-dir>/_recommendations)",
     )
     parser.add_argument(
         "--liveness",
@@ -105,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         reports_port=args.reports_port,
         report_token=token_from_environment(),
         history_dir=args.history_dir,
+        recommendations_dir=args.recommendations_dir
+        or (f"{args.history_dir.rstrip('/')}/_recommendations" if args.history_dir else None),
         liveness_url=args.liveness,
         status_refresh_seconds=args.status_refresh_seconds,
         gate_image=args.gate_image,

@@ -8,6 +8,7 @@ from rebalancer.clients.enforcing import SidecarClient
 from rebalancer.clients.kafka_admin import AdminPool
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.receiving import ReportHub, ReportServer
+from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
 from rebalancer.settings import OperatorSettings
 from rebalancer.structs.snapshots import GroupSnapshot
@@ -21,6 +22,7 @@ class Dependencies:
     hub: ReportHub
     recorder: HistoryRecorder
     sidecars: SidecarClient
+    recommender: RecommendationReader
     # The observer's latest snapshot and rebalance count per (namespace, name), for the rollouts.
     latest_groups: dict[tuple[str, str], tuple[GroupSnapshot, int]] = field(default_factory=dict)
     server: ReportServer | None = None

@@ -20,6 +20,7 @@ from rebalancer.clients.kafka_errors import KafkaRequestFailed, KafkaUnavailable
 from rebalancer.clients.patching import ResourceGone, patch_status, workload_exists
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
 from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.handlers.learning import learning_status
 from rebalancer.planning.backoff import backoff_delay
 from rebalancer.planning.observing import combine_observation
 from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
@@ -143,7 +144,12 @@ class Observer:
             profile = gateway.profile.value
         group = render_group(snapshot, self.tracking, profile)
         metrics.publish_snapshot(self.namespace, self.name, snapshot, self.tracking)
-        await self._write(body, conditions, {"group": group}, force=bool(events))
+        fields: dict[str, Any] = {"group": group}
+        if spec.policy.learning.mode.value != "off" or (body.get("status") or {}).get("learning"):
+            fields["learning"] = await learning_status(
+                self.deps, body, self.namespace, self.name, spec
+            )
+        await self._write(body, conditions, fields, force=bool(events))
         if self.failures:
             kopf.info(body, reason="Recovered", message="the group is observed again")
         self.failures = 0

@@ -11,6 +11,7 @@ from rebalancer.clients.enforcing import SidecarClient
 from rebalancer.clients.kafka_admin import AdminPool
 from rebalancer.clients.kubernetes_api import connect, connection_details
 from rebalancer.clients.receiving import ReportHub, ReportServer
+from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.settings import OperatorSettings
@@ -40,6 +41,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         hub=hub,
         recorder=HistoryRecorder(config.history_dir),
         sidecars=SidecarClient(),
+        recommender=RecommendationReader(config.recommendations_dir),
     )
     server = ReportServer(hub, config.reports_host, config.reports_port, config.report_token)
     await server.start()

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Messages quote the offending value; a 100 kB string must not be copied into status and Events
+# (an Event's message is capped at 1 kB by the API server, status objects at 1.5 MB in etcd).
+MAX_MESSAGE = 300
+
 
 @dataclass(frozen=True)
 class FieldProblem:
@@ -12,7 +16,10 @@ class FieldProblem:
     fix: str
 
     def __str__(self) -> str:
-        return f"{self.path} {self.message}; fix: {self.fix}"
+        message = self.message
+        if len(message) > MAX_MESSAGE:
+            message = message[:MAX_MESSAGE] + "…"
+        return f"{self.path} {message}; fix: {self.fix}"
 
 
 class SpecInvalid(ValueError):

@@ -7,11 +7,12 @@ on half-understood input. Every problem names the field path the user has to fix
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from rebalancer.structs.client_settings import (
     BrokerDelayPolicy,
@@ -21,8 +22,10 @@ from rebalancer.structs.client_settings import (
 )
 from rebalancer.structs.enforce_policy import parse_enforce_policy
 from rebalancer.structs.problems import FieldProblem, SpecInvalid
+from rebalancer.structs.recommendations import LearningPolicy, parse_learning_policy
 
 MAX_PATTERN_LENGTH = 1024
+MAX_OPEN_REPEATS = 4
 _GROUP_ID = re.compile(r"^[A-Za-z0-9._:/-]{1,249}$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _BOOTSTRAP = re.compile(r"^[A-Za-z0-9.\[\]:_-]+:(\d{1,5})$")
@@ -30,6 +33,12 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 # Nested quantifiers such as (a+)+ backtrack exponentially in Python's re and in librdkafka's
 # regex engine alike; refusing them up front keeps one bad resource from stalling a consumer.
 _NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*](?:[^()\\]|\\.)*\)\s*[+*{]")
+# The textual check above misses nesting through inner groups, ((a)+)+, and alternation under a
+# repetition, (a|a)*: both took over a second on 25 characters and run for hours on a 249-character
+# topic name, inside the observer's event loop. The parse tree shows both shapes whatever the
+# spelling. re._parser has no stubs, hence the untyped import.
+_SRE: Any = importlib.import_module("re._parser")
+_REPEATS = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
 
 
 E = TypeVar("E", bound=StrEnum)
@@ -130,6 +139,7 @@ class Policy:
     # None: the operator leaves the consumers' settings, or the broker's delay, alone.
     settings: SettingsPolicy | None = None
     broker_delay: BrokerDelayPolicy | None = None
+    learning: LearningPolicy = field(default_factory=LearningPolicy)
 
 
 @dataclass(frozen=True)
@@ -335,6 +345,64 @@ def check_pattern(pattern: str) -> str | None:
         return f"is not a valid regular expression: {error}"
     if _NESTED_QUANTIFIER.search(pattern):
         return "nests a repeated group inside a repetition, which can backtrack for minutes"
+    tree = _SRE.parse(pattern)
+    trouble = _backtracking_shape(tree, inside_repeat=False)
+    if trouble is None and _open_repeats(tree) > MAX_OPEN_REPEATS:
+        # k of them in a row cost n**k steps on a failing name: a*a*a*a*a*! took about a minute
+        # on one 249-character topic name, four take 0.2 s.
+        trouble = (
+            f"has more than {MAX_OPEN_REPEATS} repetitions such as .* or +, which can "
+            "backtrack for minutes on a long topic name"
+        )
+    return trouble
+
+
+def _open_repeats(items: Any) -> int:
+    count = 0
+    for op, av in items:
+        name = str(op)
+        if name in _REPEATS:
+            low, high, sub = av
+            count += int(high > max(low, 1)) + _open_repeats(sub)
+        elif name == "BRANCH":
+            count += sum(_open_repeats(branch) for branch in av[1])
+        elif name == "SUBPATTERN":
+            count += _open_repeats(av[-1])
+        elif name in {"ASSERT", "ASSERT_NOT"}:
+            count += _open_repeats(av[1])
+    return count
+
+
+def _backtracking_shape(items: Any, *, inside_repeat: bool) -> str | None:
+    for op, av in items:
+        name = str(op)
+        children: list[Any] = []
+        repeat = False
+        if name in _REPEATS:
+            low, high, sub = av
+            # A fixed count such as (\d{3})+ offers no choice of how to split the input, and
+            # an outer ? none of how often to repeat.
+            repeat = high != low and high > 1
+            if high != low and inside_repeat:
+                return "nests a repeated group inside a repetition, which can backtrack for minutes"
+            children = [sub]
+        elif name == "BRANCH":
+            if inside_repeat:
+                return (
+                    "repeats an alternation such as (a|ab)*, which can backtrack for minutes; "
+                    "use a character class or list the topics"
+                )
+            children = list(av[1])
+        elif name == "SUBPATTERN":
+            children = [av[-1]]
+        elif name in {"ASSERT", "ASSERT_NOT"}:
+            children = [av[1]]
+        elif name == "GROUPREF_EXISTS":
+            children = [branch for branch in av[1:] if branch is not None]
+        for child in children:
+            trouble = _backtracking_shape(child, inside_repeat=inside_repeat or repeat)
+            if trouble is not None:
+                return trouble
     return None
 
 
@@ -415,12 +483,18 @@ def _parse_policy(reader: _Reader, raw: Mapping[str, object]) -> Policy:
         broker_delay = parse_broker_delay_policy(raw.get("brokerDelay"), f"{path}.brokerDelay")
     except SpecInvalid as error:
         reader.problems.extend(error.problems)
+    learning = LearningPolicy()
+    try:
+        learning = parse_learning_policy(raw.get("learning"), f"{path}.learning")
+    except SpecInvalid as error:
+        reader.problems.extend(error.problems)
     return Policy(
         protocol=protocol or ProtocolChoice.AUTO,
         observe=ObservePolicy(interval, ttl),
         history_enabled=history,
         settings=settings,
         broker_delay=broker_delay,
+        learning=learning,
     )
 
 
