@@ -96,7 +96,8 @@ def build_app(hub: ReportHub, token: str | None) -> web.Application:
             return _error(413, f"report larger than {MAX_BODY_BYTES} bytes")
         try:
             raw = json.loads(await request.read())
-        except (ValueError, UnicodeDecodeError):
+        # 2000 nested brackets in a 4 kB body exhaust json's recursion: still just bad JSON.
+        except (ValueError, UnicodeDecodeError, RecursionError):
             hub.rejected += 1
             record_report_rejected("not_json")
             return _error(400, "body is not JSON", "body")

@@ -99,7 +99,8 @@ def _authorized(request: web.Request, tokens: TokenFile) -> bool:
 def _parse(raw: bytes) -> tuple[str, str, str, bool, float]:
     try:
         body = json.loads(raw)
-    except ValueError:
+    # Deeply nested brackets exhaust json's recursion: answer 400 rather than 500.
+    except (ValueError, RecursionError):
         raise _Problem(400, "invalid", "the body is not JSON") from None
     if not isinstance(body, dict):
         raise _Problem(400, "invalid", "the body must be a JSON object")
