@@ -63,6 +63,46 @@ async def _sidecar_urls(
     return [sidecar_url(address, policy.sidecar.port) for address in addresses]
 
 
+# Answers a sidecar gives while the rebalance is still under way; the final one comes later.
+UNSETTLED = {"accepted", "enforcing"}
+
+
+async def _follow_up(
+    deps: Dependencies,
+    namespace: str,
+    parsed: ConsumerGroupSpec,
+    policy: EnforceSpec,
+    previous: dict[str, Any],
+    body: kopf.Body,
+) -> dict[str, Any]:
+    """The final answer to a request the sidecar was still enforcing when the POST's wait ran
+    out; without it status said "enforcing" forever after a rebalance that took over 5 s."""
+    request_id = previous.get("lastRequestId")
+    if previous.get("lastStatus") not in UNSETTLED or not request_id:
+        return {}
+    if policy.sidecar.token_secret is None:
+        return {}
+    ref = SecretKeyRef(policy.sidecar.token_secret, policy.sidecar.token_key)
+    try:
+        token = await read_secret_key(deps.kube, namespace, ref, TOKEN_FIELD)
+    except SecretUnavailable:
+        return {}
+    for url in await _sidecar_urls(deps, namespace, parsed, policy):
+        try:
+            result = await deps.sidecars.status(url, token, str(request_id))
+        except EnforceRequestFailed:
+            continue
+        if result.status == previous.get("lastStatus"):
+            return {}
+        kopf.info(
+            body,
+            reason="RebalanceEnforced" if result.status == "enforced" else "EnforceRequested",
+            message=f"{previous.get('lastCause')}: {result.status} {result.message}".strip(),
+        )
+        return {"lastStatus": result.status, "lastGeneration": result.generation}
+    return {}
+
+
 @kopf.timer(GROUP, VERSION, PLURAL, interval=3.0, initial_delay=3.0, idle=0)
 async def enforce(
     body: kopf.Body,
@@ -114,7 +154,8 @@ async def enforce(
     )
     record: dict[str, Any] = {**previous, "memory": memory_to_status(decision.memory)}
     if decision.verdict is Verdict.NOTHING:
-        if record["memory"] != previous.get("memory"):
+        record.update(await _follow_up(deps, namespace, parsed, policy, previous, body))
+        if record != previous:
             patch.status["enforcement"] = record
         return
     record.update(
