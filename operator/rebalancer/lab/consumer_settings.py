@@ -13,17 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Environment variable -> librdkafka property; these are the settings Rebalancer tunes.
-ENV_PROPERTIES: Mapping[str, str] = {
-    "KAFKA_BOOTSTRAP_SERVERS": "bootstrap.servers",
-    "KAFKA_GROUP_ID": "group.id",
-    "KAFKA_SESSION_TIMEOUT_MS": "session.timeout.ms",
-    "KAFKA_HEARTBEAT_INTERVAL_MS": "heartbeat.interval.ms",
-    "KAFKA_MAX_POLL_INTERVAL_MS": "max.poll.interval.ms",
-    "KAFKA_PARTITION_ASSIGNMENT_STRATEGY": "partition.assignment.strategy",
-    "KAFKA_GROUP_INSTANCE_ID": "group.instance.id",
-    "KAFKA_GROUP_PROTOCOL": "group.protocol",
-}
+from rebalancer.structs.kafka_properties import (
+    PropertiesError,
+    drop_classic_only,
+    env_properties,
+    env_variable,
+    parse_properties,
+)
 
 # Properties shown at start-up: the ones that decide how often the group rebalances.
 SHOWN_PROPERTIES = (
@@ -37,9 +33,6 @@ SHOWN_PROPERTIES = (
     "max.poll.interval.ms",
     "enable.auto.commit",
 )
-
-# Under group.protocol=consumer (KIP-848) the broker owns these; librdkafka refuses them.
-_CLASSIC_ONLY = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
 
 
 class SettingsError(ValueError):
@@ -95,22 +88,14 @@ class ConsumerSettings:
 
 
 def read_properties_file(path: Path) -> dict[str, str]:
-    """A Java-style .properties file: key=value or key: value, # and ! start comments."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise SettingsError(f"cannot read KAFKA_CONFIG_FILE {path}: {error.strerror}") from None
-    properties: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        separators = [index for index in (line.find("="), line.find(":")) if index > 0]
-        if not separators:
-            raise SettingsError(f"{path}:{number}: expected key=value, got {line!r}")
-        cut = min(separators)
-        properties[line[:cut].strip()] = line[cut + 1 :].strip()
-    return properties
+    try:
+        return parse_properties(text, str(path))
+    except PropertiesError as error:
+        raise SettingsError(str(error)) from None
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -132,17 +117,13 @@ def load_settings(
     env = os.environ if env is None else env
     file_path = config_file or env.get("KAFKA_CONFIG_FILE") or None
     properties = read_properties_file(Path(file_path)) if file_path else {}
-    for variable, name in ENV_PROPERTIES.items():
-        value = env.get(variable, "").strip()
-        if value:
-            properties[name] = value
+    properties.update(env_properties(env))
     for name in ("bootstrap.servers", "group.id"):
         if not properties.get(name):
-            variable = next(var for var, prop in ENV_PROPERTIES.items() if prop == name)
-            raise SettingsError(f"{name} is not set: set {variable} or put it in KAFKA_CONFIG_FILE")
-    if properties.get("group.protocol") == "consumer":
-        for name in _CLASSIC_ONLY:
-            properties.pop(name, None)
+            raise SettingsError(
+                f"{name} is not set: set {env_variable(name)} or put it in KAFKA_CONFIG_FILE"
+            )
+    drop_classic_only(properties)
 
     topics = tuple(t.strip() for t in env.get("KAFKA_TOPICS", "").split(",") if t.strip())
     pattern = env.get("KAFKA_TOPIC_PATTERN", "").strip() or None

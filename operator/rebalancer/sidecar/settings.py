@@ -14,32 +14,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The application's KAFKA_* variables the sidecar takes over: what the lab consumer reads, and
-# the security settings. Anything else in the environment is the application's business.
-ENV_PROPERTIES: Mapping[str, str] = {
-    "KAFKA_BOOTSTRAP_SERVERS": "bootstrap.servers",
-    "KAFKA_GROUP_ID": "group.id",
-    "KAFKA_SESSION_TIMEOUT_MS": "session.timeout.ms",
-    "KAFKA_HEARTBEAT_INTERVAL_MS": "heartbeat.interval.ms",
-    "KAFKA_MAX_POLL_INTERVAL_MS": "max.poll.interval.ms",
-    "KAFKA_PARTITION_ASSIGNMENT_STRATEGY": "partition.assignment.strategy",
-    "KAFKA_GROUP_PROTOCOL": "group.protocol",
-    "KAFKA_SECURITY_PROTOCOL": "security.protocol",
-    "KAFKA_SASL_MECHANISM": "sasl.mechanism",
-    "KAFKA_SASL_USERNAME": "sasl.username",
-    "KAFKA_SASL_PASSWORD": "sasl.password",
-    "KAFKA_SSL_CA_LOCATION": "ssl.ca.location",
-    "KAFKA_SSL_CERTIFICATE_LOCATION": "ssl.certificate.location",
-    "KAFKA_SSL_KEY_LOCATION": "ssl.key.location",
-    "KAFKA_SSL_KEY_PASSWORD": "ssl.key.password",
-}
+from rebalancer.structs.kafka_properties import (
+    PropertiesError,
+    drop_classic_only,
+    env_properties,
+    env_variable,
+    parse_properties,
+)
+
 # Properties that are the application's own: the sidecar sets its own or none.
 _APPLICATION_ONLY = frozenset(
     {"client.id", "group.instance.id", "auto.offset.reset", "enable.auto.commit"}
 )
-# Under KIP-848 the broker owns these and librdkafka refuses them.
-_CLASSIC_ONLY = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
-
 DEFAULT_PORT = 8091
 DEFAULT_RATE_PER_MINUTE = 6.0
 DEFAULT_BURST = 3
@@ -75,30 +61,15 @@ class SidecarSettings:
         return self.kafka.get("group.protocol", "classic")
 
 
-def env_properties(env: Mapping[str, str]) -> dict[str, str]:
-    return {
-        name: env[variable].strip()
-        for variable, name in ENV_PROPERTIES.items()
-        if env.get(variable, "").strip()
-    }
-
-
 def read_properties(path: Path) -> dict[str, str]:
-    """A Java-style .properties file: key=value or key: value, # and ! start comments."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise SettingsError(f"cannot read KAFKA_CONFIG_FILE {path}: {error.strerror}") from None
-    properties: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        cuts = [index for index in (line.find("="), line.find(":")) if index > 0]
-        if not cuts:
-            raise SettingsError(f"{path}:{number}: expected key=value, got {line!r}")
-        properties[line[: min(cuts)].strip()] = line[min(cuts) + 1 :].strip()
-    return properties
+    try:
+        return parse_properties(text, str(path))
+    except PropertiesError as error:
+        raise SettingsError(str(error)) from None
 
 
 def _number(raw: str | float | None, name: str, low: float) -> float | None:
@@ -144,13 +115,10 @@ def load_settings(
         kafka["group.id"] = group_id
     for name, variable in (("bootstrap.servers", "--bootstrap"), ("group.id", "--group-id")):
         if not kafka.get(name):
-            env_name = next(key for key, value in ENV_PROPERTIES.items() if value == name)
-            raise SettingsError(f"{name} is not set: pass {variable} or set {env_name}")
+            raise SettingsError(f"{name} is not set: pass {variable} or set {env_variable(name)}")
     for name in _APPLICATION_ONLY:
         kafka.pop(name, None)
-    if kafka.get("group.protocol") == "consumer":
-        for name in _CLASSIC_ONLY:
-            kafka.pop(name, None)
+    drop_classic_only(kafka)
 
     token_path = token_file or env.get("REBALANCER_SIDECAR_TOKEN_FILE", "").strip()
     if not token_path:
