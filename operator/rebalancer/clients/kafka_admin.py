@@ -235,6 +235,16 @@ class AdminGateway:
         self._watch.note_success()
         return result
 
+    async def call(
+        self, operation: str, request: Callable[[Any], concurrent.futures.Future[Any]]
+    ) -> Any:
+        """Any admin request, with the gateway's timeouts and readable errors.
+
+        `request` gets the librdkafka AdminClient and returns the one future to wait for;
+        `operation` completes "... failed while <operation>" in error messages.
+        """
+        return await self._await(request(self._check_open()), operation)
+
     async def describe_cluster(self) -> ClusterView:
         admin = self._check_open()
         future = admin.describe_cluster(request_timeout=self.request_timeout)

@@ -9,6 +9,7 @@ must say "accepted, not verifiable" rather than "applied" when that is all that 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import Any
 
 # The public module re-exports these without declaring them, which mypy reads as private.
@@ -30,17 +31,17 @@ from rebalancer.structs.broker_configs import (
 )
 
 
-def _admin(gateway: AdminGateway) -> Any:
-    # The gateway has no generic admin call; its open-check and awaiting (timeouts, readable
-    # errors, unreachable-cluster detection) are reused rather than written a second time.
-    return gateway._check_open()
+def _only(futures: Mapping[Any, Future[Any]]) -> Future[Any]:
+    """The future of the one resource a request was made for."""
+    return next(iter(futures.values()))
 
 
 async def broker_ids(gateway: AdminGateway) -> list[int]:
     """The cluster's broker ids, the controller first (it answers for the cluster)."""
-    admin = _admin(gateway)
-    future = admin.describe_cluster(request_timeout=gateway.request_timeout)
-    result = await gateway._await(future, "describing the cluster")
+    result = await gateway.call(
+        "describing the cluster",
+        lambda admin: admin.describe_cluster(request_timeout=gateway.request_timeout),
+    )
     ids = [int(node.id) for node in (getattr(result, "nodes", None) or [])]
     controller = getattr(result, "controller", None)
     if controller is not None and int(controller.id) in ids:
@@ -50,9 +51,12 @@ async def broker_ids(gateway: AdminGateway) -> list[int]:
 
 
 async def _describe(gateway: AdminGateway, resource: ConfigResource, what: str) -> dict[str, Any]:
-    admin = _admin(gateway)
-    futures = admin.describe_configs([resource], request_timeout=gateway.request_timeout)
-    entries = await gateway._await(next(iter(futures.values())), f"describing {what}")
+    entries = await gateway.call(
+        f"describing {what}",
+        lambda admin: _only(
+            admin.describe_configs([resource], request_timeout=gateway.request_timeout)
+        ),
+    )
     return {str(name): getattr(entry, "value", None) for name, entry in (entries or {}).items()}
 
 
@@ -86,10 +90,13 @@ async def _alter(
         for key, value in sorted(configs.items())
     ]
     resource = ConfigResource(resource_type, name, incremental_configs=entries)
-    admin = _admin(gateway)
-    futures = admin.incremental_alter_configs([resource], request_timeout=gateway.request_timeout)
     what = "group" if resource_type is ResourceType.GROUP else "broker"
-    await gateway._await(next(iter(futures.values())), f"altering the configs of {what} {name!r}")
+    await gateway.call(
+        f"altering the configs of {what} {name!r}",
+        lambda admin: _only(
+            admin.incremental_alter_configs([resource], request_timeout=gateway.request_timeout)
+        ),
+    )
 
 
 async def alter_group_configs(
