@@ -144,6 +144,12 @@ REPORTS_ACCEPTED = Counter(
     "Member reports accepted at POST /v1/reports.",
     registry=REGISTRY,
 )
+REPORTS_UNCLAIMED = Counter(
+    "rebalancer_member_reports_unclaimed",
+    "Accepted member reports for a Kafka group no ConsumerGroup observes (yet); the log names "
+    "the group once.",
+    registry=REGISTRY,
+)
 REPORTS_REJECTED = Counter(
     "rebalancer_member_reports_rejected",
     "Member reports rejected at POST /v1/reports, by reason.",
@@ -247,6 +253,10 @@ def record_observation_duration(seconds: float, *, succeeded: bool) -> None:
 
 def record_report_accepted() -> None:
     REPORTS_ACCEPTED.inc()
+
+
+def record_report_unclaimed() -> None:
+    REPORTS_UNCLAIMED.inc()
 
 
 def record_report_rejected(reason: str) -> None:

@@ -11,13 +11,19 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from rebalancer.metrics import metrics_handler, record_report_accepted, record_report_rejected
+from rebalancer.metrics import (
+    metrics_handler,
+    record_report_accepted,
+    record_report_rejected,
+    record_report_unclaimed,
+)
 from rebalancer.structs.reports import MemberReport, ReportBook, ReportInvalid, parse_report
 
 logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_GROUPS = 100_000
 SIDECAR_SUFFIX = "-sidecar"
+MAX_UNCLAIMED_LOGGED = 1000
 
 
 class ReportHub:
@@ -31,6 +37,9 @@ class ReportHub:
         self.rejected = 0
         self.sidecars: dict[tuple[str, str], MemberReport] = {}
         self._expected: dict[str, tuple[str, float]] = {}
+        # Group ids reported but observed by nobody, each logged once: a pod whose
+        # KAFKA_GROUP_ID does not match any ConsumerGroup's spec.groupId is a common slip.
+        self.unclaimed: set[str] = set()
 
     def book(self, group_id: str) -> ReportBook:
         book = self.books.get(group_id)
@@ -57,6 +66,17 @@ class ReportHub:
         self.accepted += 1
         if report.group_id in self._wakeups:
             self._wakeups[report.group_id].set()
+            return
+        # Kept anyway: the ConsumerGroup may just not be observed yet (operator start-up).
+        record_report_unclaimed()
+        if report.group_id not in self.unclaimed and len(self.unclaimed) < MAX_UNCLAIMED_LOGGED:
+            self.unclaimed.add(report.group_id)
+            logger.warning(
+                "member reports for Kafka group %r, which no ConsumerGroup observes: kept for "
+                "when one does; if none should, check the pod's KAFKA_GROUP_ID against the "
+                "ConsumerGroup's spec.groupId",
+                report.group_id[:200],
+            )
 
     def expect_cause(self, group_id: str, cause: str, since: float) -> None:
         """The next generation of this group first seen after `since` was asked for."""
@@ -71,6 +91,7 @@ class ReportHub:
 
     def forget(self, group_id: str) -> None:
         self.books.pop(group_id, None)
+        self.unclaimed.discard(group_id)
         self._wakeups.pop(group_id, None)
 
 
