@@ -175,34 +175,96 @@ class GenerationSighting:
     generation: int
     first_seen: float
     members: frozenset[str]
+    # The members' own timestamps of the first and of the latest first report of this
+    # generation: the last member to take it up marks when the rebalance was over for everyone.
+    first_at: float = 0.0
+    last_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class MemberJoin:
+    """A member's first assignment under a member id the book had not seen for it: a join."""
+
+    sequence: int
+    identity: str
+    member_id: str
+    generation: int
+    at: float  # the member's timestamp of its first `assigned` report
+    received_at: float
 
 
 class ReportBook:
     """Latest report per member and a bounded log of generations, for one Kafka group."""
 
-    def __init__(self, max_generations: int = 256) -> None:
+    def __init__(self, max_generations: int = 256, max_joins: int = 4096) -> None:
         self.latest: dict[str, MemberReport] = {}
         self._generations: deque[GenerationSighting] = deque(maxlen=max_generations)
+        # The member id each member reported last: a new one means it joined again.
+        self._member_ids: dict[str, str] = {}
+        self._joins: deque[MemberJoin] = deque(maxlen=max_joins)
+        self._join_sequence = 0
 
     def add(self, report: MemberReport) -> None:
         self.latest[report.identity] = report
-        if report.event is ReportEvent.STOPPED or report.generation < 0:
+        if report.event is ReportEvent.STOPPED:
+            self._member_ids.pop(report.identity, None)
             return
+        if report.generation < 0:
+            return
+        self._note_join(report)
         for index, sighting in enumerate(self._generations):
             if sighting.generation == report.generation:
-                members = sighting.members | {report.identity}
+                if report.identity in sighting.members:
+                    return
                 self._generations[index] = GenerationSighting(
-                    sighting.generation, sighting.first_seen, members
+                    sighting.generation,
+                    sighting.first_seen,
+                    sighting.members | {report.identity},
+                    min(sighting.first_at, report.timestamp),
+                    max(sighting.last_at, report.timestamp),
                 )
                 return
         self._generations.append(
-            GenerationSighting(report.generation, report.received_at, frozenset({report.identity}))
+            GenerationSighting(
+                report.generation,
+                report.received_at,
+                frozenset({report.identity}),
+                report.timestamp,
+                report.timestamp,
+            )
         )
+
+    def _note_join(self, report: MemberReport) -> None:
+        if self._member_ids.get(report.identity) == report.member_id:
+            return
+        self._member_ids[report.identity] = report.member_id
+        # A member first met on a heartbeat was in the group before this book existed (the
+        # operator restarted): it did not join now.
+        if report.event is not ReportEvent.ASSIGNED:
+            return
+        self._join_sequence += 1
+        self._joins.append(
+            MemberJoin(
+                self._join_sequence,
+                report.identity,
+                report.member_id,
+                report.generation,
+                report.timestamp,
+                report.received_at,
+            )
+        )
+
+    def joins_after(self, sequence: int) -> list[MemberJoin]:
+        """Joins with a sequence number above `sequence`, oldest first."""
+        return [join for join in self._joins if join.sequence > sequence]
 
     def live_members(self, now: float, ttl: float) -> list[MemberReport]:
         """Members whose latest report is fresh and who have not said they stopped."""
         self.latest = {
             key: report for key, report in self.latest.items() if now - report.received_at <= ttl
+        }
+        self._member_ids = {
+            key: member for key, member in self._member_ids.items() if key in self.latest
         }
         return sorted(
             (r for r in self.latest.values() if r.event is not ReportEvent.STOPPED),
