@@ -4,9 +4,11 @@ from pathlib import Path
 
 import pytest
 
+from rebalancer.clients.kafka_config import read_properties_file
 from rebalancer.lab.consumer import lag_from_statistics
-from rebalancer.lab.consumer_settings import SettingsError, load_settings, read_properties_file
+from rebalancer.lab.consumer_settings import load_settings
 from rebalancer.structs.brokers import TopicPartition
+from rebalancer.structs.kafka_properties import SettingsError
 
 BASE = {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9092", "KAFKA_GROUP_ID": "orders"}
 

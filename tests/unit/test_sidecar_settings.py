@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rebalancer.sidecar.settings import SettingsError, load_settings, parse_listen
+from rebalancer.sidecar.settings import load_settings, parse_listen
+from rebalancer.structs.kafka_properties import SettingsError
 
 BASE = {
     "KAFKA_BOOTSTRAP_SERVERS": "kafka:9092",

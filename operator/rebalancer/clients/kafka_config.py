@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from rebalancer.structs.brokers import SecurityProtocol, SecuritySettings
+from rebalancer.structs.kafka_properties import SettingsError, parse_properties
 
 # Property names whose values must never reach a log line or a status message.
 SECRET_PROPERTIES = frozenset(
@@ -75,3 +77,12 @@ def redacted(config: Mapping[str, object]) -> dict[str, str]:
         elif isinstance(value, str | int | float | bool):
             shown[key] = str(value)
     return shown
+
+
+def read_properties_file(path: Path) -> dict[str, str]:
+    """A mounted consumer.properties (KAFKA_CONFIG_FILE), as librdkafka properties."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise SettingsError(f"cannot read KAFKA_CONFIG_FILE {path}: {error.strerror}") from None
+    return parse_properties(text, str(path))

@@ -15,7 +15,8 @@ from rebalancer.clients.kafka_errors import KafkaGatewayError
 from rebalancer.sidecar.agent import SidecarAgent, describe_settings
 from rebalancer.sidecar.limits import RateLimiter
 from rebalancer.sidecar.server import TokenFile, build_app
-from rebalancer.sidecar.settings import DEFAULT_PORT, SettingsError, SidecarSettings, load_settings
+from rebalancer.sidecar.settings import DEFAULT_PORT, SidecarSettings, load_settings
+from rebalancer.structs.kafka_properties import SettingsError
 
 logger = logging.getLogger("rebalancer.sidecar")
 

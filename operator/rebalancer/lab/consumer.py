@@ -26,10 +26,10 @@ from rebalancer.clients.reporting import MemberReporter, consumer_position
 from rebalancer.lab.consumer_settings import (
     SHOWN_PROPERTIES,
     ConsumerSettings,
-    SettingsError,
     load_settings,
 )
 from rebalancer.structs.brokers import TopicPartition
+from rebalancer.structs.kafka_properties import SettingsError
 from rebalancer.structs.reports import ReportEvent
 
 logger = logging.getLogger("rebalancer.lab.consumer")

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rebalancer.clients.kafka_config import read_properties_file
 from rebalancer.structs.kafka_properties import (
-    PropertiesError,
+    SettingsError,
     drop_classic_only,
     env_properties,
     env_variable,
-    parse_properties,
 )
 
 # Properties shown at start-up: the ones that decide how often the group rebalances.
@@ -33,10 +33,6 @@ SHOWN_PROPERTIES = (
     "max.poll.interval.ms",
     "enable.auto.commit",
 )
-
-
-class SettingsError(ValueError):
-    """A setting is missing or malformed; the message says which and how to fix it."""
 
 
 @dataclass(frozen=True)
@@ -85,17 +81,6 @@ class ConsumerSettings:
             # librdkafka treats a subscription as a regex only when it starts with "^".
             return [self.pattern if self.pattern.startswith("^") else f"^{self.pattern}"]
         return list(self.topics)
-
-
-def read_properties_file(path: Path) -> dict[str, str]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise SettingsError(f"cannot read KAFKA_CONFIG_FILE {path}: {error.strerror}") from None
-    try:
-        return parse_properties(text, str(path))
-    except PropertiesError as error:
-        raise SettingsError(str(error)) from None
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:

@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rebalancer.clients.kafka_config import read_properties_file
 from rebalancer.structs.kafka_properties import (
-    PropertiesError,
+    SettingsError,
     drop_classic_only,
     env_properties,
     env_variable,
-    parse_properties,
 )
 
 # Properties that are the application's own: the sidecar sets its own or none.
@@ -29,10 +29,6 @@ _APPLICATION_ONLY = frozenset(
 DEFAULT_PORT = 8091
 DEFAULT_RATE_PER_MINUTE = 6.0
 DEFAULT_BURST = 3
-
-
-class SettingsError(ValueError):
-    """A setting is missing or malformed; the message says which and how to fix it."""
 
 
 @dataclass(frozen=True)
@@ -59,17 +55,6 @@ class SidecarSettings:
     @property
     def protocol(self) -> str:
         return self.kafka.get("group.protocol", "classic")
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise SettingsError(f"cannot read KAFKA_CONFIG_FILE {path}: {error.strerror}") from None
-    try:
-        return parse_properties(text, str(path))
-    except PropertiesError as error:
-        raise SettingsError(str(error)) from None
 
 
 def _number(raw: str | float | None, name: str, low: float) -> float | None:
@@ -107,7 +92,7 @@ def load_settings(
 ) -> SidecarSettings:
     env = os.environ if env is None else env
     file_path = config_file or env.get("KAFKA_CONFIG_FILE") or None
-    kafka = read_properties(Path(file_path)) if file_path else {}
+    kafka = read_properties_file(Path(file_path)) if file_path else {}
     kafka.update(env_properties(env))
     if bootstrap:
         kafka["bootstrap.servers"] = bootstrap

@@ -33,7 +33,11 @@ ENV_PROPERTIES: Mapping[str, str] = {
 CLASSIC_ONLY = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
 
 
-class PropertiesError(ValueError):
+class SettingsError(ValueError):
+    """A client setting is missing or malformed; the message says which and how to fix it."""
+
+
+class PropertiesError(SettingsError):
     """A .properties line that is not key=value; the message names the file and line."""
 
 
