@@ -2,69 +2,26 @@
 
 from __future__ import annotations
 
-import contextlib
-import datetime
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
 from rebalancer.clients.patching import patch_policy
 from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.planning.recommendation_policies import (
+    applied_at,
+    nothing_to_apply,
+    policy_patch,
+    settings_in_force,
+)
 from rebalancer.planning.recommendations import (
-    CurrentSettings,
     LearningAction,
-    LearningDecision,
     decide_learning,
     render_learning_status,
 )
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.structs.specs import ConsumerGroupSpec
-
-
-def settings_in_force(spec: Mapping[str, Any], status: Mapping[str, Any]) -> CurrentSettings:
-    """What is in force as far as spec and status tell; None where nobody set it."""
-    policy = spec.get("policy") or {}
-    delivered = status.get("settings") or {}
-    delay = (delivered.get("brokerDelay") or {}).get("clusterMs")
-    if delay is None:
-        delay = (policy.get("brokerDelay") or {}).get("delayMs")
-    session = delivered.get("sessionTimeoutMs") or (policy.get("settings") or {}).get(
-        "sessionTimeoutMs"
-    )
-    return CurrentSettings(
-        initial_rebalance_delay_ms=None if delay is None else float(delay),
-        batch_size=(policy.get("rollout") or {}).get("maxBatchSize"),
-        session_timeout_ms=None if session is None else float(session),
-    )
-
-
-def applied_at(status: Mapping[str, Any]) -> float | None:
-    stamp = (status.get("learning") or {}).get("lastAppliedTime")
-    if not isinstance(stamp, str):
-        return None
-    with contextlib.suppress(ValueError):
-        return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    return None
-
-
-def policy_patch(decision: LearningDecision, spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The spec.policy changes that carry a decision out through the existing machinery.
-
-    Only the blocks the user turned on are touched: a learned batch size needs managed rollouts,
-    a session timeout needs managed settings, a delay needs a broker-delay policy.
-    """
-    policy = spec.get("policy") or {}
-    wanted = decision.settings
-    patch: dict[str, Any] = {}
-    if wanted.batch_size is not None and (policy.get("rollout") or {}).get("enabled"):
-        patch["rollout"] = {"maxBatchSize": int(wanted.batch_size)}
-    if wanted.session_timeout_ms is not None and policy.get("settings") is not None:
-        patch["settings"] = {"sessionTimeoutMs": int(wanted.session_timeout_ms)}
-    if wanted.initial_rebalance_delay_ms is not None and policy.get("brokerDelay") is not None:
-        patch["brokerDelay"] = {"delayMs": int(wanted.initial_rebalance_delay_ms)}
-    return patch
 
 
 async def learning_status(
@@ -89,4 +46,6 @@ async def learning_status(
             await patch_policy(deps.kube, namespace, name, patch)
             kopf.info(body, reason="RecommendationApplied", message=decision.message)
             last = now
+        else:
+            decision = nothing_to_apply(decision)
     return render_learning_status(decision, recommendation, rfc3339(last) if last else None)

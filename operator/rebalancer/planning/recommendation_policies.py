@@ -1,0 +1,92 @@
+"""How a learning decision meets the ConsumerGroup: the settings in force it is compared with,
+the spec.policy patch that carries it out, and when the last one was applied. Pure.
+
+The recommendation is never applied by a side door: the patch changes the same spec.policy
+blocks a user would, so the settings, rollout and broker-delay machinery carry it out (with
+their own validation, stagger and status) exactly as they carry out a user's change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from rebalancer.planning.recommendations import CurrentSettings, LearningAction, LearningDecision
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def settings_in_force(spec: Mapping[str, Any], status: Mapping[str, Any]) -> CurrentSettings:
+    """What is in force as far as spec and status tell; None where nobody set it.
+
+    The delay the broker-delay decision settled on wins over the one the spec asks for (other
+    groups of the cluster may have asked for another); the session timeout the settings
+    delivered wins over the spec's, which may still be on its way.
+    """
+    policy = spec.get("policy") or {}
+    delivered = status.get("settings") or {}
+    delay = _number((delivered.get("brokerDelay") or {}).get("clusterMs"))
+    if delay is None:
+        delay = _number((policy.get("brokerDelay") or {}).get("delayMs"))
+    session = _number(delivered.get("sessionTimeoutMs")) or _number(
+        (policy.get("settings") or {}).get("sessionTimeoutMs")
+    )
+    batch = (policy.get("rollout") or {}).get("maxBatchSize")
+    return CurrentSettings(
+        initial_rebalance_delay_ms=delay,
+        batch_size=batch if isinstance(batch, int) and not isinstance(batch, bool) else None,
+        session_timeout_ms=session,
+    )
+
+
+def applied_at(status: Mapping[str, Any]) -> float | None:
+    """When a recommendation was last applied (status.learning.lastAppliedTime), unix seconds."""
+    stamp = (status.get("learning") or {}).get("lastAppliedTime")
+    if not isinstance(stamp, str):
+        return None
+    with contextlib.suppress(ValueError):
+        moment = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=datetime.UTC)
+        return moment.timestamp()
+    return None
+
+
+def policy_patch(decision: LearningDecision, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec.policy changes that carry a decision out through the existing machinery.
+
+    Only the blocks the user turned on are touched: a learned batch size needs managed rollouts,
+    a session timeout needs managed settings, a delay needs a broker-delay policy.
+    """
+    policy = spec.get("policy") or {}
+    wanted = decision.settings
+    patch: dict[str, Any] = {}
+    if wanted.batch_size is not None and (policy.get("rollout") or {}).get("enabled"):
+        patch["rollout"] = {"maxBatchSize": int(wanted.batch_size)}
+    if wanted.session_timeout_ms is not None and policy.get("settings") is not None:
+        patch["settings"] = {"sessionTimeoutMs": int(wanted.session_timeout_ms)}
+    if wanted.initial_rebalance_delay_ms is not None and policy.get("brokerDelay") is not None:
+        patch["brokerDelay"] = {"delayMs": int(wanted.initial_rebalance_delay_ms)}
+    return patch
+
+
+def nothing_to_apply(decision: LearningDecision) -> LearningDecision:
+    """The decision to show when an apply finds none of its blocks turned on in spec.policy:
+    status must not say "Applying" while nothing changes."""
+    return replace(
+        decision,
+        action=LearningAction.SHOW,
+        reason="NothingToApply",
+        message=(
+            f"{decision.message.split(':', 1)[0]}: nothing applied: a batch size needs "
+            "spec.policy.rollout.enabled, a session timeout spec.policy.settings, a delay "
+            "spec.policy.brokerDelay"
+        ),
+    )

@@ -1,0 +1,102 @@
+"""A learning decision against the ConsumerGroup: settings in force, the policy patch, the
+last apply, and an apply with nothing to change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rebalancer.planning.recommendation_policies import (
+    applied_at,
+    nothing_to_apply,
+    policy_patch,
+    settings_in_force,
+)
+from rebalancer.planning.recommendations import CurrentSettings, LearningAction, LearningDecision
+
+MANAGED: dict[str, Any] = {
+    "policy": {
+        "rollout": {"enabled": True, "maxBatchSize": 4},
+        "settings": {"sessionTimeoutMs": 45000},
+        "brokerDelay": {"delayMs": 3000},
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "expected"),
+    [
+        ({}, {}, CurrentSettings()),
+        (MANAGED, {}, CurrentSettings(3000.0, 4, 45000.0)),
+        # What was delivered wins over what the spec asks for.
+        (
+            MANAGED,
+            {"settings": {"sessionTimeoutMs": 30000, "brokerDelay": {"clusterMs": 0}}},
+            CurrentSettings(0.0, 4, 30000.0),
+        ),
+        # Nonsense in status or spec reads as unknown, not as a number.
+        (
+            {"policy": {"rollout": {"maxBatchSize": True}, "settings": {"sessionTimeoutMs": "x"}}},
+            {"settings": {"brokerDelay": {"clusterMs": None}}},
+            CurrentSettings(),
+        ),
+    ],
+)
+def test_settings_in_force(
+    spec: dict[str, Any], status: dict[str, Any], expected: CurrentSettings
+) -> None:
+    assert settings_in_force(spec, status) == expected
+
+
+@pytest.mark.parametrize(
+    ("stamp", "expected"),
+    [
+        ("2027-01-15T08:00:00Z", 1_800_000_000.0),
+        ("2027-01-15T08:00:00+00:00", 1_800_000_000.0),
+        ("2027-01-15T08:00:00", 1_800_000_000.0),
+        ("yesterday", None),
+        (None, None),
+    ],
+)
+def test_the_last_apply_reads_back(stamp: object, expected: float | None) -> None:
+    assert applied_at({"learning": {"lastAppliedTime": stamp}}) == expected
+
+
+def decision(settings: CurrentSettings) -> LearningDecision:
+    return LearningDecision(
+        LearningAction.APPLY, settings, "Applying", "run r1: applying session timeout 20000 ms"
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "wanted", "patch"),
+    [
+        (
+            MANAGED,
+            CurrentSettings(1000.0, 2, 20000.0),
+            {"rollout": {"maxBatchSize": 2}, "settings": {"sessionTimeoutMs": 20000},
+             "brokerDelay": {"delayMs": 1000}},
+        ),
+        # Only the changes: a None is left alone.
+        (MANAGED, CurrentSettings(None, None, 20000.5), {"settings": {"sessionTimeoutMs": 20000}}),
+        # Blocks the user did not turn on are never turned on by learning.
+        ({}, CurrentSettings(1000.0, 2, 20000.0), {}),
+        (
+            {"policy": {"rollout": {"enabled": False}, "settings": {}}},
+            CurrentSettings(None, 2, 20000.0),
+            {"settings": {"sessionTimeoutMs": 20000}},
+        ),
+    ],
+)  # fmt: skip
+def test_the_policy_patch(
+    spec: dict[str, Any], wanted: CurrentSettings, patch: dict[str, Any]
+) -> None:
+    assert policy_patch(decision(wanted), spec) == patch
+
+
+def test_an_apply_with_nothing_to_patch_says_so() -> None:
+    shown = nothing_to_apply(decision(CurrentSettings(None, 2, None)))
+    assert (shown.action, shown.reason) == (LearningAction.SHOW, "NothingToApply")
+    assert shown.message.startswith("run r1: nothing applied")
+    assert "spec.policy.rollout.enabled" in shown.message
