@@ -22,6 +22,13 @@ from rebalancer.clients.resolving import SecretUnavailable, resolve_security
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.learning import learning_status
 from rebalancer.planning.backoff import backoff_delay
+from rebalancer.planning.history_records import (
+    JoinContext,
+    JoinTracking,
+    enrich_rebalances,
+    history_settings,
+    track_joins,
+)
 from rebalancer.planning.observing import combine_observation
 from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
 from rebalancer.planning.rollout_states import RolloutState
@@ -79,6 +86,7 @@ class Observer:
     last_failure_reason: str | None = None
     last_written: dict[str, Any] = field(default_factory=dict)
     last_written_at: float = 0.0
+    joins: JoinTracking = field(default_factory=JoinTracking)
 
     def release(self) -> None:
         if self.gateway_key is not None:
@@ -123,8 +131,22 @@ class Observer:
         if events:
             self.tracking = replace(self.tracking, last_cause=events[-1].cause.value)
         self.deps.latest_groups[(self.namespace, self.name)] = (snapshot, self.tracking.rebalances)
+        status = body.get("status") or {}
+        rollout = RolloutState.from_status(status.get("rollout"))
+        in_force = history_settings(status, reports, snapshot.assignor, rollout)
+        joins, self.joins = track_joins(
+            self.joins,
+            book.joins_after(self.joins.sequence),
+            context=JoinContext(self.namespace, self.name, spec.group_id, context.cluster),
+            rollout=rollout,
+            members=snapshot.members,
+            state=snapshot.state,
+            partitions=total,
+            settings=in_force,
+        )
+        events = enrich_rebalances(events, sightings, self.joins, in_force, total)
         if spec.policy.history_enabled:
-            await self.deps.recorder.record(events)
+            await self.deps.recorder.record([*joins, *events])
         for event in events:
             kopf.info(body, reason="Rebalance", message=event.describe())
             metrics.record_rebalance(self.namespace, self.name, event.cause.value)

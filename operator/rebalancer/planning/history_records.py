@@ -1,0 +1,234 @@
+"""The history records of one observation beyond the rebalances: member joins, the start-up
+each join belongs to, and the settings in force. Pure.
+
+A join is a member's first `assigned` report under a new member id (structs.reports.MemberJoin):
+the end of its first JoinGroup and SyncGroup, by its own clock. Joins are grouped so the learning
+job can measure how far apart the pods of one start-up joined: inside a rollout by the stagger
+batch that released the pod; outside rollouts by start-up burst, a run of joins each less than
+BURST_GAP_SECONDS after the previous one (a cold start, a scale-up, a crashed pod coming back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
+from rebalancer.structs.history import (
+    RebalanceEvent,
+    RecordType,
+    SettingsInForce,
+    member_event,
+)
+from rebalancer.structs.reports import GenerationSighting, MemberJoin, MemberReport
+
+# Pods released together join within seconds of each other (their start-up latencies); a join
+# this long after the previous one is a different start-up (a restart, a later scale-up).
+BURST_GAP_SECONDS = 30.0
+# Joins remembered for the rebalances they caused; a rebalance is recorded seconds after its
+# joins, so a few hundred cover every group size the stagger handles.
+REMEMBERED_JOINS = 512
+REPORTS_SOURCE = "member-reports"
+
+
+@dataclass(frozen=True)
+class JoinContext:
+    namespace: str
+    name: str
+    group_id: str
+    cluster: str
+
+
+@dataclass(frozen=True)
+class RecordedJoin:
+    identity: str
+    generation: int
+    at: float
+    # The first join of the batch or burst this join belongs to.
+    first_at: float
+
+
+@dataclass(frozen=True)
+class JoinTracking:
+    """What the observer remembers between observations about joins it has recorded."""
+
+    sequence: int = 0  # the book's joins up to this sequence number are recorded
+    burst_id: str | None = None
+    burst_first_at: float | None = None
+    burst_last_at: float | None = None
+    # True while the open burst is a rollout's stagger batch (joins outside it start a new one).
+    burst_is_batch: bool = False
+    recent: tuple[RecordedJoin, ...] = ()
+
+
+_INACTIVE = (RolloutPhase.IDLE, RolloutPhase.COMPLETED, RolloutPhase.FAILED)
+
+
+def rollout_batch(rollout: RolloutState, member: str) -> tuple[str | None, str | None, int | None]:
+    """(batch id, rollout id, batch size) when `member` is a pod the running rollout released."""
+    if rollout.phase in _INACTIVE or rollout.rollout_id is None or rollout.batch < 1:
+        return None, None, None
+    if member not in rollout.opened:
+        return None, rollout.rollout_id, None
+    size = rollout.sizes[rollout.batch - 1] if rollout.batch <= len(rollout.sizes) else None
+    return f"{rollout.rollout_id}-b{rollout.batch}", rollout.rollout_id, size or len(rollout.opened)
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return None
+    return float(value)
+
+
+def history_settings(
+    status: Mapping[str, Any],
+    reports: Sequence[MemberReport],
+    assignor: str | None,
+    rollout: RolloutState,
+) -> SettingsInForce:
+    """The settings in force as the operator knows them; None wherever it does not.
+
+    The consumers' timings are known only once the operator's managed settings are in the pod
+    template (status.settings.applied); the delay only from the broker-delay decision.
+    """
+    delivered = status.get("settings") or {}
+    applied = bool(delivered.get("applied"))
+    delay = (delivered.get("brokerDelay") or {}).get("clusterMs")
+    static: bool | None = None
+    if reports:
+        static = any(report.instance_id for report in reports)
+    batch_size = None
+    if rollout.phase not in _INACTIVE and 1 <= rollout.batch <= len(rollout.sizes):
+        batch_size = rollout.sizes[rollout.batch - 1]
+    return SettingsInForce(
+        initial_rebalance_delay_ms=None if isinstance(delay, bool) else _zero_ok(delay),
+        session_timeout_ms=_number(delivered.get("sessionTimeoutMs")) if applied else None,
+        heartbeat_interval_ms=_number(delivered.get("heartbeatIntervalMs")) if applied else None,
+        max_poll_interval_ms=_number(delivered.get("maxPollIntervalMs")) if applied else None,
+        assignor=assignor,
+        static_membership=static,
+        batch_size=batch_size,
+    )
+
+
+def _zero_ok(value: object) -> float | None:
+    # A delay of 0 is a real setting, unlike a session timeout of 0.
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return None
+
+
+def track_joins(
+    tracking: JoinTracking,
+    joins: Sequence[MemberJoin],
+    *,
+    context: JoinContext,
+    rollout: RolloutState,
+    members: int,
+    state: str,
+    partitions: int | None,
+    settings: SettingsInForce,
+) -> tuple[list[RebalanceEvent], JoinTracking]:
+    """A member-join record per join not recorded yet, and the tracking to keep."""
+    events: list[RebalanceEvent] = []
+    recent = list(tracking.recent)
+    for join in sorted(joins, key=lambda item: item.sequence):
+        if join.sequence <= tracking.sequence:
+            continue
+        batch_id, rollout_id, batch_size = rollout_batch(rollout, join.identity)
+        if batch_id is not None:
+            if tracking.burst_id != batch_id:
+                tracking = replace(
+                    tracking,
+                    burst_id=batch_id,
+                    burst_first_at=join.at,
+                    burst_last_at=join.at,
+                    burst_is_batch=True,
+                )
+        elif (
+            tracking.burst_id is None
+            or tracking.burst_is_batch
+            or tracking.burst_last_at is None
+            or join.at - tracking.burst_last_at > BURST_GAP_SECONDS
+        ):
+            tracking = replace(
+                tracking,
+                burst_id=f"start-{int(join.at * 1000)}",
+                burst_first_at=join.at,
+                burst_last_at=join.at,
+                burst_is_batch=False,
+            )
+        assert tracking.burst_first_at is not None and tracking.burst_last_at is not None
+        # Members' clocks differ by milliseconds: a join stamped before the first is at 0.
+        first_at = min(tracking.burst_first_at, join.at)
+        tracking = replace(
+            tracking,
+            sequence=join.sequence,
+            burst_first_at=first_at,
+            burst_last_at=max(tracking.burst_last_at, join.at),
+        )
+        event = member_event(
+            RecordType.MEMBER_JOIN,
+            namespace=context.namespace,
+            name=context.name,
+            group_id=context.group_id,
+            cluster=context.cluster,
+            member=join.identity,
+            at=join.at,
+            members=members,
+            state=state,
+            source=REPORTS_SOURCE,
+            batch_id=tracking.burst_id,
+            rollout_id=rollout_id,
+            partitions=partitions,
+            settings=replace(settings, batch_size=batch_size or settings.batch_size),
+        )
+        events.append(
+            replace(
+                event,
+                generation=join.generation,
+                join_offsets_ms=(round((join.at - first_at) * 1000.0, 3),),
+            )
+        )
+        recent.append(RecordedJoin(join.identity, join.generation, join.at, first_at))
+    return events, replace(tracking, recent=tuple(recent[-REMEMBERED_JOINS:]))
+
+
+def enrich_rebalances(
+    events: Sequence[RebalanceEvent],
+    sightings: Sequence[GenerationSighting],
+    tracking: JoinTracking,
+    settings: SettingsInForce,
+    partitions: int | None,
+) -> list[RebalanceEvent]:
+    """Rebalance records with their joins, start, time to Stable and settings in force.
+
+    A rebalance that members joined started with the first join of their start-up (the batch or
+    burst), and was over when the last member of its generation reported it: that span is its
+    time to Stable. Without joins (leaves, rejoins, broker-only sightings) start and time to
+    Stable stay unknown.
+    """
+    by_generation = {sighting.generation: sighting for sighting in sightings}
+    enriched: list[RebalanceEvent] = []
+    for event in events:
+        updated = replace(event, settings=settings, partitions=event.partitions or partitions)
+        sighting = by_generation.get(event.generation) if event.generation is not None else None
+        joiners = [
+            join
+            for join in tracking.recent
+            if join.identity in event.joined and join.generation == event.generation
+        ]
+        if sighting is not None and joiners:
+            first = min(join.at for join in joiners)
+            started = min(join.first_at for join in joiners)
+            offsets = tuple(sorted(round((join.at - first) * 1000.0, 3) for join in joiners))
+            stable_ms = (sighting.last_at - started) * 1000.0
+            updated = replace(
+                updated,
+                started_at=started,
+                join_offsets_ms=offsets,
+                time_to_stable_ms=round(stable_ms, 3) if stable_ms >= 0 else None,
+            )
+        enriched.append(updated)
+    return enriched
