@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 
 import fsspec
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -172,3 +173,37 @@ def test_member_events_carry_the_batch_and_the_settings(tmp_path: Path) -> None:
     assert records[2]["departure"] == "crash"
     with pytest.raises(ValueError, match="not rebalances"):
         member_event(RecordType.REBALANCE, **common, member="p", at=DAY, members=1)
+
+
+def write_version(root: Path, version: int, at: float) -> Path:
+    """A history file as a writer of `version` leaves it: column and footer say the version."""
+    from rebalancer.clients.recording import events_to_table
+
+    table = events_to_table([rebalance(at=at)]).drop_columns(["date", "namespace"])
+    table = table.set_column(
+        table.schema.get_field_index("schema_version"),
+        "schema_version",
+        pa.array([version], pa.int32()),
+    ).replace_schema_metadata({VERSION_KEY: str(version).encode()})
+    folder = root / "date=2023-11-14" / "namespace=shop"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"part-v{version}.parquet"
+    pq.write_table(table, path)
+    return path
+
+
+def test_older_versions_stay_readable_and_newer_ones_are_refused(tmp_path: Path) -> None:
+    from rebalancer.learning.inputs import find_inputs
+
+    old = write_version(tmp_path, 2, DAY)
+    current = write_version(tmp_path, HISTORY_SCHEMA_VERSION, DAY + 1)
+    newer = write_version(tmp_path, HISTORY_SCHEMA_VERSION + 1, DAY + 2)
+
+    inputs = find_inputs(tmp_path)
+
+    assert sorted(inputs.files) == sorted([str(old), str(current)])
+    (skipped,) = inputs.skipped
+    assert skipped.path == str(newer)
+    assert f"history schema version {HISTORY_SCHEMA_VERSION + 1}" in skipped.reason
+    versions = {row["detected_at"]: row["schema_version"] for row in read_history(tmp_path)}
+    assert versions[DAY] == 2 and versions[DAY + 1] == HISTORY_SCHEMA_VERSION

@@ -1,8 +1,11 @@
 """History events: one record per observed rebalance, pod start, pod stop and member join.
 
-Schema version 2 (docs/history.md). Fields are only ever added within a version, and the version
-is bumped when a field changes meaning; readers refuse versions newer than the one they know.
-Version 1 records (rebalances only, JSON lines) map onto version 2 with the new fields unset.
+Schema version 3 (docs/history.md). Fields are only ever added within a version, and the version
+is bumped when a field changes meaning; readers refuse versions newer than the one they know and
+read the older Parquet versions as they are. Version 3 gave member-join records their
+generation, and joins outside rollouts a batch id (their start-up burst); version 2 files have
+neither, which readers take as unknown. Version 1 records (rebalances only, JSON lines) map onto
+version 2 with the new fields unset.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
-HISTORY_SCHEMA_VERSION = 2
+HISTORY_SCHEMA_VERSION = 3
 
 
 class RebalanceCause(StrEnum):
@@ -33,7 +36,8 @@ class RecordType(StrEnum):
     # A pod stopped: `departure` says whether it left the group cleanly ("leave") or just
     # stopped heartbeating ("crash"); the learning job pairs it with the member's next join.
     POD_STOP = "pod-stop"
-    # A member sent its first JoinGroup after a pod start (first member report or broker sighting).
+    # A member's first assignment under a new member id: the end of its first JoinGroup and
+    # SyncGroup after a start (structs.reports.MemberJoin).
     MEMBER_JOIN = "member-join"
 
 
@@ -73,7 +77,7 @@ class RebalanceEvent:
     # For a pod-stop record: "leave" (LeaveGroup sent) or "crash" (heartbeats just stopped).
     departure: str | None = None
     # Joins of this rebalance, in ms after its first join (a rebalance record), or this member's
-    # join in ms after the first join of its batch (a member-join record).
+    # join in ms after the first join of its batch or start-up burst (a member-join record).
     join_offsets_ms: tuple[float, ...] = ()
     # From the rebalance's start (its first join) until the group was Stable with every member
     # assigned, in ms.
@@ -81,7 +85,8 @@ class RebalanceEvent:
     # Partition-seconds no member consumed because of this rebalance (the simulator's measure).
     stop_the_world_partition_s: float | None = None
     partitions: int | None = None
-    # Ties the records of one stagger batch together, and the batches of one rollout.
+    # Ties the records of one stagger batch together (outside rollouts, the joins of one
+    # start-up burst: "start-<unix ms of its first join>"), and the batches of one rollout.
     batch_id: str | None = None
     rollout_id: str | None = None
     settings: SettingsInForce = field(default_factory=SettingsInForce)
