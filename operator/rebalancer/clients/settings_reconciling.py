@@ -11,7 +11,7 @@ is what starts the second rollout of an assignor migration.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rebalancer.clients.configuring import (
@@ -38,16 +38,33 @@ from rebalancer.planning.broker_delay import (
     plan_delay,
     strimzi_config_patch,
 )
-from rebalancer.planning.settings_plans import SettingsInputs, plan_settings, settings_status
+from rebalancer.planning.settings_plans import (
+    SettingsInputs,
+    SettingsPlan,
+    SidecarInputs,
+    SidecarPlan,
+    plan_settings,
+    plan_sidecar,
+    settings_status,
+    sidecar_status,
+)
 from rebalancer.planning.settings_templates import (
     SETTINGS_ENV_ANNOTATION,
     SETTINGS_HASH_ANNOTATION,
     render_template_patch,
     template_hash,
 )
+from rebalancer.planning.sidecar_templates import (
+    SIDECAR_CONTAINER,
+    PatchFailed,
+    SidecarOptions,
+    apply_ops,
+    sidecar_hash,
+)
 from rebalancer.structs.broker_configs import ApplyState, BrokerLimits, ConfigOutcome
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.client_settings import BrokerDelayPolicy, SettingsPolicy
+from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
 # A lost race with another writer of the workload: look again this soon.
@@ -75,6 +92,10 @@ class SettingsTarget:
     # spec.policy.rollout.parkStatefulSets: the template patch parks a StatefulSet in the same
     # write, so its controller cannot start replacing pods before the planner plans it.
     park: bool = True
+    # spec.policy.enforce.sidecar: with inject, the operator adds the sidecar to the template.
+    sidecar: SidecarPolicy = field(default_factory=SidecarPolicy)
+    sidecar_options: SidecarOptions = field(default_factory=SidecarOptions)
+    pattern: str | None = None  # spec.subscription.pattern
 
 
 @dataclass(frozen=True)
@@ -116,7 +137,7 @@ async def reconcile_settings(
     observed: Mapping[str, Any],
     wants: Sequence[DelayWant] = (),
 ) -> SettingsOutcome:
-    """Deliver the settings and the delay decision; see the module docstring.
+    """Deliver the settings, the sidecar and the delay decision; see the module docstring.
 
     `previous`: status.settings; `observed`: status.group; `wants`: the delay wants of the
     cluster's groups as the index holds them (this group's own is added if the index lags).
@@ -126,18 +147,23 @@ async def reconcile_settings(
     profile = target.profile or gateway.profile
     limits = await read_broker_limits(gateway)
     notices: list[Notice] = []
-    status: dict[str, Any] | None = None
-    retry: float | None = None
-    if target.settings is not None:
-        status, retry = await _deliver(kube, gateway, target, previous, observed, limits, notices)
-    else:
-        await _withdraw(kube, target, notices)
+    status, retry = await _deliver(kube, gateway, target, previous, observed, limits, notices)
     want = delay_want(target, cluster.cluster_id)
     if want is not None and target.delay is not None:
         delay = await _delay(kube, gateway, target.delay, want, wants, profile, limits, previous)
         status = {**(status or {}), "brokerDelay": delay.status}
         notices += delay.notices
     return SettingsOutcome(status, tuple(notices), retry, want)
+
+
+def _wants_sidecar_work(
+    target: SettingsTarget, previous: Mapping[str, Any], body: Mapping[str, Any] | None
+) -> bool:
+    return bool(
+        target.sidecar.inject
+        or previous.get("sidecar")
+        or (body is not None and sidecar_hash(body) is not None)
+    )
 
 
 async def _deliver(
@@ -148,96 +174,192 @@ async def _deliver(
     observed: Mapping[str, Any],
     limits: BrokerLimits,
     notices: list[Notice],
-) -> tuple[dict[str, Any], float | None]:
-    assert target.settings is not None
+) -> tuple[dict[str, Any] | None, float | None]:
+    """Settings and sidecar in one template write: the sidecar copies the application's
+    variables, so rendering it on top of the settings patch makes one new revision (one
+    staggered rollout) where two writes would make two."""
     body = await read_workload_body(
         kube, target.namespace, target.workload_kind, target.workload_name
     )
     where = f"{target.workload_kind.value} {target.namespace}/{target.workload_name}"
+    sidecar_wanted = _wants_sidecar_work(target, previous, body)
+    if target.settings is None and not sidecar_wanted:
+        if body is not None:
+            await _withdraw(kube, target, body, notices)
+        return None, None
     if body is None:
         message = f"{where} not found; create it or fix spec.workload.name"
+        if target.settings is None:
+            return {"sidecar": {"inject": target.sidecar.inject, "message": message}}, None
         return {"applied": False, "message": message}, None
     view = await read_workload(kube, target.namespace, target.workload_kind, target.workload_name)
-    plan = plan_settings(
-        SettingsInputs(
-            namespace=target.namespace,
-            name=target.name,
-            uid=target.uid,
-            policy=target.settings,
-            workload_kind=target.workload_kind,
-            container=target.container,
-            protocol_choice=target.protocol_choice,
-            workload=body,
-            view=view,
-            previous=previous,
-            observed=observed,
-            limits=limits,
-            staggered=target.staggered,
-            park=target.park,
+    ops: list[dict[str, Any]] = []
+    on_applied: list[Notice] = []
+    plan: SettingsPlan | None = None
+    if target.settings is not None:
+        plan = plan_settings(
+            SettingsInputs(
+                namespace=target.namespace,
+                name=target.name,
+                uid=target.uid,
+                policy=target.settings,
+                workload_kind=target.workload_kind,
+                container=target.container,
+                protocol_choice=target.protocol_choice,
+                workload=body,
+                view=view,
+                previous=previous,
+                observed=observed,
+                limits=limits,
+                staggered=target.staggered,
+                park=target.park,
+            )
         )
+        if not plan.refused:
+            assert plan.configmap is not None and plan.rendered is not None
+            await apply_configmap(kube, plan.configmap)
+            if plan.patch.changes:
+                ops += plan.patch.ops
+                step = (
+                    plan.resolved.assignor.step if plan.resolved and plan.resolved.assignor else 0
+                )
+                migration = f" (assignor migration step {step} of 2)" if step else ""
+                on_applied.append(
+                    Notice(
+                        False,
+                        "SettingsApplied",
+                        f"settings {plan.rendered.hash}{migration} are in the pod template of "
+                        f"{where}; they reach the pods as a staggered rollout",
+                    )
+                )
+    else:
+        ops += _withdrawal_ops(target, body)
+        if ops:
+            on_applied.append(_REMOVED)
+    sidecar: SidecarPlan | None = None
+    if sidecar_wanted:
+        try:
+            planned_body = apply_ops(body, ops)
+        except PatchFailed:
+            planned_body = body
+        sidecar = plan_sidecar(
+            SidecarInputs(
+                policy=target.sidecar,
+                group_id=target.group_id,
+                bootstrap_servers=target.bootstrap_servers,
+                workload_kind=target.workload_kind,
+                container=target.container,
+                workload=planned_body,
+                view=view,
+                options=target.sidecar_options,
+                pattern=target.pattern,
+                protocol_choice=target.protocol_choice,
+                observed=observed,
+                staggered=target.staggered,
+                park=target.park,
+            )
+        )
+        if sidecar.patch.changes:
+            # Both are guarded by the same resourceVersion: one test is enough.
+            extra = [op for op in sidecar.patch.ops if op.get("op") != "test" or not ops]
+            ops += extra
+            on_applied.append(_sidecar_notice(sidecar, where))
+    applied_now = True
+    retry: float | None = None
+    if ops:
+        applied_now = await patch_workload(
+            kube, target.namespace, target.workload_kind, target.workload_name, ops
+        )
+        if applied_now:
+            notices.extend(on_applied)
+        else:
+            retry = RETRY_SECONDS
+    status: dict[str, Any] | None = None
+    if plan is not None:
+        status = await _settings_status(
+            gateway, target, plan, body, previous, limits, notices, applied_now
+        )
+    if sidecar is not None:
+        applied = sidecar.carried or (sidecar.patch.changes and applied_now)
+        described = sidecar_status(sidecar, applied=bool(applied))
+        before = previous.get("sidecar") or {}
+        if sidecar.refused and described.get("message") != before.get("message"):
+            notices.append(Notice(True, sidecar.reason, str(described["message"])))
+        status = {**(status or {}), "sidecar": described}
+    return status, retry
+
+
+_REMOVED = Notice(
+    False,
+    "SettingsRemoved",
+    "spec.policy.settings was removed: the operator's variables, mount and settings "
+    "hash leave the pod template (a staggered rollout)",
+)
+
+
+def _sidecar_notice(plan: SidecarPlan, where: str) -> Notice:
+    if plan.inject:
+        return Notice(
+            False,
+            "SidecarInjected",
+            f"the enforcement sidecar ({SIDECAR_CONTAINER}) is in the pod template of {where}; "
+            "it reaches the pods as a staggered rollout",
+        )
+    return Notice(
+        False,
+        "SidecarRemoved",
+        f"spec.policy.enforce.sidecar.inject is off: the operator's sidecar leaves the pod "
+        f"template of {where} (a staggered rollout)",
     )
+
+
+async def _settings_status(
+    gateway: AdminGateway,
+    target: SettingsTarget,
+    plan: SettingsPlan,
+    body: Mapping[str, Any],
+    previous: Mapping[str, Any],
+    limits: BrokerLimits,
+    notices: list[Notice],
+    applied_now: bool,
+) -> dict[str, Any]:
     if plan.refused:
         status = settings_status(plan, limits, applied=False)
         if status["message"] != previous.get("message"):
             notices.append(Notice(True, "SettingsRefused", status["message"]))
-        return status, None
-    assert plan.configmap is not None and plan.rendered is not None
-    await apply_configmap(kube, plan.configmap)
-    applied = template_hash(body) == plan.rendered.hash
-    retry: float | None = None
-    if plan.patch.changes:
-        applied = await patch_workload(
-            kube, target.namespace, target.workload_kind, target.workload_name, plan.patch.ops
-        )
-        if applied:
-            step = plan.resolved.assignor.step if plan.resolved and plan.resolved.assignor else 0
-            migration = f" (assignor migration step {step} of 2)" if step else ""
-            notices.append(
-                Notice(
-                    False,
-                    "SettingsApplied",
-                    f"settings {plan.rendered.hash}{migration} are in the pod template of "
-                    f"{where}; they reach the pods as a staggered rollout",
-                )
-            )
-        else:
-            retry = RETRY_SECONDS
+        return status
+    assert plan.rendered is not None
+    applied = template_hash(body) == plan.rendered.hash or (plan.patch.changes and applied_now)
     group_configs: ConfigOutcome | None = None
     if plan.group_configs:
         group_configs = await alter_group_configs(gateway, target.group_id, plan.group_configs)
         old = (previous.get("groupConfigs") or {}).get("state")
         if group_configs.state is ApplyState.FAILED and old != ApplyState.FAILED.value:
             notices.append(Notice(True, "GroupConfigsFailed", group_configs.message))
-    status = settings_status(plan, limits, applied=applied, group_configs=group_configs)
-    return status, retry
+    return settings_status(plan, limits, applied=applied, group_configs=group_configs)
 
 
-async def _withdraw(kube: KubernetesApi, target: SettingsTarget, notices: list[Notice]) -> None:
-    """spec.policy.settings was removed: take out what the operator put in the template."""
-    body = await read_workload_body(
-        kube, target.namespace, target.workload_kind, target.workload_name
-    )
-    annotations = ((body or {}).get("spec", {}).get("template", {}).get("metadata") or {}).get(
+def _withdrawal_ops(target: SettingsTarget, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """spec.policy.settings was removed: what takes out what the operator put in the template."""
+    annotations = (body.get("spec", {}).get("template", {}).get("metadata") or {}).get(
         "annotations"
     ) or {}
-    if body is None or not (
-        SETTINGS_HASH_ANNOTATION in annotations or SETTINGS_ENV_ANNOTATION in annotations
-    ):
-        return
+    if not (SETTINGS_HASH_ANNOTATION in annotations or SETTINGS_ENV_ANNOTATION in annotations):
+        return []
     patch = render_template_patch(
         body, None, kind=target.workload_kind, container=target.container, park=target.park
     )
-    if patch.changes and await patch_workload(
-        kube, target.namespace, target.workload_kind, target.workload_name, patch.ops
+    return list(patch.ops)
+
+
+async def _withdraw(
+    kube: KubernetesApi, target: SettingsTarget, body: Mapping[str, Any], notices: list[Notice]
+) -> None:
+    ops = _withdrawal_ops(target, body)
+    if ops and await patch_workload(
+        kube, target.namespace, target.workload_kind, target.workload_name, ops
     ):
-        notices.append(
-            Notice(
-                False,
-                "SettingsRemoved",
-                "spec.policy.settings was removed: the operator's variables, mount and settings "
-                "hash leave the pod template (a staggered rollout)",
-            )
-        )
+        notices.append(_REMOVED)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""kopf handlers for consumer settings and the broker delay: reconcile on change and on a timer.
+"""kopf handlers for consumer settings, the injected sidecar and the broker delay: reconcile on
+change and on a timer.
 
 The work is rebalancer.clients.settings_reconciling.reconcile_settings; this module finds what
 it needs (the parsed spec, the cluster's shared gateway, the other groups' delay wants from an
@@ -23,7 +24,10 @@ from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_se
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.rollouts import rollout_policy
 from rebalancer.planning.broker_delay import DelayWant, cluster_key_for
+from rebalancer.planning.gate_templates import DEFAULT_IMAGE
+from rebalancer.planning.sidecar_templates import SidecarOptions
 from rebalancer.structs.brokers import BrokerProfile, cluster_key
+from rebalancer.structs.enforce_policy import parse_enforce_policy
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.specs import ConsumerGroupSpec, parse_spec
 
@@ -69,12 +73,17 @@ async def _reconcile(
     try:
         spec = parse_spec(body.get("spec"))
         rollout = rollout_policy(body)
+        enforce = parse_enforce_policy(
+            ((body.get("spec") or {}).get("policy") or {}).get("enforce")
+        )
     except SpecInvalid:
         return  # validate() reports it
     status = dict(body.get("status") or {})
     previous = dict(status.get("settings") or {})
     policy = spec.policy
-    if policy.settings is None and policy.broker_delay is None and not previous:
+    sidecar_policy = enforce.sidecar
+    managed = policy.settings is not None or policy.broker_delay is not None
+    if not managed and not sidecar_policy.inject and not previous:
         return
     profile = (
         None if spec.kafka.profile.value == "auto" else BrokerProfile(spec.kafka.profile.value)
@@ -94,6 +103,12 @@ async def _reconcile(
         delay=policy.broker_delay,
         staggered=rollout.enabled,
         park=rollout.park_statefulsets,
+        sidecar=sidecar_policy,
+        # The operator's own image, as for the join gate.
+        sidecar_options=SidecarOptions(
+            image=rollout.gate_image or deps.settings.gate_image or DEFAULT_IMAGE
+        ),
+        pattern=spec.subscription.pattern,
     )
     try:
         security = await resolve_security(deps.kube, namespace, spec.kafka)

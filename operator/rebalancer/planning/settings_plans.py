@@ -35,6 +35,15 @@ from rebalancer.planning.settings_templates import (
     render_template_patch,
     template_hash,
 )
+from rebalancer.planning.sidecar_templates import (
+    SIDECAR_CONTAINER,
+    RenderedSidecar,
+    SidecarOptions,
+    consumer_container,
+    render_sidecar,
+    render_sidecar_patch,
+    sidecar_hash,
+)
 from rebalancer.structs.broker_configs import (
     GROUP_SESSION_KEY,
     ApplyState,
@@ -44,6 +53,8 @@ from rebalancer.structs.broker_configs import (
 from rebalancer.structs.brokers import GroupProtocol, GroupState
 from rebalancer.structs.client_settings import SettingsPolicy
 from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
+from rebalancer.structs.enforce_policy import SidecarPolicy
+from rebalancer.structs.enforcement import pattern_takes_control_topics
 from rebalancer.structs.problems import FieldProblem
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import WorkloadView
@@ -316,6 +327,16 @@ def settings_conditions(settings: Mapping[str, Any] | None) -> list[Condition]:
         return [
             Condition(ConditionType.DEGRADED, ConditionStatus.TRUE, "GroupConfigsFailed", message)
         ]
+    sidecar = settings.get("sidecar") or {}
+    if sidecar.get("reason") in SIDECAR_REFUSALS:
+        return [
+            Condition(
+                ConditionType.DEGRADED,
+                ConditionStatus.TRUE,
+                str(sidecar["reason"]),
+                str(sidecar.get("message") or ""),
+            )
+        ]
     delay = settings.get("brokerDelay") or {}
     if delay.get("reason") in ("DelayRefused", "DelayFailed"):
         return [
@@ -327,3 +348,160 @@ def settings_conditions(settings: Mapping[str, Any] | None) -> list[Condition]:
             )
         ]
     return []
+
+
+# The enforcement sidecar in the pod template ------------------------------------------------
+
+SIDECAR_REFUSALS = ("SidecarRefused", "PatternTakesControlTopics")
+
+
+@dataclass(frozen=True)
+class SidecarInputs:
+    policy: SidecarPolicy  # spec.policy.enforce.sidecar
+    group_id: str
+    bootstrap_servers: tuple[str, ...]
+    workload_kind: WorkloadKind
+    container: str | None  # spec.workload.container: the application the sidecar copies
+    # The workload as it will be once this reconcile's settings patch is in: the sidecar
+    # copies the application's variables, settings included, so both go in one write.
+    workload: Mapping[str, Any]
+    view: WorkloadView | None
+    options: SidecarOptions = field(default_factory=SidecarOptions)
+    pattern: str | None = None  # spec.subscription.pattern
+    protocol_choice: ProtocolChoice = ProtocolChoice.AUTO
+    observed: Mapping[str, Any] = field(default_factory=dict)  # status.group
+    # As for settings: adding a container restarts every pod, so only as a managed rollout.
+    staggered: bool = True
+    park: bool = True
+
+
+@dataclass(frozen=True)
+class SidecarPlan:
+    inject: bool
+    problems: tuple[FieldProblem, ...] = ()
+    reason: str = ""
+    rendered: RenderedSidecar | None = None
+    patch: TemplatePatch = field(default_factory=TemplatePatch)
+    # The template carries what this plan wants, before any patch of this reconcile.
+    carried: bool = False
+    rolled_out: bool = False
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.problems)
+
+
+def _sidecar_problems(inputs: SidecarInputs) -> tuple[list[FieldProblem], str]:
+    problems: list[FieldProblem] = []
+    if inputs.pattern and pattern_takes_control_topics(inputs.pattern, inputs.group_id):
+        problem = FieldProblem(
+            "spec.subscription.pattern",
+            f"({inputs.pattern!r}) matches the sidecars' __rebalancer.* control topics, so the "
+            "application's members would take the partitions that elect the acting sidecar",
+            "narrow the pattern so that it cannot match __rebalancer.*",
+        )
+        return [problem], "PatternTakesControlTopics"
+    kip848 = inputs.protocol_choice is ProtocolChoice.CONSUMER or (
+        _observed_protocol(inputs.observed) is GroupProtocol.CONSUMER
+    )
+    if kip848:
+        problems.append(
+            FieldProblem(
+                "spec.policy.enforce.sidecar.inject",
+                "is true for a KIP-848 group (group.protocol=consumer), where a sidecar in every "
+                "pod is not supported yet: with several sidecars the control partition may stay "
+                "unassigned and no sidecar acts (docs/enforcing.md)",
+                "set inject: false and run one standalone sidecar, reached through "
+                "spec.policy.enforce.sidecar.url",
+            )
+        )
+    if not inputs.staggered:
+        problems.append(
+            FieldProblem(
+                "spec.policy.rollout.enabled",
+                "is not true, so adding the sidecar would restart the consumers as the "
+                "workload's controller rolls pods, not in batches the group can absorb",
+                "set spec.policy.rollout.enabled: true (the sidecar then rolls out in batches), "
+                "or add the sidecar to your own manifests and leave inject false",
+            )
+        )
+    return problems, "SidecarRefused"
+
+
+def plan_sidecar(inputs: SidecarInputs) -> SidecarPlan:
+    """What the pod template needs so that it carries the sidecar exactly when inject is on.
+
+    Level-based like plan_settings: a template that already carries the rendered sidecar (by
+    its hash) gets no patch, and with inject off only a sidecar the operator added is taken out.
+    """
+    carried = sidecar_hash(inputs.workload)
+    park = inputs.park and inputs.staggered
+    if not inputs.policy.inject:
+        patch = render_sidecar_patch(inputs.workload, None, kind=inputs.workload_kind, park=park)
+        gone = carried is None
+        return SidecarPlan(
+            inject=False,
+            reason="SidecarRemoved",
+            patch=patch,
+            carried=gone,
+            rolled_out=gone and rolled_out(inputs.view),
+        )
+    problems, reason = _sidecar_problems(inputs)
+    consumer, missing = consumer_container(inputs.workload, inputs.container)
+    if missing is not None:
+        problems.append(missing)
+    if problems or consumer is None:
+        return SidecarPlan(inject=True, problems=tuple(problems), reason=reason)
+    rendered = render_sidecar(
+        consumer,
+        group_id=inputs.group_id,
+        bootstrap_servers=inputs.bootstrap_servers,
+        policy=inputs.policy,
+        options=inputs.options,
+    )
+    patch = render_sidecar_patch(inputs.workload, rendered, kind=inputs.workload_kind, park=park)
+    if patch.problem is not None:
+        return SidecarPlan(inject=True, problems=(patch.problem,), reason="SidecarRefused")
+    here = carried == rendered.hash
+    return SidecarPlan(
+        inject=True,
+        reason="SidecarInjected",
+        rendered=rendered,
+        patch=patch,
+        carried=here,
+        rolled_out=here and rolled_out(inputs.view),
+    )
+
+
+def sidecar_status(plan: SidecarPlan, *, applied: bool) -> Body:
+    """status.settings.sidecar. `applied`: the template carries what the plan wants (it did,
+    or this reconcile's patch went in)."""
+    status: Body = {"inject": plan.inject, "reason": plan.reason}
+    if plan.refused:
+        status.update(injected=False, message=summary(plan.problems))
+        return status
+    if plan.inject:
+        assert plan.rendered is not None
+        status.update(
+            injected=applied,
+            hash=plan.rendered.hash,
+            container=SIDECAR_CONTAINER,
+            rolledOut=applied and plan.rolled_out,
+            message=(
+                f"container {SIDECAR_CONTAINER} is in the pod template; it reaches the pods as "
+                "a staggered rollout"
+                if applied
+                else "the sidecar is not in the pod template yet"
+            ),
+        )
+        return status
+    status.update(
+        injected=not applied,
+        rolledOut=applied and plan.rolled_out,
+        message=(
+            "inject is off: the pod template carries no sidecar of the operator's"
+            if applied
+            else "inject is off: the operator's sidecar is still in the pod template"
+        ),
+    )
+    return status

@@ -182,7 +182,7 @@ def render_configmap(
     }
 
 
-def _pointer(token: str) -> str:
+def pointer(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
@@ -269,7 +269,7 @@ def _annotation_ops(template: Mapping[str, Any], wanted: Mapping[str, str | None
         return [{"op": "add", "path": "/spec/template/metadata/annotations", "value": present}]
     ops: list[Body] = []
     for key, value in wanted.items():
-        path = f"/spec/template/metadata/annotations/{_pointer(key)}"
+        path = f"/spec/template/metadata/annotations/{pointer(key)}"
         if value is None and key in annotations:
             ops.append({"op": "remove", "path": path})
         elif value is not None and annotations.get(key) != value:
@@ -277,7 +277,7 @@ def _annotation_ops(template: Mapping[str, Any], wanted: Mapping[str, str | None
     return ops
 
 
-def _park_ops(workload: Mapping[str, Any]) -> list[Body]:
+def park_ops(workload: Mapping[str, Any]) -> list[Body]:
     """Hold a StatefulSet's pods at their revision until the planner releases them."""
     spec = workload.get("spec") or {}
     replicas = int(spec.get("replicas", 1))
@@ -371,7 +371,7 @@ def render_template_patch(
     if not ops:
         return TemplatePatch(notes=tuple(notes))
     if park and kind is WorkloadKind.STATEFULSET:
-        ops += _park_ops(workload)
+        ops += park_ops(workload)
     version = (workload.get("metadata") or {}).get("resourceVersion")
     if version:
         ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion", "value": version})
