@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
+import random
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,7 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from rebalancer.clients.recording import FILE_SCHEMA, VERSION_KEY, read_history, write_table
+from rebalancer.clients.recording import (
+    FILE_SCHEMA,
+    VERSION_KEY,
+    HistoryRecorder,
+    read_history,
+    write_table,
+)
 from rebalancer.learning import outputs
 from rebalancer.learning.fleets import Fleet, fleet_history, true_profile, write_history
 from rebalancer.learning.jobs import LearnOptions, LearnResult, learn
@@ -20,9 +29,15 @@ from rebalancer.learning.scoring import (
     departures_cost_per_day_s,
     startup_cost_s,
 )
+from rebalancer.planning.history_records import JoinContext, JoinTracking, track_joins
+from rebalancer.planning.rollout_states import RolloutState
+from rebalancer.structs.history import HISTORY_SCHEMA_VERSION, SettingsInForce
 from rebalancer.structs.recommendations import SUMMARY_SCHEMA
+from rebalancer.structs.reports import MemberJoin
 
 HELD_OUT_SEED = 99
+DAY0 = 1_800_000_000.0
+NEWER = HISTORY_SCHEMA_VERSION + 1
 
 
 def fleet(index: int, cluster: str, latency_ms: float, processing_ms: float) -> Fleet:
@@ -131,7 +146,7 @@ def test_bad_files_are_skipped_with_reasons_and_one_group_still_gets_a_choice(
     pq.write_table(pa.table({"x": [1, 2, 3]}), partition / "part-0-foreign.parquet")
     newer = pa.table(
         {name: pa.nulls(1, FILE_SCHEMA.field(name).type) for name in FILE_SCHEMA.names},
-        schema=FILE_SCHEMA.with_metadata({VERSION_KEY: b"3"}),
+        schema=FILE_SCHEMA.with_metadata({VERSION_KEY: str(NEWER).encode()}),
     )
     pq.write_table(newer, partition / "part-0-newer.parquet")
 
@@ -140,7 +155,10 @@ def test_bad_files_are_skipped_with_reasons_and_one_group_still_gets_a_choice(
     text = "\n".join(result.messages)
     assert "part-0-corrupt.parquet: not readable Parquet" in text
     assert "part-0-foreign.parquet: not a rebalancer history file" in text
-    assert "part-0-newer.parquet: written by a newer rebalancer (history schema version 3" in text
+    assert (
+        f"part-0-newer.parquet: written by a newer rebalancer (history schema version {NEWER}"
+        in text
+    )
     assert "one group only" in text
     summary = summary_of(tmp_path / "out")
     assert len(summary["skippedFiles"]) == 3  # type: ignore[arg-type]
@@ -189,3 +207,55 @@ def test_a_failed_run_keeps_the_previous_recommendations(
     assert sorted(p.name for p in (output / "runs").iterdir()) == runs_before
     previous = json.loads(before)["report"]
     assert (output / previous).exists()
+
+
+def operator_history(root: str, starts: int, members: int, seed: int) -> int:
+    """What the operator itself records for `starts` cold starts of one group: joins only (no
+    pod starts), grouped into start-up bursts by the same planner the observer runs."""
+    rng = random.Random(seed)
+    context = JoinContext("shop", "payments", "payments", "k:9092")
+    tracking = JoinTracking()
+    events = []
+    sequence = 0
+    for start in range(starts):
+        released = DAY0 + start * 6 * 3600.0
+        times = sorted(
+            (released + rng.lognormvariate(math.log(2.0), 0.6), pod) for pod in range(members)
+        )
+        joins = []
+        for at, pod in times:
+            sequence += 1
+            joins.append(MemberJoin(sequence, f"payments-{pod}", f"m{sequence}", start, at, at))
+        recorded, tracking = track_joins(
+            tracking,
+            joins,
+            context=context,
+            rollout=RolloutState(),
+            members=members,
+            state="Stable",
+            partitions=8,
+            settings=SettingsInForce(session_timeout_ms=10000.0, assignor="cooperative-sticky"),
+        )
+        events += recorded
+    asyncio.run(HistoryRecorder(root).record(events))
+    return len(events)
+
+
+def test_joins_the_operator_records_give_spreads_and_a_delay(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    history = tmp_path / "history"
+    assert operator_history(str(history), starts=8, members=4, seed=5) == 32
+
+    run(spark, str(history), tmp_path / "out")
+
+    summary = summary_of(tmp_path / "out")
+    entry = summary["groups"]["shop/payments"]  # type: ignore[index]
+    assert entry["initialRebalanceDelayMs"] is not None, entry
+    assert entry["evidence"]["joins"] == 32, entry  # type: ignore[index]
+    assert any("no pod-start records" in note for note in entry["notes"]), entry
+    run_dir = tmp_path / "out" / str(summary["report"]).rsplit("/", 1)[0]
+    spreads = pq.read_table(run_dir / "spreads.parquet").to_pylist()
+    assert [(row["batch_members"], row["batches"]) for row in spreads] == [(4, 8)]
+    # Latencies of median 2 s with sigma 0.6 spread four pods over seconds, not milliseconds.
+    assert 500.0 < spreads[0]["spread_p50_ms"] < 10000.0

@@ -256,13 +256,31 @@ def estimate(history: DataFrame) -> Estimates:
         sf.count(sf.lit(1)).alias("join_samples"),
     )
 
-    per_batch = (
-        joins.filter(sf.col("batch_id").isNotNull())
-        .groupBy(*KEY, "batch_id")
+    batched = joins.filter(sf.col("batch_id").isNotNull())
+    per_batch = batched.groupBy(*KEY, "batch_id").agg(
+        ((sf.max("detected_at") - sf.min("detected_at")) * 1000.0).alias("spread_ms"),
+        sf.count(sf.lit(1)).alias("batch_members"),
+        sf.min("detected_at").alias("first_join_at"),
+        sf.max("rollout_id").alias("batch_rollout"),
+    )
+    # Without pod-start records (the operator records joins only) the latencies are not known,
+    # but how far behind its batch's first join each pod joined is: the latency distribution
+    # up to the fastest pod's latency, which every candidate shares.
+    shared = per_batch.filter(sf.col("batch_members") >= 2)
+    offsets = (
+        batched.join(shared.select(*KEY, "batch_id", "first_join_at"), on=[*KEY, "batch_id"])
+        .withColumn("offset_ms", (sf.col("detected_at") - sf.col("first_join_at")) * 1000.0)
+        .groupBy(*KEY)
         .agg(
-            ((sf.max("detected_at") - sf.min("detected_at")) * 1000.0).alias("spread_ms"),
-            sf.count(sf.lit(1)).alias("batch_members"),
+            sf.percentile_approx("offset_ms", list(QUANTILE_SHARES), 10000).alias("offset_q"),
+            sf.count(sf.lit(1)).alias("offset_samples"),
         )
+    )
+    # Start-ups outside rollouts (cold starts, scale-ups without the stagger) happen too.
+    bursts = (
+        shared.filter(sf.col("batch_rollout").isNull())
+        .groupBy(*KEY)
+        .agg(sf.count(sf.lit(1)).alias("bursts"))
     )
     spreads = per_batch.groupBy(*KEY, "batch_members").agg(
         sf.count(sf.lit(1)).alias("batches"),
@@ -347,6 +365,8 @@ def estimate(history: DataFrame) -> Estimates:
 
     profiles = (
         overall.join(latency, on=KEY, how="left")
+        .join(offsets, on=KEY, how="left")
+        .join(bursts, on=KEY, how="left")
         .join(rebalance_stats, on=KEY, how="left")
         .join(departures, on=KEY, how="left")
     )
@@ -384,8 +404,17 @@ def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
     latency_q = row.get("latency_q")
     joins = int(_number(row.get("join_samples"), 0))
     quantiles: tuple[float, ...] = ()
+    offset_q = row.get("offset_q")
+    offset_samples = int(_number(row.get("offset_samples"), 0))
     if latency_q is not None and joins >= MIN_LATENCY_SAMPLES:
         quantiles = tuple(float(value) for value in latency_q)
+    elif offset_q is not None and offset_samples >= MIN_LATENCY_SAMPLES:
+        quantiles = tuple(float(value) for value in offset_q)
+        joins = offset_samples
+        notes.append(
+            "no pod-start records: start-up latencies are the joins' offsets within their "
+            "batch (the fastest pod of each counts as 0 ms)"
+        )
     departures: list[DepartureProfile] = []
     stops_total = 0
     entries = row.get("departures")
@@ -419,7 +448,8 @@ def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
         assignor=str(row.get("assignor") or "round-robin"),
         heartbeat_interval_ms=_number(row.get("heartbeat_interval_ms"), 3000.0),
         max_poll_interval_ms=_number(row.get("max_poll_interval_ms"), 300000.0),
-        rollouts_per_day=int(_number(row.get("rollouts"), 0)) / days,
+        rollouts_per_day=(int(_number(row.get("rollouts"), 0)) + int(_number(row.get("bursts"), 0)))
+        / days,
         departures=tuple(departures),
     )
     facts = GroupFacts(
