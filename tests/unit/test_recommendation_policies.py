@@ -80,8 +80,14 @@ def decision(settings: CurrentSettings) -> LearningDecision:
         ),
         # Only the changes: a None is left alone.
         (MANAGED, CurrentSettings(None, None, 20000.5), {"settings": {"sessionTimeoutMs": 20000}}),
-        # Blocks the user did not turn on are never turned on by learning.
-        ({}, CurrentSettings(1000.0, 2, 20000.0), {}),
+        # Blocks the user did not turn on are never turned on by learning; rollouts are on
+        # unless turned off.
+        ({}, CurrentSettings(1000.0, 2, 20000.0), {"rollout": {"maxBatchSize": 2}}),
+        (
+            {"policy": {"rollout": {"enabled": False}}},
+            CurrentSettings(1000.0, 2, 20000.0),
+            {},
+        ),
         (
             {"policy": {"rollout": {"enabled": False}, "settings": {}}},
             CurrentSettings(None, 2, 20000.0),

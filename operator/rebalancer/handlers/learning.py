@@ -30,12 +30,16 @@ async def learning_status(
     namespace: str,
     name: str,
     spec: ConsumerGroupSpec,
-) -> dict[str, Any]:
-    """status.learning after reading the latest recommendation, applying it when due."""
+    remembered: float | None = None,
+) -> tuple[dict[str, Any], float | None]:
+    """status.learning after reading the latest recommendation, applying it when due, and the
+    time of the last apply. `remembered` is the last apply this process made: the body's status
+    may not show it yet, and the interval must hold even then."""
     raw_spec = dict(body.get("spec") or {})
     status = dict(body.get("status") or {})
     recommendation = await deps.recommender.read(namespace, name)
-    last = applied_at(status)
+    known = [stamp for stamp in (applied_at(status), remembered) if stamp is not None]
+    last = max(known) if known else None
     now = time.time()
     decision = decide_learning(
         spec.policy.learning, recommendation, settings_in_force(raw_spec, status), last, now
@@ -48,4 +52,5 @@ async def learning_status(
             last = now
         else:
             decision = nothing_to_apply(decision)
-    return render_learning_status(decision, recommendation, rfc3339(last) if last else None)
+    rendered = render_learning_status(decision, recommendation, rfc3339(last) if last else None)
+    return rendered, last

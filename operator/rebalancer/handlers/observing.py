@@ -87,6 +87,7 @@ class Observer:
     last_written: dict[str, Any] = field(default_factory=dict)
     last_written_at: float = 0.0
     joins: JoinTracking = field(default_factory=JoinTracking)
+    learning_applied_at: float | None = None
 
     def release(self) -> None:
         if self.gateway_key is not None:
@@ -168,8 +169,8 @@ class Observer:
         metrics.publish_snapshot(self.namespace, self.name, snapshot, self.tracking)
         fields: dict[str, Any] = {"group": group}
         if spec.policy.learning.mode.value != "off" or (body.get("status") or {}).get("learning"):
-            fields["learning"] = await learning_status(
-                self.deps, body, self.namespace, self.name, spec
+            fields["learning"], self.learning_applied_at = await learning_status(
+                self.deps, body, self.namespace, self.name, spec, self.learning_applied_at
             )
         await self._write(body, conditions, fields, force=bool(events))
         if self.failures:

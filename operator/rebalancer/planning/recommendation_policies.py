@@ -62,13 +62,15 @@ def applied_at(status: Mapping[str, Any]) -> float | None:
 def policy_patch(decision: LearningDecision, spec: Mapping[str, Any]) -> dict[str, Any]:
     """The spec.policy changes that carry a decision out through the existing machinery.
 
-    Only the blocks the user turned on are touched: a learned batch size needs managed rollouts,
-    a session timeout needs managed settings, a delay needs a broker-delay policy.
+    Only the blocks the user turned on are touched: a learned batch size needs managed rollouts
+    (on unless spec.policy.rollout.enabled is false), a session timeout needs managed settings,
+    a delay needs a broker-delay policy.
     """
     policy = spec.get("policy") or {}
     wanted = decision.settings
     patch: dict[str, Any] = {}
-    if wanted.batch_size is not None and (policy.get("rollout") or {}).get("enabled"):
+    rollouts = (policy.get("rollout") or {}).get("enabled", True) is not False
+    if wanted.batch_size is not None and rollouts:
         patch["rollout"] = {"maxBatchSize": int(wanted.batch_size)}
     if wanted.session_timeout_ms is not None and policy.get("settings") is not None:
         patch["settings"] = {"sessionTimeoutMs": int(wanted.session_timeout_ms)}
