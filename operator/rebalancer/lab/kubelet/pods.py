@@ -38,6 +38,7 @@ from .environment import (
     refresh_downward_volumes,
     rewrite_paths,
 )
+from .forking import ForkServer
 from .jitter import Jitter
 from .probing import Probe, ProbeContext, run_probe
 from .processes import ContainerProcess, ProcessRegistry
@@ -72,6 +73,9 @@ class KubeletSettings:
     # visible, Terminating, for as long as its processes take to stop, as on a cluster.
     hold_finalizer: bool = True
     tick: float = 0.1
+    # Start `python -m rebalancer...` containers from a pre-warmed fork server (forking.py),
+    # so a pod's start-up cost does not grow with the number of pods starting at once.
+    fork_server: bool = True
     # Whether the API serves pods/binding; learnt from the first pod.
     bindings: bool | None = None
 
@@ -138,8 +142,10 @@ class PodWorker:
         pod: Body,
         on_exit: Callable[[PodWorker], None],
         recorder: EventRecorder | None = None,
+        forker: ForkServer | None = None,
     ) -> None:
         self.api = api
+        self.forker = forker
         self.recorder = recorder
         self.settings = settings
         self.jitter = jitter
@@ -460,7 +466,9 @@ class PodWorker:
         working = str(c.spec.get("workingDir") or "")
         cwd = rootfs / working.lstrip("/") if working else rootfs
         log = self.logs / c.name / f"{c.restart_count}.log"
-        process = ContainerProcess(argv, env, cwd, log, self.registry, on_exit=self._wake.set)
+        process = ContainerProcess(
+            argv, env, cwd, log, self.registry, on_exit=self._wake.set, forker=self.forker
+        )
         try:
             process.start()
         except OSError as exc:

@@ -18,7 +18,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
+
+from .forking import ForkServer
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +28,19 @@ logger = logging.getLogger(__name__)
 def exit_code(returncode: int) -> int:
     """Popen's -N for "killed by signal N" as a container runtime reports it: 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+class _Leader(Protocol):
+    """A container's first process: a Popen, or a child of the fork server."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, signum: int) -> None: ...
 
 
 class ContainerProcess:
@@ -37,6 +52,7 @@ class ContainerProcess:
         log_path: Path,
         registry: ProcessRegistry | None = None,
         on_exit: Callable[[], None] | None = None,
+        forker: ForkServer | None = None,
     ) -> None:
         self.argv = list(argv)
         self.env = dict(env)
@@ -44,13 +60,36 @@ class ContainerProcess:
         self.log_path = log_path
         self.registry = registry
         self.on_exit = on_exit
-        self.popen: subprocess.Popen[bytes] | None = None
+        self.forker = forker
+        self.popen: _Leader | None = None
+        self.forked = False
         self._log: IO[bytes] | None = None
         self._reaped = False
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.cwd.mkdir(parents=True, exist_ok=True)
+        module = self.forker.module_of(self.argv, self.env) if self.forker else None
+        if self.forker is not None and module is not None:
+            self.log_path.touch()  # there from the start, as for a container started on its own
+            try:
+                self.popen = self.forker.spawn(
+                    module, self.argv[3:], self.env, self.cwd, self.log_path
+                )
+                self.forked = True
+            except OSError as error:
+                logger.warning("fork server: %s; starting %s on its own", error, module)
+        if self.popen is None:
+            self._start_process()
+        assert self.popen is not None
+        if self.registry is not None:
+            self.registry.add(self.popen.pid)
+        if self.on_exit is not None:
+            threading.Thread(
+                target=self._await_exit, name=f"wait-{self.popen.pid}", daemon=True
+            ).start()
+
+    def _start_process(self) -> None:
         self._log = self.log_path.open("ab")
         try:
             self.popen = subprocess.Popen(
@@ -66,12 +105,6 @@ class ContainerProcess:
         except BaseException:
             self._close_log()
             raise
-        if self.registry is not None:
-            self.registry.add(self.popen.pid)
-        if self.on_exit is not None:
-            threading.Thread(
-                target=self._await_exit, name=f"wait-{self.popen.pid}", daemon=True
-            ).start()
 
     def _await_exit(self) -> None:
         # Tells the pod worker at once, so it need not poll every container.

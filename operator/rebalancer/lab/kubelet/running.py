@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
 from ..kube.informing import Change, Informer
 from ..kube.recording import EventRecorder
 from ..kube.requesting import Api
+from .forking import ForkServer
 from .jitter import Jitter
 from .pods import KubeletSettings, PodWorker
 from .processes import ProcessRegistry
@@ -33,6 +35,14 @@ class Kubelet:
         self.settings = settings
         self.jitter = jitter or Jitter()
         self.registry = ProcessRegistry(settings.state_dir / "kubelet" / "pids")
+        # REBALANCER_LAB_FORK_SERVER=0 starts every container as a process of its own, to
+        # compare with or to rule the fork server out.
+        forking = settings.fork_server and os.environ.get("REBALANCER_LAB_FORK_SERVER") != "0"
+        self.forker = (
+            ForkServer(settings.python, settings.state_dir / "logs" / "kubelet-fork-server.log")
+            if forking
+            else None
+        )
         self.workers: dict[str, PodWorker] = {}
         self._lock = threading.Lock()
         self._stopping = False
@@ -68,6 +78,7 @@ class Kubelet:
                 pod,
                 self._on_exit,
                 self.recorder,
+                self.forker,
             )
             self.workers[uid] = worker
         worker.start()
@@ -92,3 +103,5 @@ class Kubelet:
             logger.warning("kubelet: %d pod worker(s) did not stop in time", len(stuck))
         # Whatever a stuck worker still runs must not outlive the lab.
         self.registry.kill_recorded()
+        if self.forker is not None:
+            self.forker.stop()
