@@ -247,3 +247,76 @@ def test_endpoint_from_the_environment(api: ApiServerThread, tmp_path: Path) -> 
     )
     assert in_cluster.server == "https://10.0.0.1:443"
     assert in_cluster.token_file == Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+async def test_a_batch_opens_in_one_wave_even_when_the_default_executor_is_busy(
+    kube: KubernetesApi,
+) -> None:
+    """Other handlers may hold every thread of asyncio's default executor; the batch's patches
+    must not queue behind them."""
+    names = [f"wave-{index}" for index in range(12)]
+    create_pods(kube, *names)
+    loop = asyncio.get_running_loop()
+    busy = [loop.run_in_executor(None, time.sleep, 2.0) for _ in range(64)]
+    await asyncio.sleep(0.05)
+    actuator = Actuator(kube, NS, WorkloadKind.STATEFULSET, "wave")
+
+    started = time.monotonic()
+    await actuator.open_gates("w1/1", names)
+    took = time.monotonic() - started
+
+    assert took < 1.5, f"opening 12 gates took {took:.2f} s behind a busy default executor"
+    for name in names:
+        pod = kube.core.read_namespaced_pod(name, NS)
+        assert pod.metadata.annotations["rebalancer.dev/gate"] == "open"
+    await asyncio.gather(*busy)
+
+
+@pytest.mark.parametrize(
+    ("open_at", "wall_now", "verdict", "recheck"),
+    [
+        ("1000.5", 1000.0, Verdict.WAIT, 0.5),  # opened, the batch's moment is ahead
+        ("1000.0", 1000.0, Verdict.OPEN, None),  # the moment has come
+        ("999.0", 1000.0, Verdict.OPEN, None),  # a late patch: go at once
+        ("1030.0", 1000.0, Verdict.OPEN, None),  # further ahead than clocks can disagree
+        ("soon", 1000.0, Verdict.OPEN, None),  # unreadable: an open gate is open
+        ("nan", 1000.0, Verdict.OPEN, None),
+    ],
+)
+def test_an_open_gate_waits_for_its_batchs_release_moment(
+    open_at: str, wall_now: float, verdict: Verdict, recheck: float | None
+) -> None:
+    annotations = {"rebalancer.dev/gate": "open", "rebalancer.dev/gate-open-at": open_at}
+    decision = decide(annotations, 5.0, 5.0, GateLimits(10, 0), wall_now)
+    assert decision.verdict is verdict
+    if recheck is not None:
+        assert decision.recheck_s == pytest.approx(recheck)
+
+
+async def test_gates_opened_seconds_apart_let_go_together_at_the_release_moment(
+    api: ApiServerThread, kube: KubernetesApi
+) -> None:
+    """A slow API delivers a batch's patches over a second or more; the gates still go at the
+    one moment the operator wrote."""
+    names = ["late-0", "late-1", "late-2"]
+    create_pods(kube, *names)
+    processes = [gate_process(api, name, "--timeout", "60") for name in names]
+    for process in processes:
+        wait_for_line(process, "waiting for the operator")
+    moment = time.time() + 2.5
+    for name in names:
+        annotate(
+            kube,
+            name,
+            {
+                "rebalancer.dev/gate": "open",
+                "rebalancer.dev/gate-batch": "r1/1",
+                "rebalancer.dev/gate-open-at": f"{moment:.3f}",
+            },
+        )
+        await asyncio.sleep(0.8)  # the next pod's patch comes this much later
+    lines = [wait_for_line(process, "gate opened by the operator") for process in processes]
+    assert [process.wait(timeout=20) for process in processes] == [0, 0, 0]
+    moments = [logged_at(line) for line in lines]
+    assert max(moments) - min(moments) < 0.25
+    assert min(moments) >= moment - 0.05

@@ -10,9 +10,12 @@ the handler's (it owns status and Events) and are passed over here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,14 +33,17 @@ from rebalancer.planning.rollout_actions import (
     ResumeDeployment,
     ScaleWorkload,
     SetStatefulSetPartition,
+    release_moment,
 )
-from rebalancer.planning.rollout_states import format_time
+from rebalancer.planning.rollout_states import format_time, parse_time
 from rebalancer.planning.workload_views import selector_string, view_workload
 from rebalancer.structs.gates import (
     GATE_ANNOTATION,
     GATE_BATCH_ANNOTATION,
+    GATE_CONTAINER,
     GATE_HELD_ANNOTATION,
     GATE_OPEN,
+    GATE_OPEN_AT_ANNOTATION,
 )
 from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import WorkloadView
@@ -153,15 +159,68 @@ class Actuator:
     # -- pods -------------------------------------------------------------------------------
 
     async def open_gates(self, batch: str, pods: Sequence[str]) -> None:
-        """Open every pod's gate at once: batch mates start as close together as the API allows."""
-        patch = {
-            "metadata": {"annotations": {GATE_ANNOTATION: GATE_OPEN, GATE_BATCH_ANNOTATION: batch}}
-        }
-        await asyncio.gather(*(self._patch_pod(pod, patch) for pod in pods))
+        """Open every pod's gate at once, for one common release moment.
+
+        The moment (rollout_actions.release_moment) lies a little past the patches, and past
+        the warm-up of a gate that started only just now, so that pods whose patch arrives
+        late or whose gate is still starting let go together with the rest.
+        """
+        if not pods:
+            return
+        with self._pool(len(pods)) as run:
+            started = await asyncio.gather(*(run(self._gate_started, pod) for pod in pods))
+            moment = release_moment(self.clock(), started)
+            annotations = {
+                GATE_ANNOTATION: GATE_OPEN,
+                GATE_BATCH_ANNOTATION: batch,
+                GATE_OPEN_AT_ANNOTATION: f"{moment:.3f}",
+            }
+            patch = {"metadata": {"annotations": annotations}}
+            await asyncio.gather(*(run(self._patch_pod_now, pod, patch) for pod in pods))
 
     async def hold_gates(self, pods: Sequence[str]) -> None:
+        if not pods:
+            return
         patch = {"metadata": {"annotations": {GATE_HELD_ANNOTATION: format_time(self.clock())}}}
-        await asyncio.gather(*(self._patch_pod(pod, patch) for pod in pods))
+        with self._pool(len(pods)) as run:
+            await asyncio.gather(*(run(self._patch_pod_now, pod, patch) for pod in pods))
+
+    @contextlib.contextmanager
+    def _pool(self, size: int) -> Iterator[Callable[..., Awaitable[Any]]]:
+        """Runs blocking calls on threads of their own, all in flight at once.
+
+        asyncio.to_thread's default executor has a handful of threads shared with every
+        other handler, so a batch's requests would go out a few at a time and its pods would
+        open in waves.
+        """
+        loop = asyncio.get_running_loop()
+        pool = ThreadPoolExecutor(max_workers=max(1, min(size, 64)), thread_name_prefix="gates")
+
+        def run(call: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+            return loop.run_in_executor(pool, functools.partial(call, *args))
+
+        try:
+            yield run
+        finally:
+            pool.shutdown(wait=False)
+
+    def _gate_started(self, pod: str) -> float | None:
+        """When the pod's gate container started running, if it is running."""
+        try:
+            body = _json(
+                self.api.core.read_namespaced_pod(pod, self.namespace, _preload_content=False)
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        for entry in (body.get("status") or {}).get("initContainerStatuses") or ():
+            if entry.get("name") != GATE_CONTAINER:
+                continue
+            started = ((entry.get("state") or {}).get("running") or {}).get("startedAt")
+            with contextlib.suppress(ValueError, TypeError):
+                return parse_time(str(started)) if started else None
+        return None
 
     async def delete_pods(self, pods: Sequence[str], uids: Sequence[str] = ()) -> None:
         await asyncio.gather(
@@ -171,10 +230,9 @@ class Actuator:
             )
         )
 
-    async def _patch_pod(self, pod: str, patch: Body) -> None:
+    def _patch_pod_now(self, pod: str, patch: Body) -> None:
         try:
-            await asyncio.to_thread(
-                self.api.core.patch_namespaced_pod,
+            self.api.core.patch_namespaced_pod(
                 pod,
                 self.namespace,
                 patch,

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from rebalancer.structs.gates import GATE_ANNOTATION, GATE_BATCH_ANNOTATION, GATE_OPEN
+from rebalancer.structs.gates import (
+    GATE_ANNOTATION,
+    GATE_BATCH_ANNOTATION,
+    GATE_OPEN,
+    GATE_OPEN_AT_ANNOTATION,
+    GATE_OPEN_AT_MAX_WAIT_SECONDS,
+)
 
 
 class Verdict(StrEnum):
@@ -30,16 +37,36 @@ class Decision:
     recheck_s: float | None = None
 
 
+def release_in(annotations: Mapping[str, str], wall_now: float | None) -> float:
+    """Seconds until an open gate's release moment (0: now, or no usable moment)."""
+    raw = annotations.get(GATE_OPEN_AT_ANNOTATION)
+    if raw is None or wall_now is None:
+        return 0.0
+    try:
+        ahead = float(raw) - wall_now
+    except ValueError:
+        return 0.0
+    # Past, or so far ahead that the clocks disagree (or not a number at all): now.
+    if not math.isfinite(ahead) or ahead <= 0 or ahead > GATE_OPEN_AT_MAX_WAIT_SECONDS:
+        return 0.0
+    return ahead
+
+
 def decide(
     annotations: Mapping[str, str],
     waited_s: float,
     silent_s: float,
     limits: GateLimits,
+    wall_now: float | None = None,
 ) -> Decision:
-    """`waited_s` since the gate started; `silent_s` since the operator last showed itself."""
+    """`waited_s` since the gate started; `silent_s` since the operator last showed itself;
+    `wall_now` the wall clock, for the batch's release moment."""
     if annotations.get(GATE_ANNOTATION) == GATE_OPEN:
         batch = annotations.get(GATE_BATCH_ANNOTATION)
         suffix = f" (batch {batch})" if batch else ""
+        ahead = release_in(annotations, wall_now)
+        if ahead > 0:
+            return Decision(Verdict.WAIT, f"opened{suffix}: letting go in {ahead:.2f} s", ahead)
         return Decision(Verdict.OPEN, f"gate opened by the operator{suffix} after {waited_s:.1f} s")
     if limits.timeout_s > 0 and waited_s >= limits.timeout_s:
         return Decision(

@@ -92,23 +92,32 @@ class _Watcher:
     limits: GateLimits
     log: Log
     clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
     started: float = 0.0
     last_sign: float = 0.0
     held: str | None = None
     resource_version: str | None = None
+    # The pod's annotations as last seen: a timeout or a bookmark brings none, and an opened
+    # gate waiting for its batch's release moment must still know it is open.
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def pod_path(self) -> str:
         return f"/api/v1/namespaces/{quote(self.namespace)}/pods"
 
-    def judge(self, annotations: Mapping[str, str]) -> Decision:
+    def judge(self, annotations: Mapping[str, str] | None = None) -> Decision:
+        if annotations is None:
+            annotations = self.annotations
+        self.annotations = annotations
         held = annotations.get(GATE_HELD_ANNOTATION)
         now = self.clock()
         if held is not None and held != self.held:
             # The operator's own clock is not trusted here: a change is what counts.
             self.held = held
             self.last_sign = now
-        return decide(annotations, now - self.started, now - self.last_sign, self.limits)
+        return decide(
+            annotations, now - self.started, now - self.last_sign, self.limits, self.wall_clock()
+        )
 
     def recheck(self, decision: Decision) -> float:
         if decision.recheck_s is None:
@@ -141,7 +150,7 @@ class _Watcher:
         }
         if self.resource_version:
             params["resourceVersion"] = self.resource_version
-        decision = self.judge({})
+        decision = self.judge()
         async with session.get(
             url,
             params=params,
@@ -159,7 +168,7 @@ class _Watcher:
                         response.content.readline(), timeout=self.recheck(decision)
                     )
                 except TimeoutError:
-                    decision = self.judge({})
+                    decision = self.judge()
                     if decision.verdict is not Verdict.WAIT:
                         return decision
                     continue
@@ -182,7 +191,7 @@ class _Watcher:
         if kind == "DELETED":
             raise _Refused(404, f"pod {self.namespace}/{self.pod} was deleted")
         if kind == "BOOKMARK":
-            return self.judge({})
+            return self.judge()
         return self.judge(_annotations(obj))
 
 
@@ -232,7 +241,7 @@ async def wait_at_gate(
                 if text != reported:
                     log(text)
                     reported = text
-                decision = watcher.judge({})
+                decision = watcher.judge()
                 if decision.verdict is Verdict.WAIT:
                     pause = min(0.5 * 2 ** min(failures - 1, 5), BACKOFF_CAP_SECONDS)
                     if decision.recheck_s is not None:

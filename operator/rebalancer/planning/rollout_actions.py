@@ -6,7 +6,10 @@ carrying one out twice, or after an operator restart, changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from rebalancer.structs.gates import GATE_OPEN_AT_MAX_WAIT_SECONDS
 
 
 @dataclass(frozen=True)
@@ -115,3 +118,30 @@ Action = (
     | ClearDegraded
     | RecordProgress
 )
+
+
+# A batch's gates let go together at one moment this far past the start of opening them, so
+# that every pod's patch has reached it through a busy API server by then.
+RELEASE_LEAD_SECONDS = 1.5
+# From a gate container's start until the gate watches its pod (interpreter, imports, first
+# list), plus the one second that the API's whole-second startedAt may hide. A gate that
+# started just before its batch opens must be watching by the release moment.
+GATE_WARMUP_SECONDS = 3.0
+
+
+def release_moment(
+    now: float,
+    gates_started: Sequence[float | None],
+    lead_s: float = RELEASE_LEAD_SECONDS,
+    warmup_s: float = GATE_WARMUP_SECONDS,
+) -> float:
+    """The wall-clock moment at which a batch's gates should let go (epoch seconds).
+
+    `gates_started`: when each gate container started (None: not known). Never further ahead
+    than a gate honours (GATE_OPEN_AT_MAX_WAIT_SECONDS).
+    """
+    moment = now + lead_s
+    known = [started for started in gates_started if started is not None]
+    if known:
+        moment = max(moment, max(known) + warmup_s)
+    return min(moment, now + GATE_OPEN_AT_MAX_WAIT_SECONDS - 1.0)

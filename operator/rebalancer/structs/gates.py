@@ -18,6 +18,14 @@ GATE_OPEN = "open"
 # Written by the operator with GATE_ANNOTATION: which rollout and batch opened the pod, so a
 # restarted operator can tell a batch it opened from one it has still to open.
 GATE_BATCH_ANNOTATION = "rebalancer.dev/gate-batch"
+# Written by the operator with GATE_ANNOTATION: the wall-clock moment (epoch seconds) at which
+# every gate of the batch lets go. The patches of a batch reach its pods over a spread of
+# moments (API latency, a busy API server); a common moment a little ahead of the last patch
+# makes the pods start together anyway.
+GATE_OPEN_AT_ANNOTATION = "rebalancer.dev/gate-open-at"
+# A gate waits for GATE_OPEN_AT_ANNOTATION at most this long: a moment further ahead means
+# the clocks disagree, and an open gate should not hold its pod on a clock's word.
+GATE_OPEN_AT_MAX_WAIT_SECONDS = 10.0
 # Refreshed by the operator while it holds a pod: the gate counts the operator as present while
 # this value keeps changing, and may bypass itself when it stops (policy).
 GATE_HELD_ANNOTATION = "rebalancer.dev/gate-held-at"
