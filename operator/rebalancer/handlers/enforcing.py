@@ -180,7 +180,11 @@ async def enforce(
     deps.hub.expect_cause(parsed.group_id, decision.cause_text, time.time())
     result: EnforceResult | None = None
     failure = (
-        "no sidecar to ask: set spec.policy.enforce.sidecar.url or run the sidecar in the pods"
+        "no ready pod's sidecar to ask yet (with sidecar.inject, status.settings.sidecar.rolledOut "
+        "says when every pod has one)"
+        if policy.sidecar.inject
+        else "no sidecar to ask: set spec.policy.enforce.sidecar.url, run the sidecar in the pods "
+        "or set spec.policy.enforce.sidecar.inject: true"
     )
     # Any sidecar will do: the request reaches the acting one through the control topic.
     for url in await _sidecar_urls(deps, namespace, parsed, policy):
