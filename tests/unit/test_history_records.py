@@ -14,6 +14,7 @@ from rebalancer.planning.history_records import (
     enrich_rebalances,
     history_settings,
     rollout_batch,
+    settle_rebalances,
     track_joins,
 )
 from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
@@ -23,6 +24,7 @@ from rebalancer.structs.reports import MemberJoin, MemberReport, ReportBook, Rep
 from rebalancer.structs.snapshots import GroupSnapshot, Source
 
 CONTEXT = JoinContext("shop", "orders", "orders", "k:9092")
+CONTEXT_EVENTS = EventContext("shop", "orders", "orders", "k:9092")
 IDLE = RolloutState()
 
 
@@ -302,3 +304,41 @@ def test_settings_in_force_for_history(
     expected: SettingsInForce,
 ) -> None:
     assert history_settings(status, reports, "range", rollout) == expected
+
+
+def test_a_rebalance_record_waits_for_the_members_that_report_late() -> None:
+    # The observer wakes on the first report of a cold start and detects the rebalance then;
+    # the two other members report generation 0 a moment later.
+    book = ReportBook()
+    book.add(report("b", 0, 100.0))
+    tracking = GroupTracking(since=0.0)
+    events, tracking = detect_rebalances(
+        tracking, snapshot({"b"}, 100.1), book.generations_after(-1), CONTEXT_EVENTS
+    )
+    assert [e.joined for e in events] == [("b",)]
+    _, joins = track(book.joins_after(0))
+
+    ready, waiting = settle_rebalances(events, book.generations_after(-1), joins, now=100.2)
+    assert (ready, waiting) == ([], events)
+
+    book.add(report("a", 0, 100.05))
+    book.add(report("c", 0, 100.15))
+    _, joins = track(book.joins_after(1), joins)
+    ready, waiting = settle_rebalances(waiting, book.generations_after(-1), joins, now=103.5)
+    (settled,) = ready
+    assert waiting == []
+    assert (settled.joined, settled.members) == (("a", "b", "c"), 3)
+    (written,) = enrich_rebalances(ready, book.generations_after(-1), joins, SettingsInForce(), 6)
+    assert written.join_offsets_ms == (0.0, 50.0, 150.0)
+    assert written.started_at == 100.0
+
+
+def test_a_newer_generation_releases_a_waiting_record_at_once() -> None:
+    book = ReportBook()
+    book.add(report("a", 1, 100.0))
+    events, _ = detect_rebalances(
+        GroupTracking(since=0.0), snapshot({"a"}, 100.1), book.generations_after(-1), CONTEXT_EVENTS
+    )
+    book.add(report("a", 2, 100.5))
+    ready, waiting = settle_rebalances(events, book.generations_after(-1), JoinTracking(), 100.6)
+    assert [e.generation for e in ready] == [1] and waiting == []

@@ -27,6 +27,7 @@ from rebalancer.planning.history_records import (
     JoinTracking,
     enrich_rebalances,
     history_settings,
+    settle_rebalances,
     track_joins,
 )
 from rebalancer.planning.observing import combine_observation
@@ -88,6 +89,8 @@ class Observer:
     last_written_at: float = 0.0
     joins: JoinTracking = field(default_factory=JoinTracking)
     learning_applied_at: float | None = None
+    # Rebalances detected but not written yet: their late members may still report.
+    unwritten: list[RebalanceEvent] = field(default_factory=list)
 
     def release(self) -> None:
         if self.gateway_key is not None:
@@ -145,9 +148,13 @@ class Observer:
             partitions=total,
             settings=in_force,
         )
-        events = enrich_rebalances(events, sightings, self.joins, in_force, total)
+        waiting = [*self.unwritten, *events]
+        oldest = min((e.generation for e in waiting if e.generation is not None), default=0)
+        settled = book.generations_after(oldest - 1)
+        ready, self.unwritten = settle_rebalances(waiting, settled, self.joins, now)
+        ready = enrich_rebalances(ready, settled, self.joins, in_force, total)
         if spec.policy.history_enabled:
-            await self.deps.recorder.record([*joins, *events])
+            await self.deps.recorder.record([*joins, *ready])
         for event in events:
             kopf.info(body, reason="Rebalance", message=event.describe())
             metrics.record_rebalance(self.namespace, self.name, event.cause.value)
@@ -261,7 +268,7 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
             try:
                 await observer.observe_once(body, spec)
                 succeeded = True
-                if observer.tracking.pending:
+                if observer.tracking.pending or observer.unwritten:
                     delay = min(delay, PENDING_RECHECK_SECONDS)
             except ResourceGone:
                 return

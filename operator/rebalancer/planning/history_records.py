@@ -16,6 +16,7 @@ from typing import Any
 
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
 from rebalancer.structs.history import (
+    RebalanceCause,
     RebalanceEvent,
     RecordType,
     SettingsInForce,
@@ -30,6 +31,10 @@ BURST_GAP_SECONDS = 30.0
 # joins, so a few hundred cover every group size the stagger handles.
 REMEMBERED_JOINS = 512
 REPORTS_SOURCE = "member-reports"
+# Members report a new generation one by one, and a rebalance is detected on the first reports:
+# its record waits this long for the rest before it is written (the members of a cold start
+# report within a second of each other).
+SETTLE_SECONDS = 3.0
 
 
 @dataclass(frozen=True)
@@ -232,3 +237,53 @@ def enrich_rebalances(
             )
         enriched.append(updated)
     return enriched
+
+
+def _cause(cause: RebalanceCause, joined: bool, left: bool) -> RebalanceCause:
+    if cause is RebalanceCause.ENFORCED:
+        return cause
+    if joined and left:
+        return RebalanceCause.MEMBERS_CHANGED
+    if joined:
+        return RebalanceCause.MEMBER_JOINED
+    return cause
+
+
+def settle_rebalances(
+    pending: Sequence[RebalanceEvent],
+    sightings: Sequence[GenerationSighting],
+    tracking: JoinTracking,
+    now: float,
+) -> tuple[list[RebalanceEvent], list[RebalanceEvent]]:
+    """(records ready to write, records still waiting) among rebalances detected earlier.
+
+    A record is ready once its generation was first reported SETTLE_SECONDS ago or a newer one
+    exists; it then names every member whose first join was into its generation, also those
+    that reported after the rebalance was detected.
+    """
+    by_generation = {sighting.generation: sighting for sighting in sightings}
+    newest = max(by_generation, default=None)
+    ready: list[RebalanceEvent] = []
+    waiting: list[RebalanceEvent] = []
+    for event in pending:
+        sighting = None if event.generation is None else by_generation.get(event.generation)
+        if sighting is None:
+            ready.append(event)
+            continue
+        newer = newest is not None and newest > sighting.generation
+        if not newer and now - sighting.first_seen < SETTLE_SECONDS:
+            waiting.append(event)
+            continue
+        late = {
+            join.identity for join in tracking.recent if join.generation == event.generation
+        } - set(event.joined)
+        joined = tuple(sorted(set(event.joined) | late))
+        ready.append(
+            replace(
+                event,
+                joined=joined,
+                members=max(event.members, len(sighting.members)),
+                cause=_cause(event.cause, bool(joined), bool(event.left)) if late else event.cause,
+            )
+        )
+    return ready, waiting
