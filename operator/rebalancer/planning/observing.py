@@ -45,9 +45,12 @@ def combine_observation(
 
     details: list[MemberSummary] = []
     owned: set[TopicPartition] = set()
-    if view is not None and view.members_known and view.members:
+    # Enforcement sidecars (client.id <pod>-sidecar) are members on the broker but not the
+    # application's: counted, they would double the members and add the control partitions.
+    members = [m for m in (view.members if view else ()) if not m.client_id.endswith("-sidecar")]
+    if view is not None and view.members_known and members:
         by_host = {report.host: report for report in reports}
-        for member in view.members:
+        for member in members:
             reported = by_host.get(member.host) or by_host.get(member.client_id)
             details.append(
                 MemberSummary(
