@@ -310,7 +310,8 @@ def test_the_plan_reports_injected_then_removed() -> None:
     plan = plan_sidecar(inputs(body))
     assert plan.patch.changes and not plan.carried
     status = sidecar_status(plan, applied=True)
-    assert status["injected"] is True and status["hash"] == plan.rendered.hash  # type: ignore[union-attr]
+    assert plan.rendered is not None
+    assert status["injected"] is True and status["hash"] == plan.rendered.hash
     assert status["reason"] == "SidecarInjected" and settings_conditions({"sidecar": status}) == []
     injected = apply_ops(body, plan.patch.ops)
     steady = plan_sidecar(inputs(injected))

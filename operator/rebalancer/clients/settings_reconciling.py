@@ -56,7 +56,6 @@ from rebalancer.planning.settings_templates import (
 )
 from rebalancer.planning.sidecar_templates import (
     SIDECAR_CONTAINER,
-    PatchFailed,
     SidecarOptions,
     apply_ops,
     sidecar_hash,
@@ -238,10 +237,8 @@ async def _deliver(
             on_applied.append(_REMOVED)
     sidecar: SidecarPlan | None = None
     if sidecar_wanted:
-        try:
-            planned_body = apply_ops(body, ops)
-        except PatchFailed:
-            planned_body = body
+        # The settings ops were rendered from this body, so they apply (PatchFailed is a bug).
+        planned_body = apply_ops(body, ops)
         sidecar = plan_sidecar(
             SidecarInputs(
                 policy=target.sidecar,
