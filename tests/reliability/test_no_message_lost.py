@@ -26,8 +26,9 @@ from tests.e2e.support import (
     kubectl,
     statefulset,
 )
+from tests.reliability.ledgers import numbered_producer, recorded
 
-from rebalancer.lab.processes import ChildProcess, python_module
+from rebalancer.lab.processes import ChildProcess
 from rebalancer.lab.producer import ensure_topic
 from rebalancer.lab.running import Lab
 
@@ -35,18 +36,6 @@ pytestmark = pytest.mark.e2e
 TOKEN = "ledger-sidecar-token"
 COUNT = 1500
 RATE = 100.0
-
-
-def recorded(files: list[Path]) -> Counter[int]:
-    seen: Counter[int] = Counter()
-    for path in files:
-        if not path.exists():
-            continue
-        for line in path.read_text(errors="replace").splitlines():
-            parts = line.split("\t")
-            if len(parts) == 4 and parts[3].isdigit():
-                seen[int(parts[3])] += 1
-    return seen
 
 
 def test_every_produced_message_is_processed(lab: Lab, tmp_path: Path) -> None:
@@ -83,21 +72,7 @@ def test_every_produced_message_is_processed(lab: Lab, tmp_path: Path) -> None:
 
     generation = eventually(settled, 120, "two members, Ready")["status"]["group"]["generation"]
 
-    producer = ChildProcess(
-        "ledger-producer",
-        python_module(
-            "rebalancer.lab.producer",
-            "--bootstrap",
-            lab.bootstrap,
-            "--topic",
-            name,
-            "--rate",
-            str(RATE),
-            "--count",
-            str(COUNT),
-        ),
-        lab.config.state_dir / "logs" / "ledger-producer.log",
-    )
+    producer = numbered_producer(lab, "ledger-producer", name, RATE, COUNT)
     producer.start()
     time.sleep(3)
     patch = json.dumps({"spec": {"policy": {"enforce": {"requestToken": "second"}}}})

@@ -18,6 +18,7 @@ from rebalancer.planning.rollout_plans import RolloutSetup
 from rebalancer.planning.rollout_policies import RolloutPolicy, parse_rollout_policy
 from rebalancer.planning.rollout_states import RolloutState
 from rebalancer.planning.rollout_statuses import (
+    ended_conditions,
     rebalances_from_status,
     rollout_conditions,
     snapshot_from_status,
@@ -175,10 +176,14 @@ async def roll_out(
         if rollout != written or cleared:
             status = dict(body.get("status") or {})
             fields: dict[str, Any] = {"rollout": rollout}
-            conditions = rollout_conditions(after) + [
-                Condition(ConditionType.DEGRADED, ConditionStatus.FALSE, a.reason, a.message)
-                for a in cleared
-            ]
+            conditions = (
+                rollout_conditions(after)
+                + ended_conditions(state, after)
+                + [
+                    Condition(ConditionType.DEGRADED, ConditionStatus.FALSE, a.reason, a.message)
+                    for a in cleared
+                ]
+            )
             if conditions:
                 fields["conditions"] = merge_conditions(
                     status.get("conditions") or [],

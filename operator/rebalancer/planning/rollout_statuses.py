@@ -50,6 +50,26 @@ def rollout_conditions(state: RolloutState) -> list[Condition]:
     return []
 
 
+def ended_conditions(before: RolloutState, after: RolloutState) -> list[Condition]:
+    """Progressing turned off the moment a rollout comes to rest.
+
+    At rest the rollout imposes no condition and the observer's own stand; until the
+    observer's next write, status would otherwise still show the last batch in progress.
+    """
+    if not before.phase.active or not after.phase.resting:
+        return []
+    kind = after.kind.value if after.kind is not None else "rollout"
+    if after.phase is RolloutPhase.COMPLETED:
+        message = f"{kind} completed"
+        if after.message:
+            message += f": {after.message}"
+        reason = "RolloutCompleted"
+    else:
+        message = after.message or "no rollout in progress"
+        reason = "RolloutIdle"
+    return [Condition(ConditionType.PROGRESSING, ConditionStatus.FALSE, reason, message)]
+
+
 def snapshot_from_status(status: Mapping[str, object]) -> GroupSnapshot | None:
     """The group as status.group recorded it: what a restarted operator has before observing."""
     group = status.get("group")

@@ -1,0 +1,303 @@
+"""Managed consumer fleets on the lab cluster for the rollout fault tests, and what they check.
+
+A fleet is a gated StatefulSet of lab consumers (real processes run by the lab's kubelet) with
+a ConsumerGroup that manages its rollouts. The checks read only what a user can read: status,
+Events, the pods and their logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from tests.e2e.support import condition, consumer_group, events_for, get_cg, kubectl
+
+from rebalancer.lab.processes import ChildProcess
+from rebalancer.lab.running import Lab
+from rebalancer.planning.gate_templates import GateOptions, gate_container
+from rebalancer.planning.workload_views import view_workload
+from rebalancer.structs.gates import GATE_BATCH_ANNOTATION, RESUME_ANNOTATION, GateState
+from rebalancer.structs.workloads import WorkloadView
+
+NS = "default"
+SESSION_MS = 4000  # Tansu holds each JoinGroup half of it: a 2 s join window
+BATCH_EVENT = re.compile(r"^(\S+) batch (\d+) of (\d+): gathering its pods")
+
+
+def fleet(
+    lab: Lab, name: str, replicas: int, *, version: str = "1", record_dir: Path | None = None
+) -> dict[str, Any]:
+    """A gated StatefulSet of consumers of group and topic `name`; with `record_dir`, each pod
+    records what it processes in `<record_dir>/<pod>.tsv`."""
+    env: list[dict[str, Any]] = [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    ]
+    env += [
+        {"name": key, "value": value}
+        for key, value in lab.consumer_env(0, group_id=name).items()
+        if key != "POD_NAME"
+    ]
+    env.append({"name": "APP_VERSION", "value": version})
+    if record_dir is not None:
+        env.append({"name": "RECORD_FILE", "value": f"{record_dir}/$(POD_NAME).tsv"})
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": f"{name}-consumer", "namespace": NS},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": labels},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "terminationGracePeriodSeconds": 10,
+                    "initContainers": [gate_container(GateOptions(timeout_seconds=300))],
+                    "containers": [
+                        {
+                            "name": "consumer",
+                            "image": "ghcr.io/rebalancer-dev/rebalancer:0.1.0",
+                            "command": ["python", "-m", "rebalancer.lab.consumer"],
+                            "env": env,
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def managed(lab: Lab, name: str, **rollout: Any) -> dict[str, Any]:
+    body = consumer_group(name, lab.bootstrap)
+    body["spec"]["kafka"]["profile"] = "tansu"
+    body["spec"]["policy"]["rollout"] = {
+        "enabled": True,
+        "settleSeconds": 1,
+        "maxBatchSize": 1,
+        "consumers": {"sessionTimeoutMs": SESSION_MS, "heartbeatIntervalMs": SESSION_MS // 3},
+        **rollout,
+    }
+    return body
+
+
+def rollout_of(lab: Lab, name: str) -> dict[str, Any]:
+    return dict(get_cg(lab, name).get("status", {}).get("rollout") or {})
+
+
+def completed(lab: Lab, name: str, after: str | None = None) -> dict[str, Any] | None:
+    """status.rollout once a rollout other than `after` (a rolloutId) has Completed."""
+    rollout = rollout_of(lab, name)
+    done = rollout.get("phase") == "Completed" and rollout.get("rolloutId") != after
+    return rollout if done else None
+
+
+def group_of(lab: Lab, name: str) -> dict[str, Any]:
+    return dict(get_cg(lab, name).get("status", {}).get("group") or {})
+
+
+def bump_template(lab: Lab, name: str, version: str) -> None:
+    # Only the template: applying the whole object would also reset the parked partition.
+    env = [{"name": "APP_VERSION", "value": version}]
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "consumer", "env": env}]}}}}
+    kubectl(lab, "patch", "sts", f"{name}-consumer", "-p", json.dumps(patch))
+
+
+def patch_rollout(lab: Lab, name: str, **fields: Any) -> None:
+    patch = json.dumps({"spec": {"policy": {"rollout": fields}}})
+    kubectl(lab, "patch", "cg", name, "--type=merge", "-p", patch)
+
+
+def pods_of(lab: Lab, name: str) -> list[dict[str, Any]]:
+    assert lab.api_client is not None
+    found = client.CoreV1Api(lab.api_client).list_namespaced_pod(
+        NS, label_selector=f"app={name}", _preload_content=False
+    )
+    return list(json.loads(found.data)["items"])
+
+
+def workload_of(lab: Lab, name: str) -> WorkloadView:
+    assert lab.api_client is not None
+    raw = client.AppsV1Api(lab.api_client).read_namespaced_stateful_set(
+        f"{name}-consumer", NS, _preload_content=False
+    )
+    body = json.loads(raw.data)
+    body.setdefault("kind", "StatefulSet")
+    return view_workload(body, pods_of(lab, name))
+
+
+def incarnations(lab: Lab, pod: str) -> int:
+    return len(list((lab.config.state_dir / "logs" / "pods").glob(f"{NS}_{pod}_*")))
+
+
+def restart_operator(lab: Lab) -> None:
+    """SIGKILL, as a node failure would, and the same command again."""
+    old = lab.operator
+    assert old is not None and old.process is not None
+    old.process.send_signal(signal.SIGKILL)
+    old.process.wait(timeout=10)
+    old.stop()
+    fresh = ChildProcess(old.name, old.argv, old.log_path)
+    fresh.start()
+    lab.operator = fresh
+
+
+def consumer_pid(pod: str) -> int | None:
+    """The pid of the consumer process the kubelet runs for `pod`."""
+    wanted = f"POD_NAME={pod}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"rebalancer.lab.consumer" in argv and wanted in environ:
+            return int(entry.name)
+    return None
+
+
+def hard_kill(pod: str) -> int:
+    """SIGKILL the pod's consumer: no LeaveGroup, no last commit."""
+    pid = consumer_pid(pod)
+    assert pid is not None, f"no consumer process for {pod}"
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def batches_opened(lab: Lab, name: str, kind: str, seen: set[str]) -> list[int]:
+    """Batch numbers of the `kind` rollout's BatchOpening Events not in `seen` (Event names),
+    in the order posted. A batch re-entered on resuming from a pause counts once."""
+    numbers: list[int] = []
+    resumed = False
+    events = sorted(events_for(lab, name), key=_event_time)
+    for event in events:
+        if event["metadata"]["name"] in seen:
+            continue
+        if event["reason"] == "RolloutPaused":
+            resumed = True
+            continue
+        match = BATCH_EVENT.match(str(event.get("message") or ""))
+        if event["reason"] != "BatchOpening" or match is None or match[1] != kind:
+            continue
+        number = int(match[2])
+        if resumed and numbers and numbers[-1] == number:
+            resumed = False
+            continue
+        resumed = False
+        numbers.append(number)
+    return numbers
+
+
+def _event_time(event: dict[str, Any]) -> tuple[str, str]:
+    stamp = event.get("eventTime") or event.get("firstTimestamp") or event.get("lastTimestamp")
+    return (str(stamp or ""), event["metadata"].get("resourceVersion", ""))
+
+
+def event_names(lab: Lab, name: str) -> set[str]:
+    return {event["metadata"]["name"] for event in events_for(lab, name)}
+
+
+def assert_rolled_once(lab: Lab, name: str, rollout: dict[str, Any], replicas: int) -> None:
+    """Every pod replaced once, in batches of one, highest ordinal first, each batch once."""
+    pods = {pod["metadata"]["name"]: pod for pod in pods_of(lab, name)}
+    labels = {
+        pod: body["metadata"].get("annotations", {}).get(GATE_BATCH_ANNOTATION)
+        for pod, body in pods.items()
+    }
+    rollout_id = rollout["rolloutId"]
+    assert labels == {
+        f"{name}-consumer-{replicas - 1 - k}": f"{rollout_id}/{k + 1}" for k in range(replicas)
+    }, labels
+
+
+def explained(body: dict[str, Any]) -> str | None:
+    """Why the workload may be held, as status says it; None when status says nothing."""
+    progressing = condition(body, "Progressing")
+    degraded = condition(body, "Degraded")
+    if progressing.get("status") == "True":
+        return f"Progressing: {progressing.get('message')}"
+    if progressing.get("reason") == "RolloutPaused" and "paused" in progressing["message"]:
+        return f"Paused: {progressing['message']}"
+    if degraded.get("status") == "True" and RESUME_ANNOTATION in str(degraded.get("message")):
+        return f"Degraded: {degraded['message']}"
+    return None
+
+
+def holds(view: WorkloadView) -> list[str]:
+    """What keeps the workload from running its template: pods held at their gates, pods the
+    partition keeps at the old revision, a paused Deployment."""
+    found = [f"{pod.name} at its gate" for pod in view.live_pods if pod.gate is GateState.WAITING]
+    partition = view.partition or 0
+    found += [
+        f"{pod.name} behind partition {partition}"
+        for pod in view.live_pods
+        if not pod.updated and pod.ordinal is not None and pod.ordinal < partition
+    ]
+    if view.paused:
+        found.append("the Deployment is paused")
+    return found
+
+
+@dataclass
+class HoldWatch:
+    """Samples the workload and status in the background: a hold that status does not explain
+    for longer than `grace` (the operator's resting poll plus a busy machine) is a violation."""
+
+    lab: Lab
+    name: str
+    grace: float = 40.0
+    every: float = 0.5
+    violations: list[str] = field(default_factory=list)
+    samples: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _since: float | None = None
+
+    def __enter__(self) -> HoldWatch:
+        self._thread = threading.Thread(target=self._run, name=f"holds-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def check(self) -> None:
+        body = get_cg(self.lab, self.name)
+        held = holds(workload_of(self.lab, self.name))
+        self.samples += 1
+        if not held or explained(body) is not None:
+            self._since = None
+            return
+        now = time.monotonic()
+        self._since = self._since or now
+        if now - self._since > self.grace:
+            self.violations.append(
+                f"held for {now - self._since:.0f} s with no condition saying why: {held}; "
+                f"conditions {body.get('status', {}).get('conditions')}"
+            )
+            self._since = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.check()
+            except (client.ApiException, OSError, ValueError, KeyError):
+                continue
+
+    def assert_clean(self) -> None:
+        assert self.samples > 0, "the hold watch never sampled"
+        assert not self.violations, self.violations
