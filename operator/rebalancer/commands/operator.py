@@ -72,7 +72,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--gate-image",
         default=None,
-        help="image of the join gate init container the operator adds to pod templates "
+        help="image of the join gate init container and of the enforcement sidecar the operator "
+        "adds to pod templates "
         "(default: spec.policy.rollout.gateImage, else the published operator image)",
     )
     parser.add_argument(
