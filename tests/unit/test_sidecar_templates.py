@@ -240,6 +240,16 @@ def test_a_sidecar_of_the_users_own_is_never_touched_and_blocks_injection() -> N
     assert render_sidecar_patch(named, None, kind=WorkloadKind.STATEFULSET).ops == ()
 
 
+def test_a_port_another_container_declares_is_refused() -> None:
+    body = workload(consumer(ports=[{"name": "metrics", "containerPort": 9095}]))
+    patch = render_sidecar_patch(body, rendered(), kind=WorkloadKind.STATEFULSET)
+    assert patch.ops == () and patch.problem is not None
+    assert patch.problem.path == "spec.policy.enforce.sidecar.port"
+    assert "'consumer'" in patch.problem.message
+    other = SidecarPolicy(inject=True, port=9096, token_secret="orders-token")
+    assert render_sidecar_patch(body, rendered(policy=other), kind=WorkloadKind.STATEFULSET).ops
+
+
 def test_apply_ops_refuses_what_the_api_server_would() -> None:
     body = workload()
     with pytest.raises(PatchFailed):

@@ -237,6 +237,16 @@ def render_sidecar_patch(
                     "set inject: false to keep your own sidecar, or remove it from the manifest",
                 )
             )
+        port = rendered.container["ports"][0]["containerPort"]
+        taken = _port_owner(spec, port)
+        if taken is not None:
+            return TemplatePatch(
+                problem=FieldProblem(
+                    "spec.policy.enforce.sidecar.port",
+                    f"({port}) is a port container {taken!r} of the pod template declares",
+                    "choose another port from 1024 to 65535",
+                )
+            )
         if index is not None and carried == rendered.hash:
             return TemplatePatch()
         if index is None:
@@ -263,6 +273,16 @@ def render_sidecar_patch(
     if version:
         ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion", "value": version})
     return TemplatePatch(ops=tuple(ops))
+
+
+def _port_owner(spec: Mapping[str, Any], port: int) -> str | None:
+    """The other container that declares `port`: the pod shares one network namespace."""
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        if container.get("name") == SIDECAR_CONTAINER:
+            continue
+        if any(entry.get("containerPort") == port for entry in container.get("ports") or []):
+            return str(container.get("name"))
+    return None
 
 
 def _volume_ops(spec: Mapping[str, Any], volume: Body | None) -> list[Body]:
