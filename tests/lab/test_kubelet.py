@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import resource
 import time
 from pathlib import Path
 
@@ -568,3 +569,29 @@ def test_downward_api_files_follow_label_and_annotation_changes(
 
     api.patch(f"{PODS}/labelled", {"metadata": {"annotations": {"gate": "open"}}})
     wait_for(lambda: (files / "annotations").read_text() == 'gate="open"', what="the new value")
+
+
+def test_a_pod_held_by_its_init_container_costs_the_kubelet_no_cpu(
+    api: Api, cluster: LabCluster, state: Path
+) -> None:
+    """A join gate holds its pod for minutes: the pod's worker must sleep meanwhile, not spin."""
+
+    api.create(
+        PODS,
+        pod(
+            "held",
+            container(),
+            initContainers=[container("hold", python_script("import time; time.sleep(600)"))],
+        ),
+    )
+
+    def holding() -> bool:
+        statuses = get(api, "held")["status"].get("initContainerStatuses") or [{}]
+        return "running" in (statuses[0].get("state") or {})
+
+    wait_for(holding, what="the init container running")
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    time.sleep(3.0)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert used < 0.6, f"the kubelet used {used:.2f} s of CPU in 3 s while the pod was held"

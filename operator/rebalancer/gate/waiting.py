@@ -21,7 +21,7 @@ from urllib.parse import quote
 import aiohttp
 
 from rebalancer.gate.verdicts import Decision, GateLimits, Verdict, decide
-from rebalancer.structs.gates import GATE_HELD_ANNOTATION
+from rebalancer.structs.gates import GATE_ANNOTATION, GATE_HELD_ANNOTATION, GATE_OPEN
 
 Log = Callable[[str], None]
 # A watch asks the API server to end it after this long; the gate then watches again from
@@ -100,6 +100,7 @@ class _Watcher:
     # The pod's annotations as last seen: a timeout or a bookmark brings none, and an opened
     # gate waiting for its batch's release moment must still know it is open.
     annotations: Mapping[str, str] = field(default_factory=dict)
+    announced: bool = False
 
     @property
     def pod_path(self) -> str:
@@ -115,9 +116,16 @@ class _Watcher:
             # The operator's own clock is not trusted here: a change is what counts.
             self.held = held
             self.last_sign = now
-        return decide(
+        decision = decide(
             annotations, now - self.started, now - self.last_sign, self.limits, self.wall_clock()
         )
+        opened = annotations.get(GATE_ANNOTATION) == GATE_OPEN
+        if decision.verdict is Verdict.WAIT and opened and not self.announced:
+            # When the open arrived, against the batch's moment: what a late start of batch
+            # mates is to be traced back to.
+            self.log(decision.message)
+            self.announced = True
+        return decision
 
     def recheck(self, decision: Decision) -> float:
         if decision.recheck_s is None:

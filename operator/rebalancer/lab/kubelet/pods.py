@@ -628,7 +628,11 @@ class PodWorker:
         for c in self.containers:
             if c.running:
                 moments += [p.next_at for p in c.probes.values()]
-            elif not c.finished:
+            elif not c.finished and c.next_start > now:
+                # A back-off or a retry still to come. A container that could have started
+                # but did not is waiting for the one before it, whose exit wakes the worker:
+                # counting its past next_start here made every gated pod's worker spin for as
+                # long as its gate held it.
                 moments.append(c.next_start)
         return max(0.0, min(moments) - time.monotonic())
 
