@@ -42,11 +42,18 @@ from typing import IO, Any
 logger = logging.getLogger(__name__)
 
 # What the lab's own containers import: the gate, the sidecar and the example consumer.
+# "module:attribute" also resolves the attribute: the kubernetes client imports its API
+# classes (and their models) only when first touched, about a second of CPU each time.
 DEFAULT_PRELOAD = (
     "rebalancer.cli",
     "rebalancer.commands.gate",
     "rebalancer.gate.waiting",
     "rebalancer.clients.kubernetes_api",
+    "kubernetes.client:Configuration",
+    "kubernetes.client:ApiClient",
+    "kubernetes.client:CoreV1Api",
+    "kubernetes.client:AppsV1Api",
+    "kubernetes.client:CustomObjectsApi",
     "rebalancer.lab.consumer",
     "aiohttp",
     "confluent_kafka",
@@ -265,8 +272,11 @@ def _send(message: Mapping[str, Any]) -> None:
 
 def serve(preload: Sequence[str]) -> int:
     for name in preload:
+        module, _, attribute = name.partition(":")
         try:
-            importlib.import_module(name)
+            loaded = importlib.import_module(module)
+            if attribute:
+                getattr(loaded, attribute)
         except Exception as error:  # a module missing here is imported by its child instead
             print(f"fork server: cannot preload {name}: {error}", file=sys.stderr, flush=True)
     # Objects that exist now are never collected, so the children's reads of them do not
