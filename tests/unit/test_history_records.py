@@ -211,6 +211,30 @@ def test_joins_of_a_stagger_batch_carry_its_ids_and_size() -> None:
         ("r7-b2", "r7", 2),
     ]
     assert [e.join_offsets_ms for e in events] == [(0.0,), (800.0,)]
+    assert {e.record_type for e in events} == {RecordType.MEMBER_JOIN}, "no release time known"
+
+
+def test_a_released_batch_gives_pod_starts_its_latencies_count_from() -> None:
+    rollout = replace(ROLLING, opened_at=198.5)
+    events, tracking = track_joins(
+        JoinTracking(),
+        [join(1, "orders-2", 5, 200.0), join(2, "orders-3", 6, 200.8)],
+        context=CONTEXT,
+        rollout=rollout,
+        members=4,
+        state="PreparingRebalance",
+        partitions=12,
+        settings=SettingsInForce(),
+    )
+    rows = [(e.record_type.value, e.member, e.detected_at, e.batch_id, e.source) for e in events]
+    assert rows == [
+        ("pod-start", "orders-2", 198.5, "r7-b2", "operator"),
+        ("member-join", "orders-2", 200.0, "r7-b2", "member-reports"),
+        ("pod-start", "orders-3", 198.5, "r7-b2", "operator"),
+        ("member-join", "orders-3", 200.8, "r7-b2", "member-reports"),
+    ]
+    # The rebalances these joins caused count their time to Stable from the release.
+    assert {join.first_at for join in tracking.recent} == {198.5}
 
 
 def snapshot(members: set[str], at: float) -> GroupSnapshot:

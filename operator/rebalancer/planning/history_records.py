@@ -2,10 +2,12 @@
 each join belongs to, and the settings in force. Pure.
 
 A join is a member's first `assigned` report under a new member id (structs.reports.MemberJoin):
-the end of its first JoinGroup and SyncGroup, by its own clock. Joins are grouped so the learning
-job can measure how far apart the pods of one start-up joined: inside a rollout by the stagger
-batch that released the pod; outside rollouts by start-up burst, a run of joins each less than
-BURST_GAP_SECONDS after the previous one (a cold start, a scale-up, a crashed pod coming back).
+the end of its first JoinGroup and SyncGroup, by its own clock. A pod the stagger released also
+gets a pod-start record at its batch's release, the moment its start-up latency counts from.
+Joins are grouped so the learning job can measure how far apart the pods of one start-up
+joined: inside a rollout by the stagger batch that released the pod; outside rollouts by
+start-up burst, a run of joins each less than BURST_GAP_SECONDS after the previous one (a cold
+start, a scale-up, a crashed pod coming back).
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ class RecordedJoin:
     identity: str
     generation: int
     at: float
-    # The first join of the batch or burst this join belongs to.
+    # When its start-up began: the release of its stagger batch, or else the first join of
+    # its burst.
     first_at: float
 
 
@@ -167,28 +170,34 @@ def track_joins(
         assert tracking.burst_first_at is not None and tracking.burst_last_at is not None
         # Members' clocks differ by milliseconds: a join stamped before the first is at 0.
         first_at = min(tracking.burst_first_at, join.at)
+        released = rollout.opened_at if batch_id is not None else None
+        if released is not None and released > join.at:
+            released = None
+        common: dict[str, Any] = {
+            "namespace": context.namespace,
+            "name": context.name,
+            "group_id": context.group_id,
+            "cluster": context.cluster,
+            "member": join.identity,
+            "members": members,
+            "state": state,
+            "batch_id": tracking.burst_id,
+            "rollout_id": rollout_id,
+            "partitions": partitions,
+            "settings": replace(settings, batch_size=batch_size or settings.batch_size),
+        }
+        if released is not None:
+            # The stagger released the pod's batch then: the start its latency counts from.
+            events.append(
+                member_event(RecordType.POD_START, at=released, source="operator", **common)
+            )
         tracking = replace(
             tracking,
             sequence=join.sequence,
             burst_first_at=first_at,
             burst_last_at=max(tracking.burst_last_at, join.at),
         )
-        event = member_event(
-            RecordType.MEMBER_JOIN,
-            namespace=context.namespace,
-            name=context.name,
-            group_id=context.group_id,
-            cluster=context.cluster,
-            member=join.identity,
-            at=join.at,
-            members=members,
-            state=state,
-            source=REPORTS_SOURCE,
-            batch_id=tracking.burst_id,
-            rollout_id=rollout_id,
-            partitions=partitions,
-            settings=replace(settings, batch_size=batch_size or settings.batch_size),
-        )
+        event = member_event(RecordType.MEMBER_JOIN, at=join.at, source=REPORTS_SOURCE, **common)
         events.append(
             replace(
                 event,
@@ -196,7 +205,8 @@ def track_joins(
                 join_offsets_ms=(round((join.at - first_at) * 1000.0, 3),),
             )
         )
-        recent.append(RecordedJoin(join.identity, join.generation, join.at, first_at))
+        start = first_at if released is None else min(released, first_at)
+        recent.append(RecordedJoin(join.identity, join.generation, join.at, start))
     return events, replace(tracking, recent=tuple(recent[-REMEMBERED_JOINS:]))
 
 
@@ -209,10 +219,10 @@ def enrich_rebalances(
 ) -> list[RebalanceEvent]:
     """Rebalance records with their joins, start, time to Stable and settings in force.
 
-    A rebalance that members joined started with the first join of their start-up (the batch or
-    burst), and was over when the last member of its generation reported it: that span is its
-    time to Stable. Without joins (leaves, rejoins, broker-only sightings) start and time to
-    Stable stay unknown.
+    A rebalance that members joined started with their start-up (the release of their stagger
+    batch, or else the first join of their burst), and was over when the last member of its
+    generation reported it: that span is its time to Stable. Without joins (leaves, rejoins,
+    broker-only sightings) start and time to Stable stay unknown.
     """
     by_generation = {sighting.generation: sighting for sighting in sightings}
     enriched: list[RebalanceEvent] = []
