@@ -5,12 +5,12 @@ that one pod through the Kubernetes API (a list and watch with fieldSelector=met
 the pod's service account needs get, list and watch on pods in its namespace). The operator
 releases a batch by writing `rebalancer.dev/gate: open` on each of its pods, with
 `rebalancer.dev/gate-open-at`: one wall-clock moment (epoch seconds) for the whole batch, a
-little after the patches (1.5 s, or 3 s after the start of a gate that has only just started).
+little after the patches (1 s, or 2 s after the start of a gate that has only just started).
 Every gate of the batch sees its MODIFIED event, waits for that moment and exits 0, and the
 kubelet starts the main containers together. A busy API server delivers a batch's patches over
 a second or more; the common moment keeps the pods together anyway. A moment already past, or
-more than 10 s ahead (clocks that disagree), opens at once. A pod is a new object each time its controller recreates it, so an open
-gate never carries over to the pod's next incarnation.
+more than 10 s ahead (clocks that disagree), opens at once. A pod is a new object each time
+its controller recreates it, so an open gate never carries over to the pod's next incarnation.
 
 - The watch resumes from the last resourceVersion (bookmarks keep it fresh); a 410 Gone or a
   broken connection relists, with backoff while the API is unreachable.

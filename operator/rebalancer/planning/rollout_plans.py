@@ -41,6 +41,16 @@ PROTOCOL_SECONDS = 0.2
 POLL_SECONDS = 1.0
 # Tansu holds a static member's JoinGroup and SyncGroup at least this long (BROKER-FACTS.md).
 TANSU_STATIC_HOLD_SECONDS = 3.0
+# How far apart the JoinGroups of one batch land when its gates let go at one moment, as a
+# first-join offset plus a share per pod (consumers starting, connecting, finding the
+# coordinator). Measured on the lab (bench/rollouts.py, 12 consumer pods on 2 shared cores):
+# the 12 gates let go within 25 ms and the 12 consumers started within 0.2 s; the joins then
+# fitted one 3 s Tansu window. The share per pod here is several times that, for machines
+# busier than the measured run; on a cluster every pod has CPU of its own.
+JOIN_SPREAD_BASE_SECONDS = 0.5
+JOIN_SPREAD_PER_POD_SECONDS = 0.1
+# Part of a fixed join window kept free for what the spread model does not see.
+WINDOW_MARGIN = 0.25
 
 
 @dataclass(frozen=True)
@@ -236,13 +246,43 @@ def classify(
     return None
 
 
+def expected_join_spread_s(size: int) -> float:
+    """How far apart a batch of `size` released together is expected to join."""
+    return JOIN_SPREAD_BASE_SECONDS + JOIN_SPREAD_PER_POD_SECONDS * max(size, 1)
+
+
+def fixed_window_limit(setup: RolloutSetup) -> int | None:
+    """The largest batch whose joins fit Tansu's join window, which later joins do not extend
+    (None where the window slides or the broker does not hold joins that way)."""
+    if setup.profile is not BrokerProfile.TANSU:
+        return None
+    usable = setup.join_window_s * (1.0 - WINDOW_MARGIN) - JOIN_SPREAD_BASE_SECONDS
+    return max(1, math.floor(usable / JOIN_SPREAD_PER_POD_SECONDS))
+
+
+def one_static_at_a_time(setup: RolloutSetup, change: Change) -> bool:
+    """Static members are replaced one by one on Tansu: several of them rejoining at once
+    stalled the group there (measured: of 3 replaced together, none got an assignment within
+    240 s)."""
+    return (
+        setup.profile is BrokerProfile.TANSU
+        and change.static
+        and change.mechanism is Mechanism.STATEFULSET_REPLACE
+    )
+
+
 def batch_limit(setup: RolloutSetup, workload: WorkloadView, change: Change, total: int) -> int:
     limit = setup.policy.max_batch_size
     if limit is None:
-        if change.kind is RolloutKind.ROLLING_UPDATE:
+        if one_static_at_a_time(setup, change):
+            limit = 1
+        elif change.kind is RolloutKind.ROLLING_UPDATE:
             limit = max(1, math.ceil(workload.replicas / 4))
         else:
             limit = max(1, total)
+        fixed = fixed_window_limit(setup)
+        if fixed is not None and not change.static:
+            limit = min(limit, fixed)
     if (
         change.mechanism is Mechanism.GATE_QUEUE
         and change.kind is RolloutKind.ROLLING_UPDATE
@@ -442,6 +482,26 @@ def plan_notes(setup: RolloutSetup, workload: WorkloadView, change: Change) -> l
         notes.append(
             f"static members restart without a rebalance if each is back within "
             f"{static_budget_s(setup):.0f} s"
+        )
+    if one_static_at_a_time(setup, change):
+        chosen = policy.max_batch_size
+        if chosen is None:
+            notes.append(
+                "on Tansu static members are replaced one at a time: several static members "
+                f"rejoining at once stalled the group there; {PATH}.maxBatchSize overrides this"
+            )
+        elif chosen > 1:
+            notes.append(
+                f"{PATH}.maxBatchSize is {chosen}: on Tansu several static members rejoining at "
+                "once stalled the group; 1 is safe there"
+            )
+    fixed = fixed_window_limit(setup)
+    if fixed is not None and not change.static and policy.max_batch_size is None:
+        notes.append(
+            f"on Tansu each JoinGroup is held {setup.join_window_s:g} s from its own arrival "
+            "and later joins do not extend it, so batches are at most "
+            f"{fixed} pods, whose joins are expected to land within "
+            f"{expected_join_spread_s(fixed):.1f} s of each other"
         )
     if (
         setup.profile is not BrokerProfile.TANSU
