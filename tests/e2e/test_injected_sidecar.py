@@ -200,8 +200,14 @@ def test_inject_rolls_the_sidecar_in_enforces_through_it_and_rolls_it_out(
     )
     reasons = [e["reason"] for e in events_for(lab, NAME)]
     assert "SidecarInjected" in reasons, reasons
-    rollout = get_cg(lab, NAME)["status"].get("rollout") or {}
-    assert rollout.get("phase") in ("Completed", "Idle"), rollout
+    # The managed rollout replaced the pod, not the StatefulSet controller on its own.
+    rollout = eventually(
+        lambda: (r := get_cg(lab, NAME)["status"].get("rollout") or {}).get("phase") == "Completed"
+        and r.get("kind") == "rolling-update" and r,
+        60, "the managed rollout of the sidecar completed",
+    )  # fmt: skip
+    assert rollout["mechanism"] == "statefulset-replace", rollout
+    assert rollout["batchSizes"] == [1], rollout
 
     # The sidecar joined the application's group (it is the only one, so the actor).
     view = eventually(
