@@ -11,8 +11,9 @@ process), real `python -m rebalancer.lab.consumer` pods run each scenario twice:
 
 Scenarios: cold-start (a StatefulSet of N pods from nothing), statefulset-update (a rolling
 update of a StatefulSet whose consumers are static members, group.instance.id = pod name) and
-deployment-update (a rolling update of a Deployment of dynamic members). Pods start after the
-kubelet's jitter, re-created pods too.
+deployment-update (a rolling update of a Deployment of dynamic members) and scale-up (a
+StatefulSet of N dynamic members scaled to 2N). Pods start after the kubelet's jitter,
+re-created and added pods too.
 
 Measured from the consumers' own member reports (each carries the member's whole assignment and
 the time of the event; the bench sits between the consumers and the operator and keeps a copy):
@@ -31,6 +32,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import re
 import signal
 import socket
@@ -63,7 +65,7 @@ from rebalancer.structs.brokers import BrokerProfile
 
 NS = "default"
 TOPIC = "rollouts"
-SCENARIOS = ("cold-start", "statefulset-update", "deployment-update")
+SCENARIOS = ("cold-start", "statefulset-update", "deployment-update", "scale-up")
 STRATEGIES = ("naive", "managed")
 SESSION_MS = 6000  # dynamic members: Tansu holds each JoinGroup 3 s
 # Tansu holds every static JoinGroup and SyncGroup at least this long (BROKER-FACTS.md).
@@ -513,14 +515,23 @@ class Bench:
         kind = "Deployment" if scenario == "deployment-update" else "StatefulSet"
         static = scenario == "statefulset-update"
         session_ms = args.static_session_ms if static else SESSION_MS
-        short = {"cold-start": "cs", "statefulset-update": "sts", "deployment-update": "dep"}
+        short = {
+            "cold-start": "cs",
+            "statefulset-update": "sts",
+            "deployment-update": "dep",
+            "scale-up": "up",
+        }
         name = f"{short[scenario]}-{strategy}"
         group = f"{name}-{uuid.uuid4().hex[:6]}"  # Tansu keeps a group's first session timeout
         selector = f"app={name}"
         env = consumer_env(self.lab, name, group, session_ms, static, self.tee.url)
         body = workload(kind, name, env, args.pods, gated=managed)
         watcher = PodWatcher(self.core, selector).start()
-        say(f"{scenario} / {strategy}: {kind} {name}, {args.pods} pods, group {group}")
+        load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+        say(
+            f"{scenario} / {strategy}: {kind} {name}, {args.pods} pods, group {group} "
+            f"(load average {load})"
+        )
         self.unsettled = False
         setup_t0 = time.time()
         self.create(consumer_group(self.lab, name, group, kind, managed, session_ms))
@@ -538,7 +549,22 @@ class Bench:
 
         first_end = self.wait_settled(group, name, setup_t0, args.pods, completed())
         t0 = setup_t0
-        if scenario != "cold-start":
+        members = args.pods
+        if scenario == "scale-up":
+            say(f"  {name}: {args.pods} members own all {args.partitions} partitions; scaling")
+            time.sleep(2)
+            previous = (self.status(name).get("rollout") or {}).get("rolloutId")
+            members = 2 * args.pods
+            t0 = time.time()
+            self.apps.patch_namespaced_stateful_set(name, NS, {"spec": {"replicas": members}})
+
+            def scaled() -> bool:
+                lives = [life for life in watcher.pods.values() if life.deleted_at is None]
+                running = [life for life in lives if life.consumer_at is not None]
+                return len(running) == members == len(lives) and completed(previous)()
+
+            end_at = self.wait_settled(group, name, t0, members, scaled)
+        elif scenario != "cold-start":
             say(f"  {name}: {args.pods} members own all {args.partitions} partitions; updating")
             time.sleep(2)
             if managed and args.update_batch_size is not None:
@@ -592,7 +618,7 @@ class Bench:
         measured = Measured(
             scenario=scenario,
             strategy=strategy,
-            pods=args.pods,
+            pods=members,
             partitions=args.partitions,
             rebalances=rebalances,
             stop_the_world_ps=stw,
@@ -792,6 +818,14 @@ def targets(runs: Sequence[Measured]) -> list[str]:
             f"Deployment update, managed: {dep.rebalances} rebalance(s) in {batches} batches, "
             f"target at most one per batch: {verdict(ok, dep)}"
         )
+    up = by.get(("scale-up", "managed"))
+    if up is not None:
+        batches = int(up.rollout.get("batches") or 0)
+        ok = batches > 0 and up.rebalances <= batches
+        out.append(
+            f"scale-up to {up.pods}, managed: {up.rebalances} rebalance(s) in {batches} "
+            f"batch(es), at most one per batch: {verdict(ok, up)}"
+        )
     for scenario in SCENARIOS:
         naive, managed = by.get((scenario, "naive")), by.get((scenario, "managed"))
         if naive is None or managed is None:
@@ -870,7 +904,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--settle-timeout",
         type=float,
-        default=600.0,
+        default=300.0,
         help="seconds a run may take to settle before it is measured as it stands",
     )
     parser.add_argument(
