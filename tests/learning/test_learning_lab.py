@@ -1,0 +1,331 @@
+"""History and learning through the whole operator in the lab.
+
+Real parts: the Tansu broker, the API emulator, the lab cluster (each consumer pod a real
+`python -m rebalancer.lab.consumer` process posting member reports), the operator process with
+`--history-dir`, and Spark for the learning job. A cold start leaves a join record per member in
+the history and the job reads them; then a recommendation set written by the job's own writer
+drives `spec.policy.learning.mode: auto` through the settings and rollout machinery.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from kubernetes import client
+from pyspark.sql import SparkSession
+from tests.e2e.support import events_for, eventually, free_port, get_cg
+
+from rebalancer.clients.recording import read_history
+from rebalancer.lab.running import Lab, LabConfig
+from rebalancer.learning.choosing import ClusterChoice, GroupChoice, GroupFacts
+from rebalancer.learning.inputs import find_inputs
+from rebalancer.learning.jobs import LearnOptions, learn
+from rebalancer.learning.outputs import build_output, write_output
+
+pytestmark = pytest.mark.e2e
+PODS = ("orders-consumer-0", "orders-consumer-1", "orders-consumer-2")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    config = LabConfig(
+        state_dir=tmp_path_factory.mktemp("lab"),
+        broker_port=free_port(),
+        api_port=free_port(),
+        reports_port=free_port(),
+        prometheus_port=None,
+        partitions=6,
+        start_spread_seconds=0.2,
+    )
+    running = Lab(config)
+    try:
+        running.start(fleet=True, pods=True)
+        yield running
+    finally:
+        running.stop()
+
+
+def history_dir(lab: Lab) -> Path:
+    return Path(lab.config.state_dir) / "history"
+
+
+def recommendations_dir(lab: Lab) -> Path:
+    # The operator's default: <history-dir>/_recommendations (the history reader skips "_").
+    return history_dir(lab) / "_recommendations"
+
+
+def stable_with_three(lab: Lab) -> dict[str, Any] | None:
+    """The group Stable with three members and every partition assigned (members that all
+    report one generation look Stable even while the broker still holds their assignment)."""
+    group = (get_cg(lab, "orders").get("status") or {}).get("group") or {}
+    settled = (
+        group.get("members") == 3
+        and group.get("state") == "Stable"
+        and group.get("assignedPartitions") == group.get("totalPartitions") == 6
+    )
+    return group if settled else None
+
+
+def rollout_done(lab: Lab) -> dict[str, Any] | None:
+    rollout = (get_cg(lab, "orders").get("status") or {}).get("rollout") or {}
+    return rollout if rollout.get("phase") in ("Completed", "Idle") else None
+
+
+def pods(lab: Lab) -> dict[str, dict[str, Any]]:
+    assert lab.api_client is not None
+    items = json.loads(
+        client.CoreV1Api(lab.api_client).list_namespaced_pod("default", _preload_content=False).data
+    )["items"]
+    return {p["metadata"]["name"]: p for p in items if p["metadata"]["name"] in PODS}
+
+
+def settings_line(lab: Lab, pod: dict[str, Any]) -> str:
+    meta = pod["metadata"]
+    folder = Path(lab.config.state_dir) / "logs" / "pods" / f"default_{meta['name']}_{meta['uid']}"
+    text = "".join(p.read_text(errors="replace") for p in sorted(folder.glob("*/*.log")))
+    return next((line for line in text.splitlines() if "settings:" in line), "")
+
+
+def joins(lab: Lab) -> list[dict[str, object]]:
+    return [r for r in read_history(history_dir(lab)) if r["record_type"] == "member-join"]
+
+
+def test_a_cold_start_leaves_a_join_record_per_member_and_the_job_reads_them(
+    lab: Lab, spark: SparkSession, tmp_path: Path
+) -> None:
+    eventually(lambda: stable_with_three(lab), 120, "the example group, 3 members, Stable")
+    found = eventually(
+        lambda: (rows := joins(lab)) and {r["member"] for r in rows} >= set(PODS) and rows,
+        30,
+        "a member-join record for each pod",
+    )
+
+    by_member = {str(r["member"]): r for r in found}
+    assert sorted(str(r["member"]) for r in found) == sorted(PODS), "one join per member"
+    batches = {r["batch_id"] for r in found}
+    assert len(batches) == 1 and None not in batches, batches
+    first = min(float(str(r["detected_at"])) for r in found)
+    for member, row in by_member.items():
+        (offset,) = row["join_offsets_ms"]  # type: ignore[misc]
+        expected = (float(str(row["detected_at"])) - first) * 1000.0
+        assert abs(float(offset) - expected) < 1.0, (member, offset, expected)
+        assert isinstance(row["generation"], int) and row["generation"] >= 0, row
+        assert row["namespace"] == "default" and row["name"] == "orders", row
+        assert row["assignor"] == "cooperative-sticky" and row["static_membership"] is False, row
+        assert row["cluster"] == lab.bootstrap and row["source"] == "member-reports", row
+    print("JOINS", [(m, r["generation"], r["join_offsets_ms"]) for m, r in by_member.items()])
+
+    # The rebalances the joins caused carry them, their start and their time to Stable.
+    def rebalances_with_joins() -> list[dict[str, object]] | None:
+        found = [
+            r
+            for r in read_history(history_dir(lab))
+            if r["record_type"] == "rebalance" and r["join_offsets_ms"]
+        ]
+        named = {member for r in found for member in r["joined"]}  # type: ignore[attr-defined]
+        return found if named >= set(PODS) else None
+
+    # A rebalance record waits a few seconds for its late reporters before it is written.
+    rebalances = eventually(rebalances_with_joins, 30, "rebalance records naming every join")
+    joined = {member for r in rebalances for member in r["joined"]}  # type: ignore[attr-defined]
+    assert joined == set(PODS), joined
+    # The cold start is the stagger's first rollout (rollouts are on by default): its release
+    # is each pod's start; a start outside a rollout would count from the first join.
+    (batch,) = batches
+    starts = [
+        r
+        for r in read_history(history_dir(lab))
+        if r["record_type"] == "pod-start" and r["batch_id"] == batch
+    ]
+    if str(batch).startswith("start-"):
+        began = first
+        assert starts == []
+    else:
+        assert sorted(str(r["member"]) for r in starts) == sorted(PODS), starts
+        (began,) = {float(str(r["detected_at"])) for r in starts}
+        assert began <= first and all(r["source"] == "operator" for r in starts), starts
+    print("BATCH", batch, "released", began, "first join", first)
+    for row in rebalances:
+        assert row["started_at"] == pytest.approx(began), row
+        assert float(str(row["time_to_stable_ms"])) >= 0.0, row
+        assert len(row["join_offsets_ms"]) == len(row["joined"]), row  # type: ignore[arg-type]
+    print(
+        "REBALANCES", [(r["generation"], r["joined"], r["time_to_stable_ms"]) for r in rebalances]
+    )
+
+    # The learning job reads the operator's own files: one batch of three, its spread.
+    assert not find_inputs(history_dir(lab)).skipped
+    output = tmp_path / "out"
+    result = learn(
+        LearnOptions(history=str(history_dir(lab)), output=str(output)),
+        spark=spark,
+        progress=lambda _: None,
+    )
+    assert result.groups == 1, result.messages
+    summary = json.loads((output / "recommendations.json").read_text())
+    run_dir = output / summary["report"].rsplit("/", 1)[0]
+    spreads = pq.read_table(run_dir / "spreads.parquet").to_pylist()
+    assert [(row["name"], row["batch_members"], row["batches"]) for row in spreads] == [
+        ("orders", 3, 1)
+    ]
+    spread = max(float(str(r["detected_at"])) for r in found) - first
+    assert spreads[0]["spread_p90_ms"] == pytest.approx(spread * 1000.0, abs=1.0)
+
+
+def write_recommendation(
+    lab: Lab, run_id: str, session_ms: float, batch: int, improvement: float = 0.3
+) -> None:
+    """A recommendation set as `rebalancer learn` writes it, through the job's own writer."""
+    facts = GroupFacts(
+        cluster=lab.bootstrap,
+        namespace="default",
+        name="orders",
+        group_id="orders",
+        members=3,
+        partitions=6,
+        rollouts_per_day=4.0,
+        departures_per_day=2.0,
+        processing_ms=500.0,
+        latency_p50_ms=800.0,
+        latency_p90_ms=1500.0,
+        join_samples=60,
+        rebalance_samples=30,
+        departure_samples=12,
+        current_session_ms=6000.0,
+        current_batch_size=3,
+    )
+    default_cost = 100.0
+    choice = GroupChoice(
+        facts=facts,
+        delay_ms=1000.0,
+        batch_size=batch,
+        session_timeout_ms=session_ms,
+        cost_per_day_s=default_cost * (1.0 - improvement),
+        default_cost_per_day_s=default_cost,
+        startup_cost_s=None,
+        default_startup_cost_s=None,
+        departure_cost_s=None,
+        default_departure_cost_s=None,
+    )
+    cluster = ClusterChoice(lab.bootstrap, 1000.0, 1, 1, None)
+    output = build_output(
+        run_id=run_id,
+        options_history=str(history_dir(lab)),
+        inputs=find_inputs(history_dir(lab)),
+        clusters=[cluster],
+        choices=[choice],
+        spreads=[],
+        messages=[],
+    )
+    write_output(str(recommendations_dir(lab)), output)
+
+
+def learning_status(lab: Lab) -> dict[str, Any]:
+    return dict((get_cg(lab, "orders").get("status") or {}).get("learning") or {})
+
+
+def test_auto_mode_applies_a_recommendation_within_bounds_once_per_interval(lab: Lab) -> None:
+    eventually(lambda: stable_with_three(lab), 120, "the example group, 3 members, Stable")
+    assert lab.api_client is not None
+    custom = client.CustomObjectsApi(lab.api_client)
+    policy = {
+        "rollout": {"enabled": True, "maxBatchSize": 3, "settleSeconds": 2},
+        "settings": {"sessionTimeoutMs": 6000, "heartbeatIntervalMs": 1500},
+        "learning": {
+            "mode": "auto",
+            "minIntervalMinutes": 60,
+            "bounds": {
+                "sessionTimeoutMs": {"min": 6000, "max": 20000},
+                "batchSize": {"min": 1, "max": 1},
+            },
+        },
+    }
+    custom.patch_namespaced_custom_object(
+        "rebalancer.dev", "v1alpha1", "default", "consumergroups", "orders",
+        {"spec": {"policy": policy}},
+    )  # fmt: skip
+
+    # Managed settings first (a rollout of their own), with nothing recommended yet.
+    def settings_rolled_out() -> dict[str, Any] | None:
+        settings = (get_cg(lab, "orders").get("status") or {}).get("settings") or {}
+        current = pods(lab)
+        done = (
+            settings.get("applied")
+            and len(current) == 3
+            and all(
+                f"settings-hash={settings['hash']}" in settings_line(lab, p)
+                for p in current.values()
+            )
+        )
+        return settings if done else None
+
+    eventually(settings_rolled_out, 180, "the managed settings in every pod")
+    eventually(lambda: rollout_done(lab), 180, "the settings rollout completed")
+    eventually(lambda: stable_with_three(lab), 120, "the group settled after the settings")
+    waiting = eventually(
+        lambda: (status := learning_status(lab)).get("reason") == "NoRecommendation" and status,
+        30,
+        "status.learning saying nothing is recommended yet",
+    )
+    assert waiting["action"] == "none"
+    before = {name: pod["metadata"]["uid"] for name, pod in pods(lab).items()}
+
+    # The job recommends a session timeout and a batch size above the bounds: both are
+    # clamped, and applied through spec.policy.
+    write_recommendation(lab, "run-1", session_ms=120000.0, batch=5)
+    applied_at = time.time()
+
+    def applied() -> dict[str, Any] | None:
+        status = learning_status(lab)
+        return status if status.get("runId") == "run-1" and status.get("lastAppliedTime") else None
+
+    status = eventually(applied, 60, "status.learning showing run-1 applied")
+    assert set(status["clamped"]) >= {"sessionTimeoutMs", "batchSize"}, status
+    stamp = datetime.datetime.fromisoformat(status["lastAppliedTime"].replace("Z", "+00:00"))
+    assert stamp.timestamp() >= applied_at - 1.0, status
+    spec_policy = get_cg(lab, "orders")["spec"]["policy"]
+    assert spec_policy["settings"]["sessionTimeoutMs"] == 20000, spec_policy
+    assert spec_policy["rollout"]["maxBatchSize"] == 1, spec_policy
+    assert "brokerDelay" not in spec_policy, "a delay is never applied without a brokerDelay policy"
+    reasons = [e["reason"] for e in events_for(lab, "orders")]
+    assert reasons.count("RecommendationApplied") == 1, reasons
+
+    # The pods roll with the learned settings, in batches of the learned (clamped) size.
+    def restarted() -> dict[str, dict[str, Any]] | None:
+        now = pods(lab)
+        fresh = {n: p for n, p in now.items() if p["metadata"]["uid"] != before.get(n)}
+        done = len(fresh) == 3 and all(
+            "session.timeout.ms=20000" in settings_line(lab, p) for p in fresh.values()
+        )
+        return fresh if done else None
+
+    eventually(restarted, 300, "every pod restarted with session.timeout.ms=20000")
+    rollout = eventually(lambda: rollout_done(lab), 180, "the learned settings' rollout done")
+    print("ROLLOUT", json.dumps(rollout))
+    assert rollout.get("batches") == 3, rollout
+    eventually(lambda: stable_with_three(lab), 120, "the group settled after the learned settings")
+
+    # A newer recommendation inside minIntervalMinutes is shown, not applied.
+    write_recommendation(lab, "run-2", session_ms=12000.0, batch=2)
+    status = eventually(
+        lambda: (s := learning_status(lab)).get("runId") == "run-2" and s,
+        60,
+        "status.learning showing run-2",
+    )
+    assert status["reason"] == "WaitingForInterval", status
+    assert status["action"] == "show", status
+    assert status["recommended"]["sessionTimeoutMs"] == 12000.0, status
+    time.sleep(12)  # two more observations
+    spec_policy = get_cg(lab, "orders")["spec"]["policy"]
+    assert spec_policy["settings"]["sessionTimeoutMs"] == 20000, spec_policy
+    assert spec_policy["rollout"]["maxBatchSize"] == 1, spec_policy
+    assert learning_status(lab)["reason"] == "WaitingForInterval"
+    reasons = [e["reason"] for e in events_for(lab, "orders")]
+    assert reasons.count("RecommendationApplied") == 1, reasons
