@@ -281,6 +281,9 @@ def test_a_cold_start_gives_rebalances_with_joins_and_time_to_stable() -> None:
         (1, ("a",), (0.0,), 100.0, 0.0),
         (2, ("b", "c"), (0.0, 100.0), 100.0, 1700.0),
     ]
+    # Only the start-up from an empty group has a known stop-the-world: all 12 partitions
+    # waited its time to Stable (0 s here); generation 2 stopped what a's revocations stopped.
+    assert [e.stop_the_world_partition_s for e in enriched] == [0.0, None]
     assert all(e.settings == settings and e.partitions == 12 for e in enriched)
 
 
@@ -355,6 +358,8 @@ def test_a_rebalance_record_waits_for_the_members_that_report_late() -> None:
     (written,) = enrich_rebalances(ready, book.generations_after(-1), joins, SettingsInForce(), 6)
     assert written.join_offsets_ms == (0.0, 50.0, 150.0)
     assert written.started_at == 100.0
+    assert written.time_to_stable_ms == 150.0
+    assert written.stop_the_world_partition_s == pytest.approx(6 * 0.15)
 
 
 def test_a_newer_generation_releases_a_waiting_record_at_once() -> None:

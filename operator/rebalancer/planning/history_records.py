@@ -222,7 +222,8 @@ def enrich_rebalances(
     A rebalance that members joined started with their start-up (the release of their stagger
     batch, or else the first join of their burst), and was over when the last member of its
     generation reported it: that span is its time to Stable. Without joins (leaves, rejoins,
-    broker-only sightings) start and time to Stable stay unknown.
+    broker-only sightings) start and time to Stable stay unknown. The stop-the-world estimate
+    is given for a start-up from an empty group only.
     """
     by_generation = {sighting.generation: sighting for sighting in sightings}
     enriched: list[RebalanceEvent] = []
@@ -239,11 +240,20 @@ def enrich_rebalances(
             started = min(join.first_at for join in joiners)
             offsets = tuple(sorted(round((join.at - first) * 1000.0, 3) for join in joiners))
             stable_ms = (sighting.last_at - started) * 1000.0
+            known = stable_ms >= 0
+            # A group that was empty consumed nothing from its start-up until every member was
+            # assigned: every partition waited the whole time to Stable. Once a group consumes,
+            # what a rebalance stops depends on revocations the reports do not time: unknown.
+            from_empty = not event.left and set(event.joined) >= sighting.members
+            stalled = updated.partitions if from_empty and known else None
             updated = replace(
                 updated,
                 started_at=started,
                 join_offsets_ms=offsets,
-                time_to_stable_ms=round(stable_ms, 3) if stable_ms >= 0 else None,
+                time_to_stable_ms=round(stable_ms, 3) if known else None,
+                stop_the_world_partition_s=(
+                    None if stalled is None else round(stalled * stable_ms / 1000.0, 3)
+                ),
             )
         enriched.append(updated)
     return enriched
