@@ -79,12 +79,12 @@ def statefulset(lab: Lab) -> dict[str, Any]:
     }
 
 
-def pods(lab: Lab) -> dict[str, dict[str, Any]]:
+def pods(lab: Lab, prefix: str = WORKLOAD) -> dict[str, dict[str, Any]]:
     assert lab.api_client is not None
     items = json.loads(
         client.CoreV1Api(lab.api_client).list_namespaced_pod("default", _preload_content=False).data
     )["items"]
-    return {p["metadata"]["name"]: p for p in items if p["metadata"]["name"].startswith(WORKLOAD)}
+    return {p["metadata"]["name"]: p for p in items if p["metadata"]["name"].startswith(prefix)}
 
 
 def ready(pod: dict[str, Any]) -> bool:
@@ -269,3 +269,83 @@ def test_inject_rolls_the_sidecar_in_enforces_through_it_and_rolls_it_out(
         "SidecarRemoved",
     )
     assert "SidecarRemoved" in [e["reason"] for e in events_for(lab, NAME)]
+
+
+def test_a_running_deployment_gets_the_sidecar_and_it_joins_the_group(lab: Lab) -> None:
+    # A Deployment is not parked in the template write as a StatefulSet is: its controller
+    # starts the rollout and the planner takes it over in steps; with one replica the one step
+    # is the whole rollout.
+    from rebalancer.lab.producer import ensure_topic
+
+    name = "injected-d"
+    asyncio.run(ensure_topic(lab.bootstrap, name, 2))
+    port = free_port()
+    deployment = statefulset(lab)
+    deployment["kind"] = "Deployment"
+    deployment["metadata"]["name"] = name
+    spec = deployment["spec"]
+    del spec["serviceName"]
+    spec["selector"] = {"matchLabels": {"app": name}}
+    spec["template"]["metadata"]["labels"] = {"app": name}
+    for entry in spec["template"]["spec"]["containers"][0]["env"]:
+        if entry["name"] in ("KAFKA_GROUP_ID", "KAFKA_TOPICS", "REBALANCER_CONSUMER_GROUP"):
+            entry["value"] = name
+    group = {
+        "apiVersion": "rebalancer.dev/v1alpha1",
+        "kind": "ConsumerGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "groupId": name,
+            "kafka": {"bootstrapServers": [lab.bootstrap]},
+            "subscription": {"topics": [name]},
+            "workload": {"kind": "Deployment", "name": name},
+            "policy": {
+                "observe": {"intervalSeconds": 2, "reportTtlSeconds": 20},
+                "rollout": {"enabled": True, "maxBatchSize": 1, "settleSeconds": 2},
+                "enforce": {
+                    "sidecar": {
+                        "port": port,
+                        "tokenSecretRef": {"name": f"{name}-token"},
+                    }
+                },
+            },
+        },
+    }
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": f"{name}-token", "namespace": "default"},
+        "stringData": {"token": TOKEN},
+    }
+    apply(lab, secret, deployment, group)
+
+    def live() -> list[dict[str, Any]]:
+        return [
+            p
+            for p in pods(lab, f"{name}-").values()
+            if p["metadata"].get("deletionTimestamp") is None
+        ]
+
+    first = eventually(
+        lambda: len(found := live()) == 1 and ready(found[0]) and found[0], 60, "one Ready pod"
+    )
+    assert container_names(first) == ["consumer"]
+    kubectl(
+        lab, "patch", "consumergroup", name, "--type=merge",
+        "-p", '{"spec":{"policy":{"enforce":{"sidecar":{"inject":true}}}}}',
+    )  # fmt: skip
+
+    def with_sidecar() -> dict[str, Any] | None:
+        found = live()
+        done = len(found) == 1 and container_names(found[0]) == ["consumer", SIDECAR]
+        return found[0] if done and ready(found[0]) else None
+
+    pod = eventually(with_sidecar, 150, "the Deployment's pod replaced with the sidecar, Ready")
+    assert pod["metadata"]["uid"] != first["metadata"]["uid"]
+    view = eventually(
+        lambda: (v := sidecar_view(port)).get("generation") is not None and v,
+        90, "the injected sidecar in the Deployment's group",
+    )  # fmt: skip
+    assert view["memberId"]
+    status = (get_cg(lab, name)["status"].get("settings") or {}).get("sidecar") or {}
+    assert status.get("injected") is True, status
