@@ -207,6 +207,11 @@ async def enforce(
         deps.hub.take_expected(parsed.group_id, float("inf"))
         kopf.warn(body, reason="EnforceFailed", message=failure)
         # Memory is not advanced: the same request id is sent again and sidecars de-duplicate it.
+        # Status says the request failed: left as it was, it showed the previous request's
+        # outcome as if it were this one's.
+        failed = {**record, "memory": previous.get("memory"), "lastStatus": "failed"}
+        failed.pop("lastGeneration", None)
+        patch.status["enforcement"] = {k: v for k, v in failed.items() if v is not None}
         raise kopf.TemporaryError(failure, delay=15)
     enforced = result.status == "enforced"
     kopf.info(
