@@ -123,6 +123,7 @@ def test_the_sidecar_is_locked_down_probed_and_bounded() -> None:
     assert context["readOnlyRootFilesystem"] is True
     assert context["allowPrivilegeEscalation"] is False
     assert context["capabilities"] == {"drop": ["ALL"]}
+    assert context["seccompProfile"] == {"type": "RuntimeDefault"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": 9095}
     assert container["ports"][0]["containerPort"] == 9095
     assert container["resources"]["limits"]["memory"]

@@ -137,6 +137,7 @@ def render_sidecar(
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
             "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
         },
     }
     if consumer.get("envFrom"):
