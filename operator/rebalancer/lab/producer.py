@@ -86,8 +86,11 @@ class NumberedProducer:
             if interval:
                 next_at += interval
                 delay = next_at - time.monotonic()
-                if delay > 0:
+                # poll() returns once it has served a delivery report, long before `delay`:
+                # polled once, the rate was the broker's round trip, not `rate`.
+                while delay > 0 and not self.stopping:
                     self.producer.poll(delay)
+                    delay = next_at - time.monotonic()
         self.producer.flush(10)
 
     def stop(self, _signum: int, _frame: FrameType | None) -> None:
