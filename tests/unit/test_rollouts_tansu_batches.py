@@ -38,6 +38,13 @@ def test_a_cold_start_batch_fits_tansus_fixed_window() -> None:
 def test_twelve_pods_are_one_batch_with_a_three_second_window() -> None:
     tansu = setup_for(profile=BrokerProfile.TANSU, window_s=3.0)
     assert batch_limit(tansu, workload(12), COLD, 12) >= 12
+    assert not any("batches are at most" in note for note in plan_notes(tansu, workload(12), COLD))
+
+
+def test_the_plan_says_why_a_short_window_splits_a_cold_start() -> None:
+    short = setup_for(profile=BrokerProfile.TANSU, window_s=1.0)
+    notes = plan_notes(short, workload(12), COLD)
+    assert any("later joins do not extend it" in note for note in notes)
 
 
 def test_a_short_window_takes_smaller_batches() -> None:

@@ -496,7 +496,8 @@ def plan_notes(setup: RolloutSetup, workload: WorkloadView, change: Change) -> l
                 "once stalled the group; 1 is safe there"
             )
     fixed = fixed_window_limit(setup)
-    if fixed is not None and not change.static and policy.max_batch_size is None:
+    capped = fixed is not None and fixed < workload.replicas
+    if fixed is not None and capped and not change.static and policy.max_batch_size is None:
         notes.append(
             f"on Tansu each JoinGroup is held {setup.join_window_s:g} s from its own arrival "
             "and later joins do not extend it, so batches are at most "
