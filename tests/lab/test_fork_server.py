@@ -193,3 +193,19 @@ def test_a_gate_pod_runs_forked_and_goes_on_when_its_gate_opens(
         return exited.get("exitCode") == 0 and "running" in (mains[0].get("state") or {})
 
     wait_for(main_running, timeout=20, what="the gate exiting 0 and the main container running")
+
+
+def test_a_dead_server_takes_its_children_along_and_the_next_container_gets_a_new_one(
+    forker: ForkServer, tmp_path: Path
+) -> None:
+    orphan = start(forker, tmp_path, "stubborn")
+    wait_for(lambda: "ready" in log_of(tmp_path), what="the child running")
+    server = forker._process
+    assert server is not None
+    server.kill()
+
+    assert finished(orphan) == 128 + signal.SIGKILL
+    assert not alive(orphan.pid or 0)
+    again = start(forker, tmp_path, "exit", "0")
+    assert finished(again) == 0
+    assert forker._process is not server

@@ -70,6 +70,7 @@ class ForkedChild:
 
     def __init__(self, server: ForkServer) -> None:
         self._server = server
+        self.server: subprocess.Popen[bytes] | None = None  # the process that forked it
         self.pid = 0
         self.returncode: int | None = None
         self._exited = threading.Event()
@@ -100,6 +101,8 @@ class ForkedChild:
 class _Spawn:
     child: ForkedChild
     done: threading.Event
+    # The server process asked: a restarted server's children are not the old one's.
+    server: subprocess.Popen[bytes]
     error: str | None = None
 
 
@@ -154,7 +157,7 @@ class ForkServer:
             process = self._ensure()
             self._next += 1
             ident = self._next
-            pending = _Spawn(ForkedChild(self), threading.Event())
+            pending = _Spawn(ForkedChild(self), threading.Event(), process)
             self._spawns[ident] = pending
             line = json.dumps({"id": ident, **request}).encode() + b"\n"
             try:
@@ -213,6 +216,7 @@ class ForkServer:
                     continue
                 if "pid" in message:
                     pending.child.pid = int(message["pid"])
+                    pending.child.server = process
                     self._children[pending.child.pid] = pending.child
                 else:
                     pending.error = str(message.get("error"))
@@ -221,8 +225,12 @@ class ForkServer:
         # The server is gone: its children have lost their reaper, so they go too, as the
         # processes of a crashed container runtime would.
         with self._lock:
-            orphans, self._children = self._children, {}
-            spawns, self._spawns = self._spawns, {}
+            orphans = {p: c for p, c in self._children.items() if c.server is process}
+            spawns = {i: s for i, s in self._spawns.items() if s.server is process}
+            for pid in orphans:
+                del self._children[pid]
+            for ident in spawns:
+                del self._spawns[ident]
         if orphans and not self._stopped:
             logger.warning("the fork server exited; killing its %d container(s)", len(orphans))
         for child in orphans.values():
