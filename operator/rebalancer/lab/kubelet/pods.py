@@ -1,10 +1,11 @@
 """One pod's life on the lab's node, run by its own thread, as the kubelet's pod worker does.
 
 Admit (bind to the node, hold the kubelet finalizer) -> wait the start-up jitter -> sandbox
-(pod IP, volumes) -> init containers one by one to completion (native sidecars, init
-containers with `restartPolicy: Always`, only until started) -> main containers, supervised:
-probes, restarts with back-off per restartPolicy -> terminal phase, or on deletion: preStop
-hooks, SIGTERM, SIGKILL at the end of the grace period, terminal status, finalizer released.
+(a pod IP of its own, addresses.py; volumes) -> init containers one by one to completion
+(native sidecars, init containers with `restartPolicy: Always`, only until started) -> main
+containers, supervised: probes, restarts with back-off per restartPolicy -> terminal phase, or
+on deletion: preStop hooks, SIGTERM, SIGKILL at the end of the grace period, terminal status,
+finalizer released.
 
 Every change is written to the pod's status subresource, so watchers see what a kubelet shows.
 """
@@ -25,6 +26,7 @@ from typing import Any
 from ..kube import objects
 from ..kube.recording import EventRecorder
 from ..kube.requesting import JSON_PATCH, Api, RequestFailed, resource_path
+from .addresses import DEFAULT_POD_NETWORK, NODE_ADDRESS, PodAddresses
 from .environment import (
     DEFAULT_IMAGES,
     ConfigMissing,
@@ -47,7 +49,6 @@ Body = dict[str, Any]
 logger = logging.getLogger(__name__)
 
 FINALIZER = "lab.rebalancer.dev/kubelet"
-POD_IP = "127.0.0.1"
 OWNED_CONDITIONS = (
     "PodScheduled",
     "PodReadyToStartContainers",
@@ -78,6 +79,8 @@ class KubeletSettings:
     fork_server: bool = True
     # Whether the API serves pods/binding; learnt from the first pod.
     bindings: bool | None = None
+    # Where pod addresses come from (addresses.py); the node itself is 127.0.0.1.
+    pod_network: str = DEFAULT_POD_NETWORK
 
     @property
     def logs(self) -> Path:
@@ -143,8 +146,12 @@ class PodWorker:
         on_exit: Callable[[PodWorker], None],
         recorder: EventRecorder | None = None,
         forker: ForkServer | None = None,
+        addresses: PodAddresses | None = None,
     ) -> None:
         self.api = api
+        self.addresses = addresses or PodAddresses(settings.pod_network)
+        # Given with the sandbox and kept for the pod's life, as a cluster's pod IP.
+        self.pod_ip: str | None = None
         self.forker = forker
         self.recorder = recorder
         self.settings = settings
@@ -241,6 +248,7 @@ class PodWorker:
                 self._terminate()
             except Exception:
                 logger.exception("pod %s/%s: stopping failed", self.namespace, self.name)
+            self.addresses.release(self.uid)
             with contextlib.suppress(Exception):
                 self._finalize()
             self.on_exit(self)
@@ -379,10 +387,13 @@ class PodWorker:
         self._supervise()
 
     def _make_sandbox(self) -> None:
+        # A pod an earlier kubelet ran keeps its address if it is free.
+        earlier = (self.pod.get("status") or {}).get("podIP")
+        self.pod_ip = self.addresses.acquire(self.uid, preferred=earlier)
         while not self.terminating:
             try:
                 self.volumes = prepare_volumes(
-                    self.api, self.pod, self.directory, self.settings.state_dir / "claims"
+                    self.api, self._addressed(), self.directory, self.settings.state_dir / "claims"
                 )
                 self.sandbox_message = None
                 return
@@ -410,7 +421,7 @@ class PodWorker:
             seen = (self.pod["metadata"].get("labels"), self.pod["metadata"].get("annotations"))
             if seen != self._downward_seen:
                 self._downward_seen = seen
-                refresh_downward_volumes(self.pod, self.directory)
+                refresh_downward_volumes(self._addressed(), self.directory)
             now = time.monotonic()
             for c in self.containers:
                 if c.running:
@@ -421,6 +432,8 @@ class PodWorker:
             self._publish()
             if self.phase_override is not None:
                 self._stop_sidecars()
+                # Its processes are gone: the address may serve another pod, as on a cluster.
+                self.addresses.release(self.uid)
                 self._publish()
                 return
             self._wake.wait(self._next_wake(now))
@@ -445,7 +458,7 @@ class PodWorker:
     def _start(self, c: Container, now: float) -> None:
         rootfs = self.directory.rootfs(c.name)
         try:
-            own = container_env(self.api, self.pod, c.spec)
+            own = container_env(self.api, self._addressed(), c.spec)
             mounts = mount(c.spec, self.volumes, rootfs)
             own = {k: rewrite_paths(v, mounts, rootfs) for k, v in own.items()}
             env = {**base_env(self.pod, self.settings.kubeconfig, rootfs), **own}
@@ -492,7 +505,7 @@ class PodWorker:
             # Probes and hooks run "in the container": same programs, same mounts.
             return [rewrite_paths(a, mounts, rootfs) for a in map_program(argv, python)]
 
-        c.probe_context = ProbeContext(c.spec, env, cwd, probe_argv)
+        c.probe_context = ProbeContext(c.spec, env, cwd, probe_argv, self.pod_ip or NODE_ADDRESS)
         c.probes = {
             kind: Probe(kind, c.spec[f"{kind}Probe"], now)
             for kind in ("startup", "liveness", "readiness")
@@ -848,19 +861,28 @@ class PodWorker:
         status: Body = {
             "phase": phase,
             "conditions": [*conditions_in_order(conditions), *foreign],
-            "hostIP": POD_IP,
-            "hostIPs": [{"ip": POD_IP}],
+            "hostIP": NODE_ADDRESS,
+            "hostIPs": [{"ip": NODE_ADDRESS}],
             "qosClass": qos_class(self.pod),
         }
-        if self.sandbox:
-            status["podIP"] = POD_IP
-            status["podIPs"] = [{"ip": POD_IP}]
+        if self.sandbox and self.pod_ip is not None:
+            status["podIP"] = self.pod_ip
+            status["podIPs"] = [{"ip": self.pod_ip}]
         if self.start_time:
             status["startTime"] = self.start_time
         if inits:
             status["initContainerStatuses"] = [c.status() for c in inits]
         status["containerStatuses"] = [c.status() for c in mains]
         return status
+
+    def _addressed(self) -> Body:
+        """The pod as the downward API sees it: with its addresses from the moment they are
+        given, not only once the status carrying them is written back."""
+        status = dict(self.pod.get("status") or {})
+        status["hostIP"], status["hostIPs"] = NODE_ADDRESS, [{"ip": NODE_ADDRESS}]
+        if self.pod_ip is not None:
+            status["podIP"], status["podIPs"] = self.pod_ip, [{"ip": self.pod_ip}]
+        return {**self.pod, "status": status}
 
     def _gates(self) -> tuple[bool, str | None]:
         for gate in (self.pod.get("spec") or {}).get("readinessGates") or ():

@@ -1,8 +1,9 @@
 """Startup, liveness and readiness probes with kube's timing and thresholds.
 
 exec runs the command like the container (same environment, root and path rules); httpGet
-and tcpSocket go to 127.0.0.1, every pod's address in the lab. gRPC probes are not emulated
-and count as successes.
+and tcpSocket without a `host` go to the pod's IP, as a kubelet's do, so a process that listens
+on the pod's address only is probed where it listens. gRPC probes are not emulated and count as
+successes.
 """
 
 from __future__ import annotations
@@ -20,16 +21,20 @@ from typing import Any
 
 Body = dict[str, Any]
 logger = logging.getLogger(__name__)
+# A kubelet probes pods directly; a proxy from the environment (whose no_proxy names 127.0.0.1
+# at best, not the other pod addresses) would only get in the way.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 @dataclass
 class ProbeContext:
-    """How to run an exec probe's command as the container would."""
+    """How to run an exec probe's command as the container would, and where the pod is."""
 
     container: Body
     env: Mapping[str, str]
     cwd: Path
     argv: Callable[[list[str]], list[str]]
+    pod_ip: str = "127.0.0.1"
 
 
 @dataclass
@@ -76,9 +81,9 @@ def run_probe(spec: Body, context: ProbeContext) -> bool:
         if "exec" in spec:
             return _exec(spec["exec"], context, timeout)
         if "httpGet" in spec:
-            return _http(spec["httpGet"], context.container, timeout)
+            return _http(spec["httpGet"], context, timeout)
         if "tcpSocket" in spec:
-            return _tcp(spec["tcpSocket"], context.container, timeout)
+            return _tcp(spec["tcpSocket"], context, timeout)
     except Exception as exc:
         logger.debug("probe failed: %s", exc)
         return False
@@ -117,24 +122,23 @@ def _port(value: Any, container: Body) -> int:
     raise ValueError(f"no container port named {value!r}")
 
 
-def _http(action: Body, container: Body, timeout: float) -> bool:
+def _http(action: Body, context: ProbeContext, timeout: float) -> bool:
     scheme = str(action.get("scheme") or "HTTP").lower()
-    host = action.get("host") or "127.0.0.1"
+    host = action.get("host") or context.pod_ip
     path = str(action.get("path") or "/")
-    url = f"{scheme}://{host}:{_port(action.get('port'), container)}{path}"
+    url = f"{scheme}://{host}:{_port(action.get('port'), context.container)}{path}"
     request = urllib.request.Request(url, headers={"User-Agent": "kube-probe/lab"})
     for header in action.get("httpHeaders") or ():
         request.add_header(str(header.get("name")), str(header.get("value")))
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with _OPENER.open(request, timeout=timeout) as response:
             return 200 <= int(response.status) < 400
     except urllib.error.HTTPError as exc:
         return 200 <= exc.code < 400
 
 
-def _tcp(action: Body, container: Body, timeout: float) -> bool:
-    host = action.get("host") or "127.0.0.1"
-    with contextlib.closing(
-        socket.create_connection((host, _port(action.get("port"), container)), timeout=timeout)
-    ):
+def _tcp(action: Body, context: ProbeContext, timeout: float) -> bool:
+    host = action.get("host") or context.pod_ip
+    port = _port(action.get("port"), context.container)
+    with contextlib.closing(socket.create_connection((host, port), timeout=timeout)):
         return True

@@ -10,6 +10,7 @@ import time
 from ..kube.informing import Change, Informer
 from ..kube.recording import EventRecorder
 from ..kube.requesting import Api
+from .addresses import PodAddresses
 from .forking import ForkServer
 from .jitter import Jitter
 from .pods import KubeletSettings, PodWorker
@@ -43,6 +44,7 @@ class Kubelet:
             if forking
             else None
         )
+        self.addresses = PodAddresses(settings.pod_network)
         self.workers: dict[str, PodWorker] = {}
         self._lock = threading.Lock()
         self._stopping = False
@@ -79,6 +81,7 @@ class Kubelet:
                 self._on_exit,
                 self.recorder,
                 self.forker,
+                self.addresses,
             )
             self.workers[uid] = worker
         worker.start()
