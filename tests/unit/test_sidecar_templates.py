@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from rebalancer.lab.kubelet.environment import expand
 from rebalancer.planning.settings_plans import (
     SidecarInputs,
     plan_sidecar,
@@ -24,6 +25,7 @@ from rebalancer.planning.sidecar_templates import (
     render_sidecar_patch,
     sidecar_hash,
 )
+from rebalancer.sidecar.settings import parse_listen
 from rebalancer.structs.conditions import ConditionType
 from rebalancer.structs.enforce_policy import SidecarPolicy, parse_enforce_policy
 from rebalancer.structs.problems import SpecInvalid
@@ -97,10 +99,28 @@ def test_the_sidecar_joins_the_applications_cluster_and_group_with_its_settings(
     assert env["KAFKA_SASL_PASSWORD"] == SASL  # a reference, copied as one
     assert "APP_DATABASE_URL" not in env
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
-    assert env["REBALANCER_SIDECAR_LISTEN"] == "0.0.0.0:9095"
+    # The operator calls each sidecar at its pod's IP; it listens there and nowhere else.
+    assert env["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert env["REBALANCER_SIDECAR_LISTEN"] == "$(POD_IP):9095"
     assert [name for name in env if name == "KAFKA_BOOTSTRAP_SERVERS"] == [
         "KAFKA_BOOTSTRAP_SERVERS"
     ]
+
+
+@pytest.mark.parametrize("pod_ip", ["10.244.1.7", "fd00:10:244::7"])
+def test_the_listen_address_expands_to_the_pod_ip_as_kubernetes_expands_it(pod_ip: str) -> None:
+    # Kubernetes expands $(NAME) only from variables defined earlier in the list: POD_IP must
+    # come before the listen address, or the sidecar would get the literal text.
+    container = rendered().container
+    values: dict[str, str] = {}
+    for entry in container["env"]:
+        field = (entry.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath")
+        if field == "status.podIP":
+            values[entry["name"]] = pod_ip
+        elif "value" in entry:
+            values[entry["name"]] = expand(entry["value"], values)
+    assert values["REBALANCER_SIDECAR_LISTEN"] == f"{pod_ip}:9095"
+    assert parse_listen(values["REBALANCER_SIDECAR_LISTEN"]) == (pod_ip, 9095)
 
 
 def test_the_token_comes_from_the_secret_as_a_file_and_never_inline() -> None:

@@ -48,6 +48,7 @@ _OURS = frozenset(
         "KAFKA_BOOTSTRAP_SERVERS",
         "KAFKA_GROUP_ID",
         "POD_NAME",
+        "POD_IP",
         "REBALANCER_SIDECAR_TOKEN_FILE",
         "REBALANCER_SIDECAR_LISTEN",
     }
@@ -104,13 +105,18 @@ def render_sidecar(
     assert policy.token_secret is not None, "inject requires tokenSecretRef"
     env: list[Body] = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         *_copied_env(consumer),
         {"name": "KAFKA_BOOTSTRAP_SERVERS", "value": ",".join(bootstrap_servers)},
         # Kubernetes would expand $(NAME) in the group id; $$ keeps a literal $.
         {"name": "KAFKA_GROUP_ID", "value": group_id.replace("$(", "$$(")},
         {"name": "REBALANCER_SIDECAR_TOKEN_FILE", "value": f"{TOKEN_DIRECTORY}/{TOKEN_FILE}"},
-        # The operator calls the sidecar on the pod's IP, so loopback alone would not do.
-        {"name": "REBALANCER_SIDECAR_LISTEN", "value": f"0.0.0.0:{policy.port}"},
+        # The operator calls the sidecar on the pod's IP (status.podIP), so it listens there:
+        # loopback alone would not be reached, and the pod IP, unlike 0.0.0.0, is the pod's
+        # own also where pods share a host's interfaces (the lab). Kubernetes expands $(POD_IP)
+        # because POD_IP comes earlier in the list; a v6 address parses too (host:port is split
+        # at the last colon).
+        {"name": "REBALANCER_SIDECAR_LISTEN", "value": f"$(POD_IP):{policy.port}"},
     ]
     mounts = _copied_mounts(consumer)
     mounts.append({"name": TOKEN_VOLUME, "mountPath": TOKEN_DIRECTORY, "readOnly": True})
