@@ -334,6 +334,21 @@ class AdminPool:
         lease.gateway.close()
         logger.info("closed the Kafka admin client for %s", key.split("|", 1)[0])
 
+    def renew(self, key: str, stale: AdminGateway, config: Mapping[str, str]) -> AdminGateway:
+        """A new gateway in place of `stale` for every user of `key`'s lease, made once however
+        many users ask: a later asker gets the one the first made. The caller holds a lease."""
+        with self._lock:
+            lease = self._leases.get(key)
+            if lease is None:
+                lease = self._leases[key] = _Lease(self._factory(config), 1)
+            elif lease.gateway is stale or lease.gateway.closed:
+                lease.gateway = self._factory(config)
+            fresh = lease.gateway
+        if fresh is not stale and not stale.closed:
+            stale.close()
+            logger.info("reconnected the Kafka admin client for %s", key.split("|", 1)[0])
+        return fresh
+
     def users(self, key: str) -> int:
         with self._lock:
             lease = self._leases.get(key)

@@ -55,6 +55,7 @@ from rebalancer.structs.specs import ConsumerGroupSpec, parse_spec
 logger = logging.getLogger(__name__)
 # A generation some members have not reported yet is looked at again this soon.
 PENDING_RECHECK_SECONDS = 1.0
+RENEW_AFTER_FAILURES = 3
 
 
 def tracking_from_status(status: Mapping[str, Any], since: float) -> GroupTracking:
@@ -91,6 +92,8 @@ class Observer:
     learning_applied_at: float | None = None
     # Rebalances detected but not written yet: their late members may still report.
     unwritten: list[RebalanceEvent] = field(default_factory=list)
+    # Set after repeated unanswered requests: the next observation uses a new admin client.
+    renew_gateway: bool = False
 
     def release(self) -> None:
         if self.gateway_key is not None:
@@ -107,6 +110,9 @@ class Observer:
             self.release()
             self.gateway = self.deps.pool.acquire(key, config)
             self.gateway_key = key
+        elif self.gateway is not None and (self.gateway.closed or self.renew_gateway):
+            self.gateway = self.deps.pool.renew(key, self.gateway, config)
+        self.renew_gateway = False
         assert self.gateway is not None
         return self.gateway
 
@@ -276,6 +282,9 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
                 delay = await observer.report_failure(body, "SecretNotFound", str(error))
             except KafkaUnavailable as error:
                 delay = await observer.report_failure(body, "KafkaUnreachable", str(error))
+                # A client that lost its broker can stay unanswered after the broker is back
+                # (Tansu restarted: minutes of timeouts while a new client got answers in ms).
+                observer.renew_gateway = observer.failures >= RENEW_AFTER_FAILURES
             except KafkaRequestFailed as error:
                 delay = await observer.report_failure(body, "KafkaRequestFailed", str(error))
             except (asyncio.CancelledError, GeneratorExit):
