@@ -152,25 +152,22 @@ def restart_operator(lab: Lab) -> None:
     lab.operator = fresh
 
 
-def consumer_pid(pod: str) -> int | None:
-    """The pid of the consumer process the kubelet runs for `pod`."""
-    wanted = f"POD_NAME={pod}".encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+def consumer_pid(lab: Lab, pod: str) -> int | None:
+    """The pid of the consumer container the lab's kubelet runs for `pod` now."""
+    kubelet = lab.cluster.kubelet if lab.cluster is not None else None
+    assert kubelet is not None, "the lab runs no kubelet"
+    for worker in list(kubelet.workers.values()):
+        if worker.name != pod or worker.terminating:
             continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"rebalancer.lab.consumer" in argv and wanted in environ:
-            return int(entry.name)
+        for container in worker.containers:
+            if container.kind == "main" and container.running and container.process is not None:
+                return container.process.pid
     return None
 
 
-def hard_kill(pod: str) -> int:
+def hard_kill(lab: Lab, pod: str) -> int:
     """SIGKILL the pod's consumer: no LeaveGroup, no last commit."""
-    pid = consumer_pid(pod)
+    pid = consumer_pid(lab, pod)
     assert pid is not None, f"no consumer process for {pod}"
     os.kill(pid, signal.SIGKILL)
     return pid
@@ -261,6 +258,7 @@ class HoldWatch:
     every: float = 0.5
     violations: list[str] = field(default_factory=list)
     samples: int = 0
+    held_samples: int = 0  # samples with something held: the watch had something to check
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _since: float | None = None
@@ -279,6 +277,7 @@ class HoldWatch:
         body = get_cg(self.lab, self.name)
         held = holds(workload_of(self.lab, self.name))
         self.samples += 1
+        self.held_samples += bool(held)
         if not held or explained(body) is not None:
             self._since = None
             return
@@ -299,5 +298,5 @@ class HoldWatch:
                 continue
 
     def assert_clean(self) -> None:
-        assert self.samples > 0, "the hold watch never sampled"
+        assert self.held_samples > 0, f"the hold watch saw nothing held in {self.samples} samples"
         assert not self.violations, self.violations
