@@ -6,8 +6,9 @@ operator's image, `rebalancer sidecar`), and the operator with its rollout plann
 handler and enforce timer. The operator finds the sidecars the way it finds sidecars users add
 themselves: the ready pods of spec.workload, on spec.policy.enforce.sidecar.port.
 
-One replica: every lab pod has the address 127.0.0.1, so two pods' sidecars would want the
-same port on one host. In a cluster each pod has its own address.
+Two replicas: each lab pod has an address of its own, as on a cluster, and each injected
+sidecar listens on its pod's address, on the one port the ConsumerGroup names. The design says
+one sidecar of a group acts on a request, whichever was asked; the test checks that it is so.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -32,6 +34,7 @@ NAME = "injected"
 WORKLOAD = f"{NAME}-consumer"
 TOKEN = "lab-injected-token"
 SIDECAR = "rebalancer-sidecar"
+REPLICAS = 2
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +55,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         running.stop()
 
 
-def statefulset(lab: Lab) -> dict[str, Any]:
+def statefulset(lab: Lab, replicas: int) -> dict[str, Any]:
     env = {k: v for k, v in lab.consumer_env(0, NAME).items() if k != "POD_NAME"}
     container = {
         "name": "consumer",
@@ -68,7 +71,7 @@ def statefulset(lab: Lab) -> dict[str, Any]:
         "kind": "StatefulSet",
         "metadata": {"name": WORKLOAD, "namespace": "default"},
         "spec": {
-            "replicas": 1,
+            "replicas": replicas,
             "serviceName": WORKLOAD,
             "selector": {"matchLabels": {"app": WORKLOAD}},
             "template": {
@@ -108,12 +111,37 @@ def revocations(text: str) -> list[str]:
     return [line for line in text.splitlines() if re.search(r"revoked .*-\[(?!-\])", line)]
 
 
-def sidecar_view(port: int) -> dict[str, Any]:
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/v1/group", headers={"Authorization": f"Bearer {TOKEN}"}
-    )
-    with urllib.request.urlopen(request, timeout=3) as answer:
-        return dict(json.loads(answer.read()))
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def sidecar_call(host: str, port: int, path: str, token: str | None = TOKEN) -> str:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(f"http://{host}:{port}{path}", headers=headers)
+    with DIRECT.open(request, timeout=3) as answer:
+        return str(answer.read().decode())
+
+
+def sidecar_view(host: str, port: int) -> dict[str, Any] | None:
+    """The sidecar's /v1/group at host:port; None while nothing answers there."""
+    try:
+        return dict(json.loads(sidecar_call(host, port, "/v1/group")))
+    except OSError:
+        return None
+
+
+def outcomes_written(host: str, port: int, status: str) -> float:
+    """How many outcomes with `status` this sidecar wrote as its group's actor."""
+    text = sidecar_call(host, port, "/metrics", token=None)
+    line = f'rebalancer_sidecar_outcomes_total{{status="{status}"}}'
+    return sum(float(row.split()[-1]) for row in text.splitlines() if row.startswith(line))
+
+
+def refused(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
 
 
 def patch_cg(lab: Lab, patch: dict[str, Any]) -> None:
@@ -127,10 +155,15 @@ def rolled_out(lab: Lab) -> dict[str, Any] | None:
     return dict(sidecar) if sidecar.get("rolledOut") else None
 
 
-def the_pod(lab: Lab) -> dict[str, Any]:
+def the_pods(lab: Lab) -> list[dict[str, Any]]:
     found = pods(lab)
-    assert list(found) == [f"{WORKLOAD}-0"], list(found)
-    return found[f"{WORKLOAD}-0"]
+    names = [f"{WORKLOAD}-{ordinal}" for ordinal in range(REPLICAS)]
+    assert sorted(found) == names, list(found)
+    return [found[name] for name in names]
+
+
+def uids(found: list[dict[str, Any]]) -> list[str]:
+    return [pod["metadata"]["uid"] for pod in found]
 
 
 def test_inject_rolls_the_sidecar_in_enforces_through_it_and_rolls_it_out(
@@ -165,33 +198,34 @@ def test_inject_rolls_the_sidecar_in_enforces_through_it_and_rolls_it_out(
             },
         },
     }
-    apply(lab, secret, statefulset(lab), group)
+    apply(lab, secret, statefulset(lab, REPLICAS), group)
 
-    def one_member() -> dict[str, Any] | None:
+    def all_members() -> dict[str, Any] | None:
         found = get_cg(lab, NAME).get("status") or {}
         members = (found.get("group") or {}).get("members")
-        return found if members == 1 and (found["group"].get("state") == "Stable") else None
+        stable = (found.get("group") or {}).get("state") == "Stable"
+        return found if members == REPLICAS and stable else None
 
-    eventually(one_member, 120, "the application's one member, Stable")
-    before = the_pod(lab)
-    assert container_names(before) == ["consumer"]
+    eventually(all_members, 120, f"the application's {REPLICAS} members, Stable")
+    before = the_pods(lab)
+    assert [container_names(pod) for pod in before] == [["consumer"]] * REPLICAS
 
-    # Inject: the pod template gets the sidecar and the pod is replaced by the managed rollout.
+    # Inject: the pod template gets the sidecar and the pods are replaced by the managed rollout.
     started = time.monotonic()
     patch_cg(lab, {"spec": {"policy": {"enforce": {"sidecar": {"inject": True}}}}})
 
-    def rolled_with_sidecar() -> dict[str, Any] | None:
-        pod = the_pod(lab)
-        fresh = pod["metadata"]["uid"] != before["metadata"]["uid"]
-        return (
-            pod if fresh and container_names(pod) == ["consumer", SIDECAR] and ready(pod) else None
-        )
+    def rolled_with_sidecar() -> list[dict[str, Any]] | None:
+        found = the_pods(lab)
+        fresh = not set(uids(found)) & set(uids(before))
+        with_it = all(container_names(p) == ["consumer", SIDECAR] and ready(p) for p in found)
+        return found if fresh and with_it else None
 
-    pod = eventually(rolled_with_sidecar, 150, "the pod replaced with the sidecar, Ready")
-    print(f"inject to a Ready pod with the sidecar: {time.monotonic() - started:.1f} s")
-    sidecar_spec = pod["spec"]["containers"][1]
-    assert sidecar_spec["args"] == ["sidecar"]
-    assert TOKEN not in json.dumps(pod["spec"]), "the token is mounted, never inline"
+    found = eventually(rolled_with_sidecar, 150, "the pods replaced with the sidecar, Ready")
+    print(f"inject to Ready pods with the sidecar: {time.monotonic() - started:.1f} s")
+    for pod in found:
+        sidecar_spec = pod["spec"]["containers"][1]
+        assert sidecar_spec["args"] == ["sidecar"]
+        assert TOKEN not in json.dumps(pod["spec"]), "the token is mounted, never inline"
     status = eventually(lambda: rolled_out(lab), 60, "status.settings.sidecar.rolledOut")
     assert (status["inject"], status["injected"], status["reason"]) == (
         True,
@@ -200,68 +234,105 @@ def test_inject_rolls_the_sidecar_in_enforces_through_it_and_rolls_it_out(
     )
     reasons = [e["reason"] for e in events_for(lab, NAME)]
     assert "SidecarInjected" in reasons, reasons
-    # The managed rollout replaced the pod, not the StatefulSet controller on its own.
-    rollout = eventually(
-        lambda: (r := get_cg(lab, NAME)["status"].get("rollout") or {}).get("phase") == "Completed"
-        and r.get("kind") == "rolling-update" and r,
-        60, "the managed rollout of the sidecar completed",
-    )  # fmt: skip
-    assert rollout["mechanism"] == "statefulset-replace", rollout
-    assert rollout["batchSizes"] == [1], rollout
+    # The managed rollout replaced the pods, not the StatefulSet controller on its own.
 
-    # The sidecar joined the application's group (it is the only one, so the actor).
-    view = eventually(
-        lambda: (v := sidecar_view(port)).get("generation") is not None and v.get("actor") and v,
-        90, "the injected sidecar in the group, acting",
+    def completed() -> dict[str, Any]:
+        found_status = get_cg(lab, NAME)["status"]
+        found_rollout = dict(found_status.get("rollout") or {})
+        done = found_rollout.get("phase") == "Completed"
+        seen = json.dumps({k: found_status.get(k) for k in ("rollout", "group")})
+        assert done and found_rollout.get("kind") == "rolling-update", seen
+        return found_rollout
+
+    rollout = eventually(completed, 60, "the managed rollout of the sidecar completed")
+    assert rollout["mechanism"] == "statefulset-replace", rollout
+    assert rollout["batchSizes"] == [1] * REPLICAS, rollout
+
+    # Each sidecar listens on its own pod's IP, on the one port, as on a cluster: the operator
+    # finds them there. Nothing listens on the port elsewhere (no 0.0.0.0).
+    addresses = [pod["status"]["podIP"] for pod in found]
+    assert len(set(addresses)) == REPLICAS, addresses
+    assert refused("127.0.0.1", port), "a sidecar listens beyond its pod's address"
+
+    def joined(address: str) -> dict[str, Any]:
+        return eventually(
+            lambda: (v := sidecar_view(address, port)) and v.get("generation") is not None and v,
+            90, f"the sidecar at {address}:{port} in the group",
+        )  # fmt: skip
+
+    views = [joined(address) for address in addresses]
+    assert [view["member"] for view in views] == [f"{p['metadata']['name']}-sidecar" for p in found]
+    assert all(view["memberId"] for view in views)
+    # One control partition, so one actor for the group.
+    actors = eventually(
+        lambda: (
+            flags := [bool((sidecar_view(a, port) or {}).get("actor")) for a in addresses]
+        ).count(True) == 1 and flags,
+        60, "exactly one of the sidecars acting",
     )  # fmt: skip
-    assert view["memberId"]
+    actor = addresses[actors.index(True)]
 
     def settled() -> dict[str, Any] | None:
-        found = get_cg(lab, NAME)["status"]
-        group_status = found.get("group") or {}
-        stable = group_status.get("state") == "Stable" and group_status.get("members") == 1
+        found_status = get_cg(lab, NAME)["status"]
+        group_status = found_status.get("group") or {}
+        stable = group_status.get("state") == "Stable" and group_status.get("members") == REPLICAS
         return group_status if stable and group_status.get("assignedPartitions") == 4 else None
 
-    eventually(settled, 90, "the group Stable again, one application member on 4 partitions")
+    eventually(settled, 90, f"the group Stable again, {REPLICAS} members on 4 partitions")
     time.sleep(6)  # quiet: the baseline token never enforces
     quiet = get_cg(lab, NAME)["status"]["group"]
     generation = quiet["generation"]
-    owned = {m["host"]: m["partitions"] for m in quiet["memberDetails"]}
-    consumer_log = len(log_of(lab, pod, "consumer"))
+    owned = {m["memberId"]: m["partitions"] for m in quiet["memberDetails"]}
+    assert len(owned) == REPLICAS, quiet["memberDetails"]
+    consumer_logs = [len(log_of(lab, pod, "consumer")) for pod in found]
+    written_before = [outcomes_written(a, port, "enforced") for a in addresses]
 
     started = time.monotonic()
     patch_cg(lab, {"spec": {"policy": {"enforce": {"requestToken": "second"}}}})
 
     def enforced() -> dict[str, Any] | None:
-        found = get_cg(lab, NAME)["status"]
-        done = (found.get("enforcement") or {}).get("lastStatus") == "enforced"
-        return found if done and found["group"]["generation"] > generation else None
+        found_status = get_cg(lab, NAME)["status"]
+        done = (found_status.get("enforcement") or {}).get("lastStatus") == "enforced"
+        return found_status if done and found_status["group"]["generation"] > generation else None
 
-    eventually(enforced, 90, "an enforced rebalance through the injected sidecar")
+    eventually(enforced, 90, "an enforced rebalance through the injected sidecars")
     print(f"token change to enforced in status: {time.monotonic() - started:.1f} s")
     time.sleep(8)  # any further generation would show by now
     after = get_cg(lab, NAME)["status"]
     assert after["group"]["generation"] == generation + 1, "exactly one new generation"
-    assert after["group"]["members"] == 1, "the sidecar is not counted as a member"
-    assert {m["host"]: m["partitions"] for m in after["group"]["memberDetails"]} == owned
+    assert after["group"]["members"] == REPLICAS, "the sidecars are not counted as members"
+    assert {m["memberId"]: m["partitions"] for m in after["group"]["memberDetails"]} == owned
     assert after["enforcement"]["lastCause"] == "on-demand"
     assert after["group"]["lastRebalanceCause"] == "enforced"
-    assert revocations(log_of(lab, pod, "consumer")[consumer_log:]) == []
+    # Whichever sidecar the operator asked, one acted: the actor wrote the outcome, the other
+    # wrote none and reads the actor's from the control topic.
+    written = [
+        outcomes_written(a, port, "enforced") - w
+        for a, w in zip(addresses, written_before, strict=True)
+    ]
+    assert written == [1.0 if a == actor else 0.0 for a in addresses], (written, actor)
+    request_id = after["enforcement"]["lastRequestId"]
+    answers = [json.loads(sidecar_call(a, port, f"/v1/enforce/{request_id}")) for a in addresses]
+    actor_name = views[addresses.index(actor)]["member"]
+    assert [(a["status"], a["actor"]) for a in answers] == [("enforced", actor_name)] * REPLICAS
+    for pod, offset in zip(found, consumer_logs, strict=True):
+        assert revocations(log_of(lab, pod, "consumer")[offset:]) == []
     messages = [str(e["message"]) for e in events_for(lab, NAME)]
     assert any("cause enforced" in message for message in messages), messages
-    assert pod["metadata"]["uid"] == the_pod(lab)["metadata"]["uid"], "no pod restarted"
+    assert uids(found) == uids(the_pods(lab)), "no pod restarted"
 
-    # Inject off: the pod is replaced again, without the sidecar.
+    # Inject off: the pods are replaced again, without the sidecar.
     started = time.monotonic()
     patch_cg(lab, {"spec": {"policy": {"enforce": {"sidecar": {"inject": False}}}}})
 
-    def rolled_without() -> dict[str, Any] | None:
-        now = the_pod(lab)
-        fresh = now["metadata"]["uid"] != pod["metadata"]["uid"]
-        return now if fresh and container_names(now) == ["consumer"] and ready(now) else None
+    def rolled_without() -> list[dict[str, Any]] | None:
+        now = the_pods(lab)
+        fresh = not set(uids(now)) & set(uids(found))
+        plain = all(container_names(p) == ["consumer"] and ready(p) for p in now)
+        return now if fresh and plain else None
 
-    eventually(rolled_without, 150, "the pod replaced without the sidecar")
-    print(f"inject off to a Ready pod without it: {time.monotonic() - started:.1f} s")
+    eventually(rolled_without, 150, "the pods replaced without the sidecar")
+    print(f"inject off to Ready pods without it: {time.monotonic() - started:.1f} s")
     removed = eventually(lambda: rolled_out(lab), 60, "status.settings.sidecar.rolledOut again")
     assert (removed["inject"], removed["injected"], removed["reason"]) == (
         False,
@@ -280,7 +351,7 @@ def test_a_running_deployment_gets_the_sidecar_and_it_joins_the_group(lab: Lab) 
     name = "injected-d"
     asyncio.run(ensure_topic(lab.bootstrap, name, 2))
     port = free_port()
-    deployment = statefulset(lab)
+    deployment = statefulset(lab, 1)
     deployment["kind"] = "Deployment"
     deployment["metadata"]["name"] = name
     spec = deployment["spec"]
@@ -342,8 +413,9 @@ def test_a_running_deployment_gets_the_sidecar_and_it_joins_the_group(lab: Lab) 
 
     pod = eventually(with_sidecar, 150, "the Deployment's pod replaced with the sidecar, Ready")
     assert pod["metadata"]["uid"] != first["metadata"]["uid"]
+    address = pod["status"]["podIP"]
     view = eventually(
-        lambda: (v := sidecar_view(port)).get("generation") is not None and v,
+        lambda: (v := sidecar_view(address, port)) and v.get("generation") is not None and v,
         90, "the injected sidecar in the Deployment's group",
     )  # fmt: skip
     assert view["memberId"]
