@@ -13,6 +13,7 @@ from rebalancer.clients.rolling import ActuationFailed, Actuator, read_workload
 from rebalancer.lab.apiserver import ApiServerThread
 from rebalancer.planning.gate_templates import GateOptions
 from rebalancer.planning.rollout_actions import (
+    RELEASE_LEAD_SECONDS,
     DeletePods,
     HoldGates,
     InstallGate,
@@ -224,3 +225,24 @@ async def test_a_refused_action_names_itself(api: ApiServerThread, kube: Kuberne
         await actuator.apply([SetStatefulSetPartition(1)])
     assert caught.value.action == SetStatefulSetPartition(1)
     assert "SetStatefulSetPartition: HTTP 500" in str(caught.value)
+
+
+async def test_a_batch_lets_go_at_one_moment_and_a_single_pod_at_once(
+    api: ApiServerThread, kube: KubernetesApi
+) -> None:
+    make_statefulset(kube)
+    actuator = Actuator(kube, NS, WorkloadKind.STATEFULSET, "orders", clock=lambda: 1.7e9)
+    await actuator.apply([OpenGate("abc/1", ("orders-0", "orders-1"))])
+    moments = {
+        raw(kube.core.read_namespaced_pod(name, NS, _preload_content=False))["metadata"][
+            "annotations"
+        ].get("rebalancer.dev/gate-open-at")
+        for name in ("orders-0", "orders-1")
+    }
+    assert len(moments) == 1
+    (moment,) = moments
+    assert moment is not None and float(moment) >= 1.7e9 + RELEASE_LEAD_SECONDS
+    await actuator.apply([OpenGate("abc/2", ("orders-2",))])
+    alone = raw(kube.core.read_namespaced_pod("orders-2", NS, _preload_content=False))
+    assert alone["metadata"]["annotations"]["rebalancer.dev/gate"] == "open"
+    assert "rebalancer.dev/gate-open-at" not in alone["metadata"]["annotations"]

@@ -31,7 +31,7 @@ from rebalancer.planning.rollout_states import (
     RolloutState,
     allowed,
 )
-from rebalancer.planning.rollouts import Observation, step, trace_step
+from rebalancer.planning.rollouts import GATHER_RECHECK_SECONDS, Observation, step, trace_step
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.gates import GateState
 from rebalancer.structs.snapshots import GroupSnapshot, Source
@@ -450,7 +450,18 @@ def test_every_step_says_when_to_look_again() -> None:
     setup = setup_for(RolloutPolicy(gather_seconds=40, batch_deadline_seconds=100))
     _, actions = step(RolloutState(), world.observe(setup, T0), T0)
     waits = [a for a in actions if isinstance(a, Wait)]
-    assert waits == [Wait(T0 + 40)]
+    # Gathering: the last pod's arrival at its gate is looked for every half second.
+    assert waits == [Wait(T0 + GATHER_RECHECK_SECONDS)]
+
+
+def test_a_released_batch_is_looked_at_by_its_timers_not_every_half_second() -> None:
+    world = World(start_delay=lambda _n, _i: 1.0)
+    world.scale_to(2, T0)
+    setup = setup_for(RolloutPolicy(gather_seconds=40, batch_deadline_seconds=100))
+    state, _ = step(RolloutState(), world.observe(setup, T0), T0)
+    state, actions = step(state, world.observe(setup, T0 + 2), T0 + 2)
+    assert state.phase is RolloutPhase.BATCH_JOINING
+    assert [a for a in actions if isinstance(a, Wait)] == [Wait(T0 + 2 + 100)]
 
 
 def test_progress_is_recorded_on_each_transition() -> None:

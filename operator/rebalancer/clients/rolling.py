@@ -163,17 +163,21 @@ class Actuator:
 
         The moment (rollout_actions.release_moment) lies a little past the patches, and past
         the warm-up of a gate that started only just now, so that pods whose patch arrives
-        late or whose gate is still starting let go together with the rest.
+        late or whose gate is still starting let go together with the rest. A single pod has
+        nobody to let go with and goes at once (a static member released on arrival, a late
+        batch mate).
         """
         if not pods:
             return
         with self._pool(len(pods)) as run:
-            started = await asyncio.gather(*(run(self._gate_started, pod) for pod in pods))
-            moment = release_moment(self.clock(), started)
+            at: str | None = None
+            if len(pods) > 1:
+                started = await asyncio.gather(*(run(self._gate_started, pod) for pod in pods))
+                at = f"{release_moment(self.clock(), started):.3f}"
             annotations = {
                 GATE_ANNOTATION: GATE_OPEN,
                 GATE_BATCH_ANNOTATION: batch,
-                GATE_OPEN_AT_ANNOTATION: f"{moment:.3f}",
+                GATE_OPEN_AT_ANNOTATION: at,
             }
             patch = {"metadata": {"annotations": annotations}}
             await asyncio.gather(*(run(self._patch_pod_now, pod, patch) for pod in pods))

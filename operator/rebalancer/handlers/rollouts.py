@@ -16,7 +16,7 @@ from rebalancer.planning.gate_templates import DEFAULT_IMAGE, GateOptions
 from rebalancer.planning.rollout_actions import ClearDegraded, MarkDegraded, RecordProgress, Wait
 from rebalancer.planning.rollout_plans import RolloutSetup
 from rebalancer.planning.rollout_policies import RolloutPolicy, parse_rollout_policy
-from rebalancer.planning.rollout_states import RolloutState
+from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
 from rebalancer.planning.rollout_statuses import (
     ended_conditions,
     rebalances_from_status,
@@ -197,8 +197,10 @@ async def roll_out(
                 return
             written = rollout
         state = after
-        if after.phase.active:
+        if after.phase in (RolloutPhase.BATCH_JOINING, RolloutPhase.BATCH_SETTLING):
             # Observe the group sooner while a batch is out: settling is what we wait for.
+            # Not while a batch gathers: the planner then looks every half second, and the
+            # group has nothing new to show.
             deps.hub.wakeup(spec.group_id).set()
         delay = ACTIVE_POLL_SECONDS if after.phase.active else RESTING_POLL_SECONDS
         waits = [action.until for action in actions if isinstance(action, Wait)]

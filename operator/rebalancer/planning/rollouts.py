@@ -50,6 +50,7 @@ from rebalancer.planning.rollout_actions import (
 )
 from rebalancer.planning.rollout_plans import (
     RolloutSetup,
+    advances_on_ready,
     batch_limit,
     batch_window_s,
     classify,
@@ -58,6 +59,7 @@ from rebalancer.planning.rollout_plans import (
     plan_rollout,
     policy_problems,
     split_batches,
+    static_budget_s,
     through_pods,
 )
 from rebalancer.planning.rollout_policies import PATH
@@ -78,6 +80,11 @@ MAX_TRANSITIONS = 8
 POLICY_PROBLEM = "PolicyCannotBeMet"
 # How soon to look again while waiting on something no timer bounds (a controller catching up).
 RECHECK_SECONDS = 2.0
+# How soon to look again while a batch waits for its pods to reach their gates: the last
+# pod's gate is what the whole batch waits for, and every second until the operator sees it
+# is a second added to the rollout. Two reads (the workload and its pods) per look, only
+# while a batch gathers, which gatherSeconds bounds.
+GATHER_RECHECK_SECONDS = 0.5
 # An active rollout notes that it was stepped this often; a gap longer than ABSENCE_SECONDS is
 # an operator outage, and its timers move on by the gap.
 SEEN_EVERY_SECONDS = 30.0
@@ -489,6 +496,12 @@ class _Step:
                 settle_until=self.now + self.policy.settle_seconds,
             )
             return settled, actions
+        if self.back_in_time(workload):
+            # Nothing to hold for: the group is not rebalancing (rollout_plans.advances_on_ready).
+            back = state.moved(
+                phase=Phase.BATCH_SETTLING, phase_since=self.now, settle_until=self.now
+            )
+            return back, actions
         if state.deadline is not None and self.now >= state.deadline:
             return self.fail(
                 "BatchDidNotSettle",
@@ -529,7 +542,7 @@ class _Step:
 
     def settling(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
         state = self.state
-        if not self.settled(workload):
+        if not (self.settled(workload) or self.back_in_time(workload)):
             return state.moved(phase=Phase.BATCH_JOINING, phase_since=self.now), []
         if state.settle_until is not None and self.now < state.settle_until:
             return state, []
@@ -586,6 +599,30 @@ class _Step:
             if workload.ready_replicas < goal:
                 return False
         return self.members_in(group, workload, batch)
+
+    def back_in_time(self, workload: WorkloadView) -> bool:
+        """A batch of static members that may be followed by the next without the group
+        settling: every pod of it Ready at the new revision within the static budget of its
+        release, and the group still at the generation it had then (advances_on_ready)."""
+        state = self.state
+        if not advances_on_ready(self.setup, state.static, state.mechanism):
+            return False
+        if state.batch >= state.batches or state.opened_at is None:
+            return False
+        if self.now - state.opened_at > static_budget_s(self.setup):
+            return False
+        group = self.obs.group
+        generation = group.generation if group is not None else None
+        opened = state.generation_at_open
+        if generation is not None and opened is not None and generation != opened:
+            return False
+        live = {pod.name: pod for pod in workload.live_pods}
+        names = self.batch_names(workload)
+        if not names or any(name not in live for name in names):
+            return False
+        return all(
+            live[name].ready and live[name].updated and live[name].gate.through for name in names
+        )
 
     def members_in(
         self, group: GroupSnapshot, workload: WorkloadView, batch: Sequence[PodView]
@@ -879,14 +916,36 @@ def _holds(state: RolloutState, observation: Observation, now: float) -> list[Ac
     return [HoldGates(stale)] if stale else []
 
 
+def _gathering(state: RolloutState, observation: Observation) -> bool:
+    """Whether the batch being opened waits for pods to arrive at their gates."""
+    workload = observation.workload
+    if workload is None or not gated(observation.setup, workload):
+        return False
+    if state.mechanism is Mechanism.GATE_QUEUE:
+        return True
+    return state.mechanism is Mechanism.STATEFULSET_REPLACE and not state.static
+
+
+def _quick(state: RolloutState, observation: Observation) -> bool:
+    """Whether the batch out now is followed by the next once its pods are Ready."""
+    return state.batch < state.batches and advances_on_ready(
+        observation.setup, state.static, state.mechanism
+    )
+
+
 def _next_wake(state: RolloutState, observation: Observation, now: float) -> float | None:
     """The next moment a timer changes something, if any comes before the group does."""
     moments: list[float] = []
     match state.phase:
         case Phase.BATCH_OPENING:
             moments += [t for t in (state.gather_until, state.deadline) if t is not None]
+            if _gathering(state, observation):
+                moments.append(now + GATHER_RECHECK_SECONDS)
         case Phase.BATCH_JOINING:
             moments += [state.deadline] if state.deadline is not None else []
+            if _quick(state, observation):
+                # The replaced pod's Ready is what the next batch waits for, as when gathering.
+                moments.append(now + GATHER_RECHECK_SECONDS)
         case Phase.BATCH_SETTLING:
             moments += [state.settle_until] if state.settle_until is not None else []
         case Phase.PLANNING:
