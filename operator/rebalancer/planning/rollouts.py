@@ -939,7 +939,10 @@ def _next_wake(state: RolloutState, observation: Observation, now: float) -> flo
     match state.phase:
         case Phase.BATCH_OPENING:
             moments += [t for t in (state.gather_until, state.deadline) if t is not None]
-            if _gathering(state, observation):
+            # A batch of static members that follows on Ready waits only for the controller
+            # to take the partition before its pod is replaced.
+            quick = advances_on_ready(observation.setup, state.static, state.mechanism)
+            if quick or _gathering(state, observation):
                 moments.append(now + GATHER_RECHECK_SECONDS)
         case Phase.BATCH_JOINING:
             moments += [state.deadline] if state.deadline is not None else []
