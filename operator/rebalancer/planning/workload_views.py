@@ -22,7 +22,7 @@ from rebalancer.structs.gates import (
     GateState,
 )
 from rebalancer.structs.specs import WorkloadKind
-from rebalancer.structs.workloads import PodView, WorkloadView
+from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, PodView, WorkloadView
 
 Raw = Mapping[str, Any]
 
@@ -166,6 +166,7 @@ def view_workload(body: Raw, pods: Sequence[Raw], replica_sets: Sequence[Raw] = 
     partition = None
     pod_management = None
     max_surge = max_unavailable = None
+    template_pending = False
     if kind is WorkloadKind.STATEFULSET:
         update_revision = str(status.get("updateRevision") or "")
         current_revision = str(status.get("currentRevision") or update_revision)
@@ -184,6 +185,8 @@ def view_workload(body: Raw, pods: Sequence[Raw], replica_sets: Sequence[Raw] = 
         max_unavailable = resolve_int_or_percent(
             rolling.get("maxUnavailable"), replicas, "25%", round_up=False
         )
+        template = spec.get("template") or {}
+        template_pending = not any(_same_template(rs, template) for rs in owned)
     rs_uids = owned_rs_uids(replica_sets, uid)
     views = tuple(
         view_pod(pod, name, kind, update_revision)
@@ -208,8 +211,26 @@ def view_workload(body: Raw, pods: Sequence[Raw], replica_sets: Sequence[Raw] = 
         max_surge=max_surge,
         max_unavailable=max_unavailable,
         gate_installed=has_gate(_get(spec, "template", "spec")),
+        held_for_rollout=ROLLOUT_HOLD_ANNOTATION in (metadata.get("annotations") or {}),
+        template_pending=template_pending,
         pods=views,
     )
+
+
+def _same_template(replica_set: Raw, template: Raw) -> bool:
+    """The ReplicaSet's pod template is the Deployment's but for its pod-template-hash label,
+    which is how the Deployment controller finds its new ReplicaSet."""
+    theirs = _get(replica_set, "spec", "template") or {}
+    metadata = dict(theirs.get("metadata") or {})
+    labels = {
+        key: value
+        for key, value in (metadata.get("labels") or {}).items()
+        if key != DEPLOYMENT_REVISION_LABEL
+    }
+    metadata["labels"] = labels
+    ours_metadata = dict(template.get("metadata") or {})
+    ours_metadata["labels"] = dict(ours_metadata.get("labels") or {})
+    return {**theirs, "metadata": metadata} == {**template, "metadata": ours_metadata}
 
 
 def _revision_number(replica_set: Raw) -> int:

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from rebalancer.structs.gates import GateState
 from rebalancer.structs.specs import WorkloadKind
 
+# On a Deployment the operator paused for a rollout: the pause is the operator's to undo (a
+# Deployment paused without it is the user's, and stays paused).
+ROLLOUT_HOLD_ANNOTATION = "rebalancer.dev/held-for-rollout"
+
 
 @dataclass(frozen=True)
 class PodView:
@@ -61,6 +65,10 @@ class WorkloadView:
     max_unavailable: int | None = None
     # The pod template has the gate init container.
     gate_installed: bool = False
+    # Deployment only: ROLLOUT_HOLD_ANNOTATION is set, and the template matches none of its
+    # ReplicaSets (a paused Deployment does not create the new one, so no pod looks stale).
+    held_for_rollout: bool = False
+    template_pending: bool = False
     pods: tuple[PodView, ...] = ()
 
     @property
