@@ -170,6 +170,36 @@ def test_deployment_view_takes_revisions_from_its_replica_sets() -> None:
     ]
 
 
+def deployment_with(template: dict[str, Any], rs_template: dict[str, Any], **meta: Any) -> Any:
+    body = {
+        "kind": "Deployment",
+        "metadata": {"name": "web", "uid": "dep-uid", **meta},
+        "spec": {"replicas": 2, "paused": True, "template": template},
+    }
+    replica_set = {
+        "metadata": {
+            "uid": "rs-aaa",
+            "labels": {"pod-template-hash": "aaa"},
+            "annotations": {"deployment.kubernetes.io/revision": "1"},
+            "ownerReferences": [{"uid": "dep-uid"}],
+        },
+        "spec": {"template": rs_template},
+        "status": {"replicas": 2},
+    }
+    return view_workload(body, [], [replica_set])
+
+
+def test_a_paused_deployments_new_template_is_pending_until_a_replica_set_has_it() -> None:
+    old = {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "app"}]}}
+    rs = {"metadata": {"labels": {"app": "web", "pod-template-hash": "aaa"}}, "spec": old["spec"]}
+    assert not deployment_with(old, rs).template_pending  # the hash label is the RS's own
+    new = {**old, "spec": {"containers": [{"name": "app", "env": [{"name": "A", "value": "1"}]}]}}
+    view = deployment_with(new, rs)
+    assert view.template_pending and not view.held_for_rollout
+    held = deployment_with(new, rs, annotations={"rebalancer.dev/held-for-rollout": "true"})
+    assert held.held_for_rollout
+
+
 @pytest.mark.parametrize(
     ("value", "replicas", "round_up", "count"),
     [
