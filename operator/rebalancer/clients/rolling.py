@@ -35,6 +35,7 @@ from rebalancer.planning.rollout_actions import (
     SetStatefulSetPartition,
     release_moment,
 )
+from rebalancer.planning.rollout_holds import HELD as HOLD_MARK
 from rebalancer.planning.rollout_states import format_time, parse_time
 from rebalancer.planning.workload_views import selector_string, view_workload
 from rebalancer.structs.gates import (
@@ -46,7 +47,7 @@ from rebalancer.structs.gates import (
     GATE_OPEN_AT_ANNOTATION,
 )
 from rebalancer.structs.specs import WorkloadKind
-from rebalancer.structs.workloads import WorkloadView
+from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -272,9 +273,13 @@ class Actuator:
         await self._patch_workload({"spec": {"replicas": replicas}})
 
     async def set_paused(self, paused: bool) -> None:
+        """Pause or resume a Deployment, with the mark that says the pause is the operator's
+        (ROLLOUT_HOLD_ANNOTATION), so that it is taken over or handed back, never left."""
         if self.kind is not WorkloadKind.DEPLOYMENT:
             return
-        await self._patch_workload({"spec": {"paused": paused}})
+        mark = HOLD_MARK if paused else None
+        patch = {"metadata": {"annotations": {ROLLOUT_HOLD_ANNOTATION: mark}}}
+        await self._patch_workload({**patch, "spec": {"paused": paused}})
 
     async def install_gate(self) -> None:
         """Add the gate init container unless the template has it; a lost race is no error."""

@@ -38,6 +38,7 @@ from rebalancer.planning.broker_delay import (
     plan_delay,
     strimzi_config_patch,
 )
+from rebalancer.planning.rollout_holds import hold_ops
 from rebalancer.planning.settings_plans import (
     SettingsInputs,
     SettingsPlan,
@@ -264,6 +265,7 @@ async def _deliver(
     applied_now = True
     retry: float | None = None
     if ops:
+        ops += _hold(target, body, ops)
         applied_now = await patch_workload(
             kube, target.namespace, target.workload_kind, target.workload_name, ops
         )
@@ -349,10 +351,21 @@ def _withdrawal_ops(target: SettingsTarget, body: Mapping[str, Any]) -> list[dic
     return list(patch.ops)
 
 
+def _hold(
+    target: SettingsTarget, body: Mapping[str, Any], ops: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """With staggered rollouts, a Deployment is paused in its template write, so that its
+    controller does not replace every pod before the planner steps it (rollout_holds)."""
+    if not target.staggered or target.workload_kind is not WorkloadKind.DEPLOYMENT:
+        return []
+    return hold_ops(apply_ops(body, ops))
+
+
 async def _withdraw(
     kube: KubernetesApi, target: SettingsTarget, body: Mapping[str, Any], notices: list[Notice]
 ) -> None:
     ops = _withdrawal_ops(target, body)
+    ops += _hold(target, body, ops) if ops else []
     if ops and await patch_workload(
         kube, target.namespace, target.workload_kind, target.workload_name, ops
     ):

@@ -37,7 +37,7 @@ from rebalancer.structs.conditions import (
 from rebalancer.structs.gates import RESUME_ANNOTATION
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.snapshots import GroupSnapshot
-from rebalancer.structs.specs import ConsumerGroupSpec, parse_spec
+from rebalancer.structs.specs import ConsumerGroupSpec, WorkloadKind, parse_spec
 
 GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 ACTIVE_POLL_SECONDS = 2.0
@@ -217,11 +217,14 @@ async def hand_back(
     deps: Dependencies = memo.deps
     namespace = namespace or "default"
     state = RolloutState.from_status((body.get("status") or {}).get("rollout"))
-    if state.phase.value == "Idle" and not state.parked and not state.holding_deployment:
-        return
     try:
         spec = parse_spec(body.get("spec"))
         policy = rollout_policy(body)
     except SpecInvalid:
+        return
+    resting = state.phase.value == "Idle" and not state.parked and not state.holding_deployment
+    # A Deployment may be paused for a rollout the planner has not taken over yet (the
+    # settings write pauses it): only the workload itself tells.
+    if resting and spec.workload.kind is not WorkloadKind.DEPLOYMENT:
         return
     await _step_once(deps, body, namespace, name, state, replace(policy, enabled=False), spec)

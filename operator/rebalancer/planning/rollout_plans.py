@@ -226,6 +226,10 @@ def classify(
     static = resolve_static(setup.policy, workload, group)
     stale = stale_pods(workload)
     with_gate = gated(setup, workload)
+    if held_template(workload) and not with_gate:
+        # Paused in its template write (rollout_holds): no pod looks stale before the
+        # Deployment is resumed, yet every one is to be replaced.
+        return Change(RolloutKind.ROLLING_UPDATE, Mechanism.DEPLOYMENT_STEPS, static)
     if stale and workload.kind is WorkloadKind.STATEFULSET:
         return Change(RolloutKind.ROLLING_UPDATE, Mechanism.STATEFULSET_REPLACE, static)
     if stale and workload.kind is WorkloadKind.DEPLOYMENT:
@@ -244,6 +248,16 @@ def classify(
     ):
         return Change(kind, Mechanism.SCALE_STEPS, static)
     return None
+
+
+def held_template(workload: WorkloadView) -> bool:
+    """A Deployment the operator paused with a template its controller has not rolled yet."""
+    return (
+        workload.kind is WorkloadKind.DEPLOYMENT
+        and workload.paused
+        and workload.held_for_rollout
+        and workload.template_pending
+    )
 
 
 def expected_join_spread_s(size: int) -> float:

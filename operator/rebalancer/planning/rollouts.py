@@ -56,6 +56,7 @@ from rebalancer.planning.rollout_plans import (
     classify,
     gated,
     held_pods,
+    held_template,
     plan_rollout,
     policy_problems,
     split_batches,
@@ -75,6 +76,8 @@ from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import PodView, WorkloadView
 
 Phase = RolloutPhase
+# The target's revision while a held Deployment's new template has no ReplicaSet yet.
+PENDING_REVISION = "pending"
 # A step follows at most this many transitions before it waits for the world to change.
 MAX_TRANSITIONS = 8
 POLICY_PROBLEM = "PolicyCannotBeMet"
@@ -190,8 +193,13 @@ class _Step:
                 "WorkloadNotFound",
                 "the workload is gone; create it again or fix spec.workload",
             )
-        if state.phase is not Phase.PLANNING and self.target(workload, state) != state.target:
-            return self.replan(state), []
+        if state.phase is not Phase.PLANNING:
+            target = self.target(workload, state)
+            if target != state.target and not _adopts(state.target, target):
+                return self.replan(state), []
+            if target != state.target:
+                # The held template got its ReplicaSet on the first resume: the same rollout.
+                self.state = state = state.moved(target=target)
         match state.phase:
             case Phase.PLANNING:
                 return self.planning(workload)
@@ -210,6 +218,16 @@ class _Step:
         actions: list[Action] = []
         if workload is None:
             return state, actions
+        if self.held_for_us(workload) and not state.holding_deployment:
+            # Paused by the operator for a rollout not planned yet (the settings write pauses
+            # a Deployment with its new template), or a hold whose status was lost.
+            if not workload.caught_up:
+                return state, actions
+            state = state.moved(holding_deployment=True)
+            change = classify(self.setup, workload, self.obs.group, state.steady_replicas)
+            if change is not None and change.mechanism is Mechanism.DEPLOYMENT_STEPS:
+                return self.replan(state), actions
+            # Nothing the planner steps by pausing: handed back just below.
         if state.holding_deployment and workload.kind is WorkloadKind.DEPLOYMENT:
             if workload.paused:
                 actions.append(ResumeDeployment())
@@ -746,7 +764,7 @@ class _Step:
         actions: list[Action] = []
         holding = parked = False
         if workload is not None:
-            holding = state.holding_deployment and workload.paused
+            holding = workload.paused and (state.holding_deployment or self.held_for_us(workload))
             parked = state.parked and bool(workload.partition)
             if holding:
                 actions.append(ResumeDeployment())
@@ -774,9 +792,17 @@ class _Step:
             ours = {state.base + sum(state.sizes[:n]) for n in range(len(state.sizes) + 1)}
             if replicas in ours:
                 replicas = state.target_replicas
+        revision = PENDING_REVISION if held_template(workload) else workload.update_revision
         return (
-            f"{workload.update_revision}@{replicas}:{workload.pod_management or '-'}:"
+            f"{revision}@{replicas}:{workload.pod_management or '-'}:"
             f"{workload.update_strategy}:{'gated' if workload.gate_installed else 'ungated'}"
+        )
+
+    def held_for_us(self, workload: WorkloadView) -> bool:
+        return (
+            workload.kind is WorkloadKind.DEPLOYMENT
+            and workload.paused
+            and workload.held_for_rollout
         )
 
     def label(self) -> str:
@@ -831,6 +857,15 @@ class _Step:
         if group.assigned_partitions is not None and group.total_partitions is not None:
             text += f", {group.assigned_partitions}/{group.total_partitions} partitions assigned"
         return text
+
+
+def _adopts(planned: str | None, seen: str) -> bool:
+    """Whether a rollout planned on a held template goes on with the revision the controller
+    gave that template once resumed (everything else about the target unchanged)."""
+    if planned is None or not planned.startswith(f"{PENDING_REVISION}@"):
+        return False
+    revision, _, rest = seen.partition("@")
+    return revision != PENDING_REVISION and rest == planned.partition("@")[2]
 
 
 def _returned(state: RolloutState, now: float) -> RolloutState:
