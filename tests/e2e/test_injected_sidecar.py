@@ -330,9 +330,8 @@ def test_inject_rolls_the_sidecar_into_two_pods_and_one_of_them_enforces(
 
 
 def test_a_running_deployment_gets_the_sidecar_and_loses_it_again(lab: Lab) -> None:
-    # A Deployment is not parked in the template write as a StatefulSet is: its controller
-    # starts the rollout and the planner takes it over in steps; with one replica the one step
-    # is the whole rollout.
+    # The template write pauses the Deployment (marked held-for-rollout) and the planner steps
+    # the rollout from there; with one replica the one step is the whole rollout.
     from rebalancer.lab.producer import ensure_topic
 
     name = "injected-d"
