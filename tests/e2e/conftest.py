@@ -5,26 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from tests.e2e.support import free_port
+from tests.e2e.support import running_lab
 
-from rebalancer.lab.running import Lab, LabConfig
+from rebalancer.lab.running import Lab
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    config = LabConfig(
-        state_dir=tmp_path_factory.mktemp("lab"),
-        broker_port=free_port(),
-        api_port=free_port(),
-        reports_port=free_port(),
-        prometheus_port=free_port(),
+    with running_lab(
+        tmp_path_factory.mktemp("lab"),
+        fleet=False,
+        prometheus=True,
         consumers=2,
         partitions=6,
         start_spread_seconds=0.2,
-    )
-    running = Lab(config)
-    try:
-        running.start(fleet=False)
+    ) as running:
         yield running
-    finally:
-        running.stop()

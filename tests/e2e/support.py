@@ -7,7 +7,8 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,7 +16,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from rebalancer.lab.running import Lab
+from rebalancer.lab.running import Lab, LabConfig
 
 T = TypeVar("T")
 KUBECTL = shutil.which("kubectl")
@@ -25,6 +26,34 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextmanager
+def running_lab(
+    state_dir: Path,
+    *,
+    fleet: bool,
+    pods: bool = False,
+    jitter: str | None = None,
+    prometheus: bool = False,
+    **config: Any,
+) -> Iterator[Lab]:
+    """A lab on free ports (Prometheus only when asked), stopped whatever the test did."""
+    lab = Lab(
+        LabConfig(
+            state_dir=state_dir,
+            broker_port=free_port(),
+            api_port=free_port(),
+            reports_port=free_port(),
+            prometheus_port=free_port() if prometheus else None,
+            **config,
+        )
+    )
+    try:
+        lab.start(fleet=fleet, pods=pods, jitter=jitter)
+        yield lab
+    finally:
+        lab.stop()
 
 
 def kubectl(lab: Lab, *args: str, stdin: str | None = None, check: bool = True) -> str:

@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from tests.e2e.support import apply, events_for, eventually, free_port, get_cg, kubectl
+from tests.e2e.support import apply, events_for, eventually, free_port, get_cg, kubectl, running_lab
 
-from rebalancer.lab.running import Lab, LabConfig
+from rebalancer.lab.running import Lab
 
 pytestmark = pytest.mark.e2e
 NAME = "injected"
@@ -39,20 +39,10 @@ REPLICAS = 2
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    config = LabConfig(
-        state_dir=tmp_path_factory.mktemp("lab"),
-        broker_port=free_port(),
-        api_port=free_port(),
-        reports_port=free_port(),
-        prometheus_port=None,
-        partitions=4,
-    )
-    running = Lab(config)
-    try:
-        running.start(fleet=False, pods=True)
+    with running_lab(
+        tmp_path_factory.mktemp("lab"), fleet=False, pods=True, partitions=4
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def statefulset(lab: Lab, replicas: int) -> dict[str, Any]:

@@ -23,15 +23,15 @@ from tests.e2e.support import (
     consumer_log_generations,
     events_for,
     eventually,
-    free_port,
     get_cg,
     kubectl,
+    running_lab,
 )
 
 from rebalancer.lab.kube.objects import parse_time
 from rebalancer.lab.processes import ChildProcess
 from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab, LabConfig
+from rebalancer.lab.running import Lab
 from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer.structs.gates import GATE_BATCH_ANNOTATION
 
@@ -42,21 +42,15 @@ SESSION_MS = 6000  # Tansu holds each JoinGroup half of it: a 3 s join window
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    config = LabConfig(
-        state_dir=tmp_path_factory.mktemp("lab"),
-        broker_port=free_port(),
-        api_port=free_port(),
-        reports_port=free_port(),
-        prometheus_port=None,
+    # Pods wait 0 to 5 s before their first container starts, as on a busy node.
+    with running_lab(
+        tmp_path_factory.mktemp("lab"),
+        fleet=False,
+        pods=True,
+        jitter="uniform(0,5)",
         session_timeout_ms=SESSION_MS,
-    )
-    running = Lab(config)
-    try:
-        # Pods wait 0 to 5 s before their first container starts, as on a busy node.
-        running.start(fleet=False, pods=True, jitter="uniform(0,5)")
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def consumers(

@@ -10,30 +10,23 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from tests.e2e.support import events_for, eventually, free_port, get_cg
+from tests.e2e.support import events_for, eventually, get_cg, running_lab
 
-from rebalancer.lab.running import Lab, LabConfig
+from rebalancer.lab.running import Lab
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    config = LabConfig(
-        state_dir=tmp_path_factory.mktemp("lab"),
-        broker_port=free_port(),
-        api_port=free_port(),
-        reports_port=free_port(),
-        prometheus_port=None,
+    with running_lab(
+        tmp_path_factory.mktemp("lab"),
+        fleet=True,
+        pods=True,
         partitions=6,
         start_spread_seconds=0.2,
-    )
-    running = Lab(config)
-    try:
-        running.start(fleet=True, pods=True)
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def pods(lab: Lab) -> dict[str, dict[str, Any]]:

@@ -20,10 +20,10 @@ import pyarrow.parquet as pq
 import pytest
 from kubernetes import client
 from pyspark.sql import SparkSession
-from tests.e2e.support import events_for, eventually, free_port, get_cg
+from tests.e2e.support import events_for, eventually, get_cg, running_lab
 
 from rebalancer.clients.recording import read_history
-from rebalancer.lab.running import Lab, LabConfig
+from rebalancer.lab.running import Lab
 from rebalancer.learning.choosing import ClusterChoice, GroupChoice, GroupFacts
 from rebalancer.learning.inputs import find_inputs
 from rebalancer.learning.jobs import LearnOptions, learn
@@ -35,21 +35,14 @@ PODS = ("orders-consumer-0", "orders-consumer-1", "orders-consumer-2")
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    config = LabConfig(
-        state_dir=tmp_path_factory.mktemp("lab"),
-        broker_port=free_port(),
-        api_port=free_port(),
-        reports_port=free_port(),
-        prometheus_port=None,
+    with running_lab(
+        tmp_path_factory.mktemp("lab"),
+        fleet=True,
+        pods=True,
         partitions=6,
         start_spread_seconds=0.2,
-    )
-    running = Lab(config)
-    try:
-        running.start(fleet=True, pods=True)
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def history_dir(lab: Lab) -> Path:

@@ -27,6 +27,7 @@ from tests.e2e.support import (
     free_port,
     get_cg,
     kubectl,
+    running_lab,
 )
 from tests.reliability.ledgers import delivered, numbered_producer, recorded, summarize
 from tests.reliability.rollout_fleets import (
@@ -51,7 +52,7 @@ from tests.reliability.rollout_fleets import (
 
 from rebalancer.clients.kafka_admin import AdminGateway, KafkaGatewayError
 from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab, LabConfig
+from rebalancer.lab.running import Lab
 from rebalancer.planning.rollout_states import parse_time
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -60,21 +61,15 @@ PARTITIONS = 4
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    config = LabConfig(
-        state_dir=tmp_path_factory.mktemp("lab"),
-        broker_port=free_port(),
-        api_port=free_port(),
-        reports_port=free_port(),
-        prometheus_port=None,
+    # Pods wait up to a second before their first container starts: not all at once.
+    with running_lab(
+        tmp_path_factory.mktemp("lab"),
+        fleet=False,
+        pods=True,
+        jitter="uniform(0,1)",
         session_timeout_ms=SESSION_MS,
-    )
-    running = Lab(config)
-    try:
-        # Pods wait up to a second before their first container starts: not all at once.
-        running.start(fleet=False, pods=True, jitter="uniform(0,1)")
+    ) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def cold_started(lab: Lab, name: str, replicas: int, **rollout: Any) -> dict[str, Any]:
