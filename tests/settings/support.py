@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kubernetes import client
 
 from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.clients.settings_reconciling import SettingsTarget
+from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
 NS = "default"
 
@@ -91,3 +94,22 @@ def statefulset() -> dict[str, Any]:
             },
         },
     }
+
+
+def settings_target(bootstrap: str, **changes: Any) -> SettingsTarget:
+    """The `orders` ConsumerGroup's reconcile target on its StatefulSet, with no policy set."""
+    base = SettingsTarget(
+        namespace=NS,
+        name="orders",
+        uid=None,
+        group_id="orders",
+        bootstrap_servers=(bootstrap,),
+        workload_kind=WorkloadKind.STATEFULSET,
+        workload_name="orders-consumer",
+        container=None,
+        protocol_choice=ProtocolChoice.AUTO,
+        profile=None,
+        settings=None,
+        delay=None,
+    )
+    return replace(base, **changes)

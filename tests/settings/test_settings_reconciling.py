@@ -3,15 +3,13 @@ writes, what it reports, and that a second reconcile writes and reports nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-import pytest
-from tests.settings.support import STRIMZI_CRD, crds, statefulset
+from tests.settings.support import STRIMZI_CRD, crds, settings_target, statefulset
 
 from rebalancer.clients.configuring import read_strimzi_delay, read_workload_body
-from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
+from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
 from rebalancer.lab.broker import TansuBroker
@@ -30,35 +28,11 @@ from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 NS = "default"
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
-    with TansuBroker(log_dir=tmp_path_factory.mktemp("tansu")) as running:
-        yield running
-
-
-@pytest.fixture
-def gateway(broker: TansuBroker) -> Iterator[AdminGateway]:
-    admin = AdminGateway(build_client_config([broker.bootstrap], None))
-    yield admin
-    admin.close()
-
-
 def target(broker: TansuBroker, **changes: Any) -> SettingsTarget:
-    base = SettingsTarget(
-        namespace=NS,
-        name="orders",
-        uid=None,
-        group_id="orders",
-        bootstrap_servers=(broker.bootstrap,),
-        workload_kind=WorkloadKind.STATEFULSET,
-        workload_name="orders-consumer",
-        container=None,
-        protocol_choice=ProtocolChoice.AUTO,
-        profile=None,
+    defaults: dict[str, Any] = dict(
         settings=SettingsPolicy(session_timeout_ms=6000, max_poll_interval_ms=60000),
-        delay=None,
     )
-    return replace(base, **changes)
+    return settings_target(broker.bootstrap, **{**defaults, **changes})
 
 
 async def test_settings_are_delivered_once_and_reported(

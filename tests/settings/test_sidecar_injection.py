@@ -3,7 +3,6 @@ template gets, in how many writes, what status and Events say, and the CRD's own
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -11,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from tests.settings.support import crds, statefulset
+from tests.settings.support import crds, settings_target, statefulset
 
 from rebalancer.clients.configuring import read_workload_body
-from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
+from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
 from rebalancer.lab.broker import TansuBroker
@@ -28,44 +27,19 @@ from rebalancer.planning.sidecar_templates import (
 )
 from rebalancer.structs.client_settings import SettingsPolicy
 from rebalancer.structs.enforce_policy import SidecarPolicy
-from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
+from rebalancer.structs.specs import WorkloadKind
 
 NS = "default"
 ROOT = Path(__file__).resolve().parents[2]
 INJECT = SidecarPolicy(inject=True, port=8091, token_secret="orders-token")
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
-    with TansuBroker(log_dir=tmp_path_factory.mktemp("tansu")) as running:
-        yield running
-
-
-@pytest.fixture
-def gateway(broker: TansuBroker) -> Iterator[AdminGateway]:
-    admin = AdminGateway(build_client_config([broker.bootstrap], None))
-    yield admin
-    admin.close()
-
-
 def target(broker: TansuBroker, **changes: Any) -> SettingsTarget:
-    base = SettingsTarget(
-        namespace=NS,
-        name="orders",
-        uid=None,
-        group_id="orders",
-        bootstrap_servers=(broker.bootstrap,),
-        workload_kind=WorkloadKind.STATEFULSET,
-        workload_name="orders-consumer",
-        container=None,
-        protocol_choice=ProtocolChoice.AUTO,
-        profile=None,
-        settings=None,
-        delay=None,
+    defaults: dict[str, Any] = dict(
         sidecar=INJECT,
         sidecar_options=SidecarOptions(image="ghcr.io/rebalancer-dev/rebalancer:9.9"),
     )
-    return replace(base, **changes)
+    return settings_target(broker.bootstrap, **{**defaults, **changes})
 
 
 async def workload(kube: KubernetesApi) -> dict[str, Any]:
