@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -16,6 +17,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from rebalancer.lab.processes import ChildProcess
 from rebalancer.lab.running import Lab, LabConfig
 
 T = TypeVar("T")
@@ -160,3 +162,20 @@ def consumer_log_generations(path: Path) -> set[int]:
                 if value.lstrip("-").isdigit() and int(value) >= 0:
                     found.add(int(value))
     return found
+
+
+def incarnations(lab: Lab, pod: str, namespace: str = "default") -> int:
+    """How many times the lab's kubelet has run `pod` (one log directory per pod uid)."""
+    return len(list((lab.config.state_dir / "logs" / "pods").glob(f"{namespace}_{pod}_*")))
+
+
+def restart_operator(lab: Lab) -> None:
+    """SIGKILL, as a node failure would, and the same command again."""
+    old = lab.operator
+    assert old is not None and old.process is not None
+    old.process.send_signal(signal.SIGKILL)
+    old.process.wait(timeout=10)
+    old.stop()
+    fresh = ChildProcess(old.name, old.argv, old.log_path)
+    fresh.start()
+    lab.operator = fresh

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,12 +23,13 @@ from tests.e2e.support import (
     events_for,
     eventually,
     get_cg,
+    incarnations,
     kubectl,
+    restart_operator,
     running_lab,
 )
 
 from rebalancer.lab.kube.objects import parse_time
-from rebalancer.lab.processes import ChildProcess
 from rebalancer.lab.producer import ensure_topic
 from rebalancer.lab.running import Lab
 from rebalancer.planning.gate_templates import GateOptions, gate_container
@@ -119,22 +119,6 @@ def pod_logs(lab: Lab, pod: str) -> list[Path]:
     root = lab.config.state_dir / "logs" / "pods"
     dirs = sorted(root.glob(f"{NS}_{pod}_*"), key=lambda path: path.stat().st_mtime)
     return [log for found in dirs for log in sorted((found / "consumer").glob("*.log"))]
-
-
-def incarnations(lab: Lab, pod: str) -> int:
-    return len(list((lab.config.state_dir / "logs" / "pods").glob(f"{NS}_{pod}_*")))
-
-
-def restart_operator(lab: Lab) -> None:
-    """SIGKILL, as a node failure would, and the same command again."""
-    old = lab.operator
-    assert old is not None and old.process is not None
-    old.process.send_signal(signal.SIGKILL)
-    old.process.wait(timeout=10)
-    old.stop()
-    fresh = ChildProcess(old.name, old.argv, old.log_path)
-    fresh.start()
-    lab.operator = fresh
 
 
 def test_a_managed_cold_start_costs_exactly_one_rebalance(lab: Lab) -> None:

@@ -20,7 +20,6 @@ from typing import Any
 from kubernetes import client
 from tests.e2e.support import condition, consumer_group, events_for, get_cg, kubectl
 
-from rebalancer.lab.processes import ChildProcess
 from rebalancer.lab.running import Lab
 from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer.planning.workload_views import view_workload
@@ -134,22 +133,6 @@ def workload_of(lab: Lab, name: str) -> WorkloadView:
     body = json.loads(raw.data)
     body.setdefault("kind", "StatefulSet")
     return view_workload(body, pods_of(lab, name))
-
-
-def incarnations(lab: Lab, pod: str) -> int:
-    return len(list((lab.config.state_dir / "logs" / "pods").glob(f"{NS}_{pod}_*")))
-
-
-def restart_operator(lab: Lab) -> None:
-    """SIGKILL, as a node failure would, and the same command again."""
-    old = lab.operator
-    assert old is not None and old.process is not None
-    old.process.send_signal(signal.SIGKILL)
-    old.process.wait(timeout=10)
-    old.stop()
-    fresh = ChildProcess(old.name, old.argv, old.log_path)
-    fresh.start()
-    lab.operator = fresh
 
 
 def consumer_pid(lab: Lab, pod: str) -> int | None:

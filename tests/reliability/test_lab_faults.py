@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import time
 import urllib.request
 import uuid
@@ -24,6 +23,7 @@ from tests.e2e.support import (
     eventually,
     get_cg,
     kubectl,
+    restart_operator,
     statefulset,
 )
 from tests.reliability.strategies import SLOW_PATTERNS
@@ -35,18 +35,6 @@ from rebalancer.lab.running import Lab
 pytestmark = pytest.mark.e2e
 SECRET = f"planted-{uuid.uuid4().hex}"
 USERNAME = f"user-{uuid.uuid4().hex[:8]}"
-
-
-def restart_operator(lab: Lab) -> None:
-    """SIGKILL, as a node failure would, and the same command again."""
-    old = lab.operator
-    assert old is not None and old.process is not None
-    old.process.send_signal(signal.SIGKILL)
-    old.process.wait(timeout=10)
-    old.stop()
-    fresh = ChildProcess(old.name, old.argv, old.log_path)
-    fresh.start()
-    lab.operator = fresh
 
 
 def ready(lab: Lab, name: str, members: int) -> dict[str, Any] | None:

@@ -26,7 +26,9 @@ from tests.e2e.support import (
     eventually,
     free_port,
     get_cg,
+    incarnations,
     kubectl,
+    restart_operator,
     running_lab,
 )
 from tests.reliability.ledgers import delivered, numbered_producer, recorded, summarize
@@ -42,11 +44,9 @@ from tests.reliability.rollout_fleets import (
     fleet,
     group_of,
     hard_kill,
-    incarnations,
     managed,
     patch_rollout,
     pods_of,
-    restart_operator,
     rollout_of,
 )
 
