@@ -85,3 +85,12 @@ def test_concurrent_first_writes_keep_every_field(kube: KubernetesApi) -> None:
     asyncio.run(every())
     for name in names:
         assert set(status(kube, name)) == {"group", "conditions"}, name
+
+
+def test_the_first_write_keeps_fields_whose_value_is_null(kube: KubernetesApi) -> None:
+    # status.learning.lastAppliedTime is null until a recommendation is applied; a merge patch
+    # creating /status would have dropped it (null deletes in a merge patch).
+    create(kube, "orders")
+    learning = {"action": "show", "lastAppliedTime": None}
+    asyncio.run(patch_status(kube, "default", "orders", {}, {"learning": learning}))
+    assert status(kube, "orders") == {"learning": learning}

@@ -57,26 +57,34 @@ async def patch_status(
     # Field by field even when our snapshot has no status: the create handler and the observer
     # both start from the new resource's empty status, and whichever added /status whole last
     # wiped the other's fields (status.group was missing for one observe interval on 22 of 50
-    # new ConsumerGroups in bench/scale.py). /status is written whole only when it is not there.
+    # new ConsumerGroups in bench/scale.py). /status is created, empty, only when it is not there.
     try:
         await _json_patch_status(api, namespace, name, _field_ops(new_fields))
     except ApiException as error:
         if error.status == 404:
             raise ResourceGone(f"{namespace}/{name}") from None
-        if error.status == 422:
-            # No /status yet, or it vanished (a replace by the user). A merge patch creates it and,
-            # should another handler create it in the meantime, keeps that handler's fields.
-            await asyncio.to_thread(
-                api.custom.patch_namespaced_custom_object_status,
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
-                name,
-                {"status": dict(new_fields)},
-                _content_type=MERGE_PATCH,
-            )
-            return
+        if error.status != 422:
+            raise
+    else:
+        return
+    # No /status yet, or it vanished (a replace by the user). An empty merge patch creates it
+    # and keeps whatever another handler wrote meanwhile; the fields then go in as JSON patches,
+    # because a merge patch would drop every field whose value is null (null means "delete").
+    try:
+        await asyncio.to_thread(
+            api.custom.patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            {"status": {}},
+            _content_type=MERGE_PATCH,
+        )
+        await _json_patch_status(api, namespace, name, _field_ops(new_fields))
+    except ApiException as error:
+        if error.status == 404:
+            raise ResourceGone(f"{namespace}/{name}") from None
         raise
 
 
