@@ -17,7 +17,9 @@ from rebalancer.lab.running import Lab
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
+# Function scope, though there is one test: a rerun then starts from a fresh lab. With a module
+# scope it would find the new settings already applied and wait for a rollout that never comes.
+@pytest.fixture
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     with running_lab(
         tmp_path_factory.mktemp("lab"),
@@ -84,7 +86,11 @@ def test_a_settings_change_reaches_every_pod_in_batches(lab: Lab) -> None:
         done = len(fresh) == 3 and all(
             f"settings-hash={settings['hash']}" in settings_line(lab, p) for p in fresh.values()
         )
-        return fresh if done else None
+        # Raised rather than returned so that a timeout shows where the rollout stood.
+        status = get_cg(lab, "orders").get("status") or {}
+        rollout, group = status.get("rollout"), status.get("group")
+        assert done, f"restarted {sorted(fresh)}; rollout {rollout}; group {group}"
+        return fresh
 
     fresh = eventually(all_restarted, 150, "every pod restarted with the new settings")
     for name, pod in fresh.items():
