@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from rebalancer.clients.enforcing import SidecarClient
@@ -26,3 +27,12 @@ class Dependencies:
     # The observer's latest snapshot and rebalance count per (namespace, name), for the rollouts.
     latest_groups: dict[tuple[str, str], tuple[GroupSnapshot, int]] = field(default_factory=dict)
     server: ReportServer | None = None
+    # Set when a settings write changed what the rollout planner looks at (a Deployment paused
+    # for it, say): its daemon then steps at once instead of at its next resting poll.
+    rollout_wakeups: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
+
+    def rollout_wakeup(self, namespace: str, name: str) -> asyncio.Event:
+        event = self.rollout_wakeups.get((namespace, name))
+        if event is None:
+            event = self.rollout_wakeups[(namespace, name)] = asyncio.Event()
+        return event

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import replace
@@ -148,21 +149,38 @@ async def roll_out(
     **_: Any,
 ) -> None:
     deps: Dependencies = memo.deps
-    namespace = namespace or "default"
+    try:
+        await _roll_out_forever(deps, body, namespace or "default", name, stopped)
+    finally:
+        deps.rollout_wakeups.pop((namespace or "default", name), None)
+
+
+async def _roll_out_forever(
+    deps: Dependencies, body: kopf.Body, namespace: str, name: str, stopped: kopf.DaemonStopped
+) -> None:
     state = RolloutState.from_status((body.get("status") or {}).get("rollout"))
     written: dict[str, Any] | None = None
     managed = False
+    hold_checked = False
+    wakeup = deps.rollout_wakeup(namespace, name)
     while not stopped:
+        wakeup.clear()
         try:
             spec = parse_spec(body.get("spec"))
             policy = rollout_policy(body)
         except SpecInvalid:
             await stopped.wait(5)  # validate() reports it; look again for the user's fix
             continue
-        if not policy.enabled and not managed and state.phase.value == "Idle" and not state.parked:
-            # Never managed: nothing to hand back, and the workload stays the user's alone.
-            await stopped.wait(RESTING_POLL_SECONDS)
-            continue
+        resting = state.phase.value == "Idle" and not state.parked and not state.holding_deployment
+        if not policy.enabled and not managed and resting:
+            if hold_checked or not await _held_for_rollout(deps, namespace, spec):
+                # Never managed: nothing to hand back, and the workload stays the user's alone.
+                hold_checked = True
+                await _sleep_or_wake(stopped, wakeup, RESTING_POLL_SECONDS)
+                continue
+            # Paused by a settings write for a planner turned off before it took the hold
+            # over (with the operator restarted meanwhile): this step hands it back.
+            hold_checked = True
         managed = policy.enabled
         stepped = await _step_once(deps, body, namespace, name, state, policy, spec)
         if stepped is None:
@@ -206,7 +224,28 @@ async def roll_out(
         waits = [action.until for action in actions if isinstance(action, Wait)]
         if waits:
             delay = min(delay, max(min(waits) - time.time(), 0.2))
-        await stopped.wait(delay)
+        await _sleep_or_wake(stopped, wakeup, delay)
+
+
+async def _held_for_rollout(deps: Dependencies, namespace: str, spec: ConsumerGroupSpec) -> bool:
+    """Whether the workload is a Deployment paused by the operator for the rollout planner."""
+    if spec.workload.kind is not WorkloadKind.DEPLOYMENT:
+        return False
+    try:
+        workload = await read_workload(deps.kube, namespace, spec.workload.kind, spec.workload.name)
+    except Exception:  # the API may be briefly away; the hand-back waits for a managed step
+        return False
+    return workload is not None and workload.paused and workload.held_for_rollout
+
+
+async def _sleep_or_wake(stopped: kopf.DaemonStopped, wakeup: asyncio.Event, delay: float) -> None:
+    """Sleep `delay`, but no longer than until the daemon stops or a settings write wakes it."""
+    waiting = {asyncio.ensure_future(stopped.wait(delay)), asyncio.ensure_future(wakeup.wait())}
+    try:
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in waiting:
+            task.cancel()
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)

@@ -139,6 +139,7 @@ async def _reconcile(
             await patch_status(deps.kube, namespace, name, status, {"settings": settings})
         except ResourceGone:
             return
+        deps.rollout_wakeup(namespace, name).set()
     if outcome.retry_after is not None:
         raise kopf.TemporaryError("the workload changed meanwhile", delay=outcome.retry_after)
 

@@ -1,0 +1,201 @@
+"""The operator's rollout daemon against the API emulator: woken by a settings write instead of
+waiting out its resting poll, and handing back a Deployment paused for a planner that was
+turned off before it took the hold over (an operator restarted in between)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import kopf
+import pytest
+from kubernetes import client
+
+from rebalancer.clients.enforcing import SidecarClient
+from rebalancer.clients.kafka_admin import AdminPool
+from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.clients.receiving import ReportHub
+from rebalancer.clients.recommending import RecommendationReader
+from rebalancer.clients.recording import HistoryRecorder
+from rebalancer.handlers import rollouts
+from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.lab.manifests import crds
+from rebalancer.settings import OperatorSettings
+from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION
+
+NS, NAME, WORKLOAD = "default", "web", "web-consumer"
+GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
+
+
+class Stopped:
+    """What kopf hands a daemon: false until it is to stop, and a wait that ends early then."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def __bool__(self) -> bool:
+        return self.event.is_set()
+
+    async def wait(self, timeout: float | None = None) -> None:  # noqa: ASYNC109  (kopf's own)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.event.wait(), timeout)
+
+
+@pytest.fixture(autouse=True)
+def posted(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The daemon's Events, kept here: posting them needs kopf's running operator."""
+    kept: list[Any] = []
+    monkeypatch.setattr(rollouts, "_post", lambda _body, actions: kept.extend(actions))
+    return kept
+
+
+def dependencies(kube: KubernetesApi, tmp_path: Path) -> Dependencies:
+    return Dependencies(
+        settings=OperatorSettings(history_dir=str(tmp_path / "history")),
+        kube=kube,
+        pool=AdminPool(),
+        hub=ReportHub(),
+        recorder=HistoryRecorder(str(tmp_path / "history")),
+        sidecars=SidecarClient(),
+        recommender=RecommendationReader(None),
+    )
+
+
+def install(kube: KubernetesApi, rollout: dict[str, Any]) -> kopf.Body:
+    extensions = client.ApiextensionsV1Api(kube.api_client)
+    for crd in crds():
+        extensions.create_custom_resource_definition(crd)
+    container = {"name": "consumer", "image": "x", "command": ["sleep", "3600"]}
+    kube.apps.create_namespaced_deployment(
+        NS,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": WORKLOAD},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": WORKLOAD}},
+                "template": {
+                    "metadata": {"labels": {"app": WORKLOAD}},
+                    "spec": {"containers": [container]},
+                },
+            },
+        },
+    )
+    caught_up(kube)
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ConsumerGroup",
+        "metadata": {"name": NAME, "namespace": NS},
+        "spec": {
+            "groupId": NAME,
+            "kafka": {"bootstrapServers": ["kafka:9092"]},
+            "subscription": {"topics": [NAME]},
+            "workload": {"kind": "Deployment", "name": WORKLOAD},
+            "policy": {"rollout": rollout},
+        },
+    }
+    for attempt in range(50):
+        try:
+            created = kube.custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body)
+            return kopf.Body(created)
+        except client.ApiException as error:
+            if error.status != 404 or attempt == 49:  # the CRD is served a moment later
+                raise
+            time.sleep(0.1)
+    raise AssertionError("unreachable")
+
+
+def hold(kube: KubernetesApi, image: str) -> None:
+    """What the settings write does to a Deployment under managed rollouts (rollout_holds)."""
+    patch = {
+        "metadata": {"annotations": {ROLLOUT_HOLD_ANNOTATION: "true"}},
+        "spec": {
+            "paused": True,
+            "template": {"spec": {"containers": [{"name": "consumer", "image": image}]}},
+        },
+    }
+    kube.apps.patch_namespaced_deployment(WORKLOAD, NS, patch)
+    caught_up(kube)
+
+
+def caught_up(kube: KubernetesApi) -> None:
+    """The Deployment controller's part: it has seen the latest spec (no pods at 0 replicas)."""
+    generation = deployment(kube)["metadata"]["generation"]
+    status = {"status": {"observedGeneration": generation, "replicas": 0}}
+    kube.apps.patch_namespaced_deployment_status(WORKLOAD, NS, status)
+
+
+def deployment(kube: KubernetesApi) -> dict[str, Any]:
+    got = kube.apps.read_namespaced_deployment(WORKLOAD, NS, _preload_content=False)
+    return cast(dict[str, Any], json.loads(got.data))
+
+
+def rollout_status(kube: KubernetesApi) -> dict[str, Any]:
+    got = kube.custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, NAME)
+    return dict((got.get("status") or {}).get("rollout") or {})
+
+
+async def until(probe: Callable[[], bool], limit: float) -> float:
+    started = time.monotonic()
+    while not probe():
+        if time.monotonic() - started > limit:
+            raise AssertionError(f"not within {limit} s")
+        await asyncio.sleep(0.1)
+    return time.monotonic() - started
+
+
+def handed_back(kube: KubernetesApi) -> bool:
+    got = deployment(kube)
+    annotations = got["metadata"].get("annotations") or {}
+    return not got["spec"].get("paused") and ROLLOUT_HOLD_ANNOTATION not in annotations
+
+
+async def test_a_deployment_held_for_a_planner_turned_off_meanwhile_is_handed_back(
+    kube: KubernetesApi, tmp_path: Path
+) -> None:
+    # Rollouts off (no `enabled`), and a hold the planner never took over: the settings write
+    # paused the Deployment, then the user turned rollouts off while the operator was down.
+    body = install(kube, {"maxBatchSize": 1})
+    hold(kube, "y")
+    assert not handed_back(kube)
+    deps = dependencies(kube, tmp_path)
+    stopped = Stopped()
+    daemon = asyncio.create_task(
+        rollouts._roll_out_forever(deps, body, NS, NAME, cast(kopf.DaemonStopped, stopped))
+    )
+    try:
+        await until(lambda: handed_back(kube), 20)
+        assert deployment(kube)["spec"]["template"]["spec"]["containers"][0]["image"] == "y"
+    finally:
+        stopped.event.set()
+        await asyncio.wait_for(daemon, 10)
+
+
+async def test_a_settings_write_wakes_the_rollout_daemon_at_rest(
+    kube: KubernetesApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A resting poll far longer than the bound below: only the wake-up can meet it.
+    monkeypatch.setattr(rollouts, "RESTING_POLL_SECONDS", 120.0)
+    body = install(kube, {"enabled": True, "maxBatchSize": 1})
+    deps = dependencies(kube, tmp_path)
+    stopped = Stopped()
+    daemon = asyncio.create_task(
+        rollouts._roll_out_forever(deps, body, NS, NAME, cast(kopf.DaemonStopped, stopped))
+    )
+    try:
+        await until(lambda: bool(rollout_status(kube)), 20)  # the first step, then at rest
+        await asyncio.sleep(1.0)
+        hold(kube, "y")
+        deps.rollout_wakeup(NS, NAME).set()  # what the settings handler does after its write
+        taken = await until(lambda: handed_back(kube), 20)
+        assert taken < 10, f"the held Deployment was taken over only after {taken:.1f} s"
+        assert not daemon.done(), daemon
+    finally:
+        stopped.event.set()
+        await asyncio.wait_for(daemon, 10)
