@@ -67,6 +67,7 @@ FILE_SCHEMA = pa.schema(
         ("assignor", pa.string()),
         ("static_membership", pa.bool_()),
         ("batch_size", pa.int32()),
+        ("record_key", pa.string()),
     ],
     metadata={VERSION_KEY: str(HISTORY_SCHEMA_VERSION).encode()},
 )
@@ -155,6 +156,37 @@ class HistoryRecorder:
         if self.root is None or not batch:
             return
         await asyncio.to_thread(self._write, batch)
+
+    async def recorded_keys(self, namespace: str, days: Iterable[str]) -> set[str]:
+        """The record keys already written for `namespace` on `days` (YYYY-MM-DD)."""
+        if self.root is None:
+            return set()
+        return await asyncio.to_thread(recorded_keys, self.root, namespace, sorted(set(days)))
+
+
+def recorded_keys(root: str | os.PathLike[str], namespace: str, days: Iterable[str]) -> set[str]:
+    """Record keys under ROOT's partitions of `namespace` on `days`: only that column is read,
+    so an operator that starts again can tell the facts it wrote before from new ones."""
+    filesystem, base = open_store(root)
+    files: list[str] = []
+    for day in days:
+        directory = f"{base}/date={day}/namespace={namespace}"
+        if filesystem.exists(directory):
+            found = filesystem.glob(f"{directory}/*.parquet")
+            files += [path for path in found if not Path(path).name.startswith((".", "_"))]
+    if not files:
+        return set()
+    # Files written before keys existed lack the column: it reads as nulls.
+    schema = pa.schema([FILE_SCHEMA.field("record_key")])
+    keys: set[str] = set()
+    for path in files:
+        try:
+            table = ds.dataset(path, filesystem=filesystem, format="parquet", schema=schema)
+            column = table.to_table().column("record_key").to_pylist()
+        except Exception:  # a damaged or foreign file holds none of ours
+            continue
+        keys.update(str(key) for key in column if key is not None)
+    return keys
 
 
 def history_files(root: str | os.PathLike[str]) -> tuple[fsspec.AbstractFileSystem, list[str]]:

@@ -1,14 +1,22 @@
-"""Closing the loop: the learning job's recommendation, shown or applied per policy."""
+"""Closing the loop: the learning job's recommendation, shown or applied per policy; and the
+pod records of the history the job learns from."""
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import kopf
 
-from rebalancer.clients.patching import patch_policy
+from rebalancer.clients.patching import patch_policy, workload_exists
+from rebalancer.clients.recording import day_of
+from rebalancer.clients.rolling import read_workload
 from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.planning.history_pods import PodRecordContext, PodTracking, track_pods
+from rebalancer.planning.history_records import RecordedJoin
 from rebalancer.planning.recommendation_policies import (
     applied_at,
     nothing_to_apply,
@@ -21,7 +29,13 @@ from rebalancer.planning.recommendations import (
     render_learning_status,
 )
 from rebalancer.planning.statuses import rfc3339
+from rebalancer.structs.history import RebalanceEvent
 from rebalancer.structs.specs import ConsumerGroupSpec
+
+logger = logging.getLogger(__name__)
+# The workload's pods are listed at most this often, for the pod records (an observation
+# in between only checks that the workload exists, as it did before).
+POD_LOOK_SECONDS = 5.0
 
 
 async def learning_status(
@@ -54,3 +68,66 @@ async def learning_status(
             decision = nothing_to_apply(decision)
     rendered = render_learning_status(decision, recommendation, rfc3339(last) if last else None)
     return rendered, last
+
+
+@dataclass
+class PodWatch:
+    """One group's pod-start and pod-stop records (planning.history_pods), from the workload
+    the observer reads anyway: each look reads the workload and lists its pods, which also
+    answers whether it exists. The first look of a process checks the store for the keys it
+    would write, so an operator that restarts writes no fact twice."""
+
+    tracking: PodTracking = field(default_factory=PodTracking)
+    looked_at: float | None = None  # time.monotonic() of the last look
+
+    async def look(
+        self,
+        deps: Dependencies,
+        namespace: str,
+        spec: ConsumerGroupSpec,
+        *,
+        context: PodRecordContext,
+        joins: Sequence[RecordedJoin],
+    ) -> tuple[list[RebalanceEvent], bool]:
+        """(pod records to write, whether the workload exists)."""
+        kind, name = spec.workload.kind, spec.workload.name
+        due = self.looked_at is None or time.monotonic() - self.looked_at >= POD_LOOK_SECONDS
+        if not spec.policy.history_enabled or not due:
+            exists = await workload_exists(deps.kube, namespace, kind.value, name)
+            if not spec.policy.history_enabled:
+                return [], exists
+            events, self.tracking = track_pods(
+                self.tracking, None, now=time.time(), context=context, joins=joins
+            )
+            return events, exists
+        workload = await read_workload(deps.kube, namespace, kind, name)
+        self.looked_at = time.monotonic()
+        first = not self.tracking.looked
+        pods = () if workload is None else workload.pods
+        stopped = dict(deps.hub.book(spec.group_id).stopped_at)
+        events, self.tracking = track_pods(
+            self.tracking, pods, now=time.time(), context=context, joins=joins, stopped=stopped
+        )
+        if first:
+            events = await self._unwritten(deps, namespace, events)
+        return events, workload is not None
+
+    async def _unwritten(
+        self, deps: Dependencies, namespace: str, events: list[RebalanceEvent]
+    ) -> list[RebalanceEvent]:
+        """Drop what an earlier process wrote already: the facts of a first look are all that
+        can have been (each later fact happens after this look)."""
+        candidates = [*events, *self.tracking.waiting]
+        if not candidates:
+            return events
+        days = {day_of(event.detected_at) for event in candidates}
+        try:
+            written = await deps.recorder.recorded_keys(namespace, days)
+        except Exception as error:  # the store may be away: readers drop repeats anyway
+            logger.warning("%s: reading the history's record keys failed: %s", namespace, error)
+            return events
+        if not written:
+            return events
+        waiting = tuple(e for e in self.tracking.waiting if e.record_key not in written)
+        self.tracking = replace(self.tracking, waiting=waiting)
+        return [event for event in events if event.record_key not in written]

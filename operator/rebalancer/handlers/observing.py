@@ -17,11 +17,12 @@ from rebalancer import metrics
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kafka_config import build_client_config
 from rebalancer.clients.kafka_errors import KafkaRequestFailed, KafkaUnavailable
-from rebalancer.clients.patching import ResourceGone, patch_status, workload_exists
+from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
 from rebalancer.handlers.dependencies import Dependencies
-from rebalancer.handlers.learning import learning_status
+from rebalancer.handlers.learning import PodWatch, learning_status
 from rebalancer.planning.backoff import backoff_delay
+from rebalancer.planning.history_pods import PodRecordContext
 from rebalancer.planning.history_records import (
     JoinContext,
     JoinTracking,
@@ -89,6 +90,7 @@ class Observer:
     last_written: dict[str, Any] = field(default_factory=dict)
     last_written_at: float = 0.0
     joins: JoinTracking = field(default_factory=JoinTracking)
+    pods: PodWatch = field(default_factory=PodWatch)
     learning_applied_at: float | None = None
     # Rebalances detected but not written yet: their late members may still report.
     unwritten: list[RebalanceEvent] = field(default_factory=list)
@@ -158,16 +160,23 @@ class Observer:
         oldest = min((e.generation for e in waiting if e.generation is not None), default=0)
         settled = book.generations_after(oldest - 1)
         ready, self.unwritten = settle_rebalances(waiting, settled, self.joins, now)
-        ready = enrich_rebalances(ready, settled, self.joins, in_force, total)
+        ready = enrich_rebalances(
+            ready, settled, self.joins, in_force, total, book.stalls.tallies()
+        )
+        join_context = JoinContext(self.namespace, self.name, spec.group_id, context.cluster)
+        pod_context = PodRecordContext(
+            join_context, snapshot.members, snapshot.state, total, in_force
+        )
+        pod_records, found = await self.pods.look(
+            self.deps, self.namespace, spec, context=pod_context, joins=self.joins.recent
+        )
         if spec.policy.history_enabled:
-            await self.deps.recorder.record([*joins, *ready])
+            await self.deps.recorder.record([*joins, *pod_records, *ready])
         for event in events:
             kopf.info(body, reason="Rebalance", message=event.describe())
             metrics.record_rebalance(self.namespace, self.name, event.cause.value)
         conditions = observed_conditions(snapshot)
-        if not await workload_exists(
-            self.deps.kube, self.namespace, spec.workload.kind.value, spec.workload.name
-        ):
+        if not found:
             message = (
                 f"{spec.workload.kind.value} {self.namespace}/{spec.workload.name} not found; "
                 "create it or fix spec.workload.name"

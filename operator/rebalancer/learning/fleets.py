@@ -312,6 +312,7 @@ def _table(fleet: Fleet, columns: _Columns) -> pa.Table:
         "assignor": constant(fleet.assignor, pa.string()),
         "static_membership": constant(fleet.static, pa.bool_()),
         "batch_size": constant(fleet.batch_size or fleet.members, pa.int32()),
+        "record_key": constant(None, pa.string()),
     }
     table = pa.table(data, schema=FILE_SCHEMA)
     days = (at // DAY_S).astype(np.int64).astype("datetime64[D]").astype(str)

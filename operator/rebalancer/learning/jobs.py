@@ -228,17 +228,33 @@ def estimate(history: DataFrame) -> Estimates:
         "assignor",
         "static_membership",
         "batch_size",
+        "source",
+        "record_key",
     ]
     events = history.filter(sf.col("schema_version") <= HISTORY_SCHEMA_VERSION).select(*wanted)
     events = events.filter(sf.col("group_id").isNotNull() & sf.col("cluster").isNotNull())
+    # A fact written twice (an operator that restarted before it knew it had written it) has
+    # one key: keep one row of it. Rows without a key (older files, rebalances) are each one.
+    keyed = events.filter(sf.col("record_key").isNotNull()).dropDuplicates(["record_key"])
+    events = events.filter(sf.col("record_key").isNull()).unionByName(keyed)
     for column in ("namespace", "name"):
         events = events.withColumn(column, sf.coalesce(sf.col(column), sf.lit("")))
     # Five aggregations read the same rows: read the files once.
     events = events.persist(StorageLevel.MEMORY_AND_DISK)
 
     joins = events.filter(sf.col("record_type") == "member-join")
-    starts = events.filter(sf.col("record_type") == "pod-start")
     batch_key = [*KEY, "batch_id", "member"]
+    # A pod the stagger released has two starts in its batch: its release (source
+    # "operator"), which its latency counts from, and its container's start (source
+    # "kubernetes"); a pod started outside the stagger has the container's start only.
+    first_start = Window.partitionBy(*batch_key).orderBy(
+        (sf.col("source") == "operator").desc(), sf.col("detected_at")
+    )
+    starts = (
+        events.filter(sf.col("record_type") == "pod-start")
+        .withColumn("start_rank", sf.row_number().over(first_start))
+        .filter(sf.col("start_rank") == 1)
+    )
     paired = (
         joins.filter(sf.col("batch_id").isNotNull())
         .select(*batch_key, sf.col("detected_at").alias("join_at"))

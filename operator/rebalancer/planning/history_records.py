@@ -3,7 +3,8 @@ each join belongs to, and the settings in force. Pure.
 
 A join is a member's first `assigned` report under a new member id (structs.reports.MemberJoin):
 the end of its first JoinGroup and SyncGroup, by its own clock. A pod the stagger released also
-gets a pod-start record at its batch's release, the moment its start-up latency counts from.
+gets a pod-start record at its batch's release, the moment its start-up latency counts from
+(every container's own starts and stops come from Kubernetes: planning.history_pods).
 Joins are grouped so the learning job can measure how far apart the pods of one start-up
 joined: inside a rollout by the stagger batch that released the pod; outside rollouts by
 start-up burst, a run of joins each less than BURST_GAP_SECONDS after the previous one (a cold
@@ -24,6 +25,7 @@ from rebalancer.structs.history import (
     SettingsInForce,
     member_event,
 )
+from rebalancer.structs.history_stalls import StallTally
 from rebalancer.structs.reports import GenerationSighting, MemberJoin, MemberReport
 
 # Pods released together join within seconds of each other (their start-up latencies); a join
@@ -55,6 +57,9 @@ class RecordedJoin:
     # When its start-up began: the release of its stagger batch, or else the first join of
     # its burst.
     first_at: float
+    # Its record's batch (stagger batch or start-up burst) and rollout.
+    batch_id: str | None = None
+    rollout_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -206,7 +211,11 @@ def track_joins(
             )
         )
         start = first_at if released is None else min(released, first_at)
-        recent.append(RecordedJoin(join.identity, join.generation, join.at, start))
+        recent.append(
+            RecordedJoin(
+                join.identity, join.generation, join.at, start, tracking.burst_id, rollout_id
+            )
+        )
     return events, replace(tracking, recent=tuple(recent[-REMEMBERED_JOINS:]))
 
 
@@ -216,20 +225,31 @@ def enrich_rebalances(
     tracking: JoinTracking,
     settings: SettingsInForce,
     partitions: int | None,
+    stalls: Mapping[int, StallTally] | None = None,
 ) -> list[RebalanceEvent]:
     """Rebalance records with their joins, start, time to Stable and settings in force.
 
     A rebalance that members joined started with their start-up (the release of their stagger
     batch, or else the first join of their burst), and was over when the last member of its
     generation reported it: that span is its time to Stable. Without joins (leaves, rejoins,
-    broker-only sightings) start and time to Stable stay unknown. The stop-the-world estimate
-    is given for a start-up from an empty group only.
+    broker-only sightings) start and time to Stable stay unknown.
+
+    Stop-the-world: a start-up from an empty group kept every partition waiting its whole time
+    to Stable. For a group that was consuming, the partition-seconds between each partition's
+    release (a member's revoked, lost or stopped report) and its assignment in this generation
+    (`stalls`, structs.history_stalls); unknown when a partition's release was never reported
+    (its owner crashed, or the operator started after it) or no member reported the generation.
     """
     by_generation = {sighting.generation: sighting for sighting in sightings}
+    tallies = stalls or {}
     enriched: list[RebalanceEvent] = []
     for event in events:
         updated = replace(event, settings=settings, partitions=event.partitions or partitions)
         sighting = by_generation.get(event.generation) if event.generation is not None else None
+        tally = tallies.get(event.generation) if event.generation is not None else None
+        if sighting is not None and tally is not None:
+            estimate = tally.estimate(updated.partitions)
+            updated = replace(updated, stop_the_world_partition_s=estimate)
         joiners = [
             join
             for join in tracking.recent
@@ -242,8 +262,7 @@ def enrich_rebalances(
             stable_ms = (sighting.last_at - started) * 1000.0
             known = stable_ms >= 0
             # A group that was empty consumed nothing from its start-up until every member was
-            # assigned: every partition waited the whole time to Stable. Once a group consumes,
-            # what a rebalance stops depends on revocations the reports do not time: unknown.
+            # assigned: every partition waited the whole time to Stable.
             from_empty = not event.left and set(event.joined) >= sighting.members
             stalled = updated.partitions if from_empty and known else None
             updated = replace(
@@ -251,10 +270,14 @@ def enrich_rebalances(
                 started_at=started,
                 join_offsets_ms=offsets,
                 time_to_stable_ms=round(stable_ms, 3) if known else None,
-                stop_the_world_partition_s=(
-                    None if stalled is None else round(stalled * stable_ms / 1000.0, 3)
-                ),
             )
+            if from_empty:
+                updated = replace(
+                    updated,
+                    stop_the_world_partition_s=(
+                        None if stalled is None else round(stalled * stable_ms / 1000.0, 3)
+                    ),
+                )
         enriched.append(updated)
     return enriched
 

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rebalancer.planning.history_pods import pod_lifecycle
 from rebalancer.structs.gates import (
     GATE_ANNOTATION,
     GATE_BATCH_ANNOTATION,
@@ -141,6 +142,7 @@ def view_pod(pod: Raw, workload: str, kind: WorkloadKind, revision: str) -> PodV
         terminating=metadata.get("deletionTimestamp") is not None
         or phase in ("Succeeded", "Failed"),
         created_at=parse_timestamp(metadata.get("creationTimestamp")) or 0.0,
+        lifecycle=pod_lifecycle(pod),
     )
 
 

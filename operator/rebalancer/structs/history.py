@@ -31,10 +31,12 @@ class RecordType(StrEnum):
     """What a history record stands for; every type shares the one table schema."""
 
     REBALANCE = "rebalance"
-    # A consumer pod's container started: the stagger released it, or Kubernetes restarted it.
+    # A consumer pod's container started: the stagger released it (source "operator", at the
+    # release), or Kubernetes says it started (source "kubernetes", at its startedAt).
     POD_START = "pod-start"
-    # A pod stopped: `departure` says whether it left the group cleanly ("leave") or just
-    # stopped heartbeating ("crash"); the learning job pairs it with the member's next join.
+    # A pod's consumer stopped: `departure` says whether it was told to ("leave": the pod was
+    # deleted, or the container exited 0) or crashed ("crash": any other exit), or None when
+    # unknown; the learning job pairs it with the member's next join.
     POD_STOP = "pod-stop"
     # A member's first assignment under a new member id: the end of its first JoinGroup and
     # SyncGroup after a start (structs.reports.MemberJoin).
@@ -90,6 +92,9 @@ class RebalanceEvent:
     batch_id: str | None = None
     rollout_id: str | None = None
     settings: SettingsInForce = field(default_factory=SettingsInForce)
+    # The same fact always gets the same key (pod records: "pod-start/<pod uid>/<run>",
+    # "pod-stop/<pod uid>/<run>"), so a repeat can be dropped; None where no key is kept.
+    record_key: str | None = None
 
     def describe(self) -> str:
         if self.record_type is not RecordType.REBALANCE:
@@ -133,6 +138,7 @@ def member_event(
     rollout_id: str | None = None,
     partitions: int | None = None,
     settings: SettingsInForce | None = None,
+    record_key: str | None = None,
 ) -> RebalanceEvent:
     """A pod-start, pod-stop or member-join record (the rebalance-only fields left empty)."""
     if record_type is RecordType.REBALANCE:
@@ -159,4 +165,5 @@ def member_event(
         rollout_id=rollout_id,
         partitions=partitions,
         settings=settings or SettingsInForce(),
+        record_key=record_key,
     )

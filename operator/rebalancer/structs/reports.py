@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from rebalancer.structs.brokers import TopicPartition
+from rebalancer.structs.history_stalls import PartitionStalls
 from rebalancer.structs.problems import FieldProblem, SpecInvalid
 
 REPORT_VERSION = 1
@@ -203,11 +204,25 @@ class ReportBook:
         self._member_ids: dict[str, str] = {}
         self._joins: deque[MemberJoin] = deque(maxlen=max_joins)
         self._join_sequence = 0
+        # Partition owners and how long partitions waited in each rebalance (history records).
+        self.stalls = PartitionStalls(max_generations)
+        # Each member's last `stopped` report, kept after its next start reports (its pod's
+        # stop record may be written only then).
+        self.stopped_at: dict[str, float] = {}
 
     def add(self, report: MemberReport) -> None:
         self.latest[report.identity] = report
+        self.stalls.note(
+            report.identity,
+            incarnation=report.member_id,
+            assigned=report.event is ReportEvent.ASSIGNED,
+            generation=report.generation,
+            partitions=report.partitions,
+            at=report.timestamp,
+        )
         if report.event is ReportEvent.STOPPED:
             self._member_ids.pop(report.identity, None)
+            self.stopped_at[report.identity] = report.timestamp
             return
         if report.generation < 0:
             return
@@ -266,6 +281,8 @@ class ReportBook:
         self._member_ids = {
             key: member for key, member in self._member_ids.items() if key in self.latest
         }
+        self.stalls.forget(self.latest)
+        self.stopped_at = {key: at for key, at in self.stopped_at.items() if key in self.latest}
         return sorted(
             (r for r in self.latest.values() if r.event is not ReportEvent.STOPPED),
             key=lambda report: report.identity,

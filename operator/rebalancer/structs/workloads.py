@@ -7,9 +7,10 @@ never reads a raw object.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rebalancer.structs.gates import GateState
+from rebalancer.structs.history_pods import PodLifecycle
 from rebalancer.structs.specs import WorkloadKind
 
 # On a Deployment the operator paused for a rollout: the pause is the operator's to undo (a
@@ -34,6 +35,8 @@ class PodView:
     ready: bool
     terminating: bool
     created_at: float
+    # The consumer container's runs, for the history's pod-start and pod-stop records.
+    lifecycle: PodLifecycle = field(default_factory=PodLifecycle)
 
     @property
     def sort_key(self) -> tuple[int, float, str]:
