@@ -1,8 +1,8 @@
 """Managed consumer fleets on the lab cluster for the rollout fault tests, and what they check.
 
-A fleet is a gated StatefulSet of lab consumers (real processes run by the lab's kubelet) with
-a ConsumerGroup that manages its rollouts. The checks read only what a user can read: status,
-Events, the pods and their logs.
+A fleet is a gated StatefulSet, or an ungated Deployment, of lab consumers (real processes run
+by the lab's kubelet) with a ConsumerGroup that manages its rollouts. The checks read only what
+a user can read: status, Events, the workload, the pods and their logs.
 """
 
 from __future__ import annotations
@@ -18,16 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
-from tests.e2e.support import condition, consumer_group, events_for, get_cg, kubectl
+from tests.e2e.support import condition, consumer_group, events_for, eventually, get_cg, kubectl
 
 from rebalancer.lab.running import Lab
 from rebalancer.planning.gate_templates import GateOptions, gate_container
+from rebalancer.planning.rollout_states import parse_time
 from rebalancer.planning.workload_views import view_workload
 from rebalancer.structs.gates import GATE_BATCH_ANNOTATION, RESUME_ANNOTATION, GateState
 from rebalancer.structs.workloads import WorkloadView
 
 NS = "default"
 SESSION_MS = 4000  # Tansu holds each JoinGroup half of it: a 2 s join window
+PARTITIONS = 4  # of each fleet's topic
 BATCH_EVENT = re.compile(r"^(\S+) batch (\d+) of (\d+): gathering its pods")
 
 
@@ -75,6 +77,33 @@ def fleet(
             },
         },
     }
+
+
+def deployment_fleet(
+    lab: Lab, name: str, replicas: int, *, min_ready_seconds: int = 8
+) -> dict[str, Any]:
+    """The fleet as an ungated Deployment `<name>-consumer`, one pod more and none fewer at a
+    time (maxSurge 1, maxUnavailable 0): the operator steps its rollouts by pausing it.
+
+    The lab consumer has no readiness probe: Ready the moment it starts. Without
+    minReadySeconds the Deployment controller had replaced all three pods within about a
+    second of being resumed for the first batch, before the operator (which looks every 2 s)
+    could pause it; the group then stalled with partitions unowned (Tansu). A new pod counted
+    Available only after `min_ready_seconds` keeps the next old pod in place until the pause
+    has landed.
+    """
+    body = fleet(lab, name, replicas)
+    body["kind"] = "Deployment"
+    spec = body["spec"]
+    for key in ("serviceName", "podManagementPolicy", "updateStrategy"):
+        del spec[key]
+    del spec["template"]["spec"]["initContainers"]
+    spec["minReadySeconds"] = min_ready_seconds
+    spec["strategy"] = {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    return body
 
 
 def managed(lab: Lab, name: str, **rollout: Any) -> dict[str, Any]:
@@ -125,14 +154,30 @@ def pods_of(lab: Lab, name: str) -> list[dict[str, Any]]:
     return list(json.loads(found.data)["items"])
 
 
-def workload_of(lab: Lab, name: str) -> WorkloadView:
+def workload_body(lab: Lab, name: str, kind: str = "StatefulSet") -> dict[str, Any]:
+    """The fleet's StatefulSet or Deployment as stored."""
     assert lab.api_client is not None
-    raw = client.AppsV1Api(lab.api_client).read_namespaced_stateful_set(
-        f"{name}-consumer", NS, _preload_content=False
+    apps = client.AppsV1Api(lab.api_client)
+    read = (
+        apps.read_namespaced_stateful_set
+        if kind == "StatefulSet"
+        else apps.read_namespaced_deployment
     )
-    body = json.loads(raw.data)
-    body.setdefault("kind", "StatefulSet")
-    return view_workload(body, pods_of(lab, name))
+    body = dict(json.loads(read(f"{name}-consumer", NS, _preload_content=False).data))
+    body.setdefault("kind", kind)
+    return body
+
+
+def workload_of(lab: Lab, name: str, kind: str = "StatefulSet") -> WorkloadView:
+    body = workload_body(lab, name, kind)
+    replica_sets: list[dict[str, Any]] = []
+    if kind == "Deployment":
+        assert lab.api_client is not None
+        found = client.AppsV1Api(lab.api_client).list_namespaced_replica_set(
+            NS, label_selector=f"app={name}", _preload_content=False
+        )
+        replica_sets = list(json.loads(found.data)["items"])
+    return view_workload(body, pods_of(lab, name), replica_sets)
 
 
 def consumer_pid(lab: Lab, pod: str) -> int | None:
@@ -202,6 +247,47 @@ def assert_rolled_once(lab: Lab, name: str, rollout: dict[str, Any], replicas: i
     }, labels
 
 
+def settled(lab: Lab, name: str, members: int) -> dict[str, Any]:
+    """status.group once it shows `members` members, Stable, every partition assigned."""
+
+    def probe() -> dict[str, Any] | None:
+        group = group_of(lab, name)
+        whole = group.get("assignedPartitions") == PARTITIONS and group.get("state") == "Stable"
+        return group if whole and group.get("members") == members else None
+
+    return eventually(probe, 90, f"{name}: {members} members, every partition assigned")
+
+
+def at_phase(lab: Lab, name: str, phase: str, before: str | None) -> dict[str, Any]:
+    """status.rollout as soon as a rollout other than `before` shows `phase`."""
+
+    def probe() -> dict[str, Any] | None:
+        rollout = rollout_of(lab, name)
+        fresh = rollout.get("rolloutId") != before
+        return rollout if fresh and rollout.get("phase") == phase else None
+
+    return eventually(probe, 90, f"{name}: rollout at {phase}", every=0.1)
+
+
+def observed_since(lab: Lab, name: str, moment: float) -> bool:
+    """Whether the operator has written status.group since `moment` (epoch seconds)."""
+    stamp = group_of(lab, name).get("observedAt")
+    if not isinstance(stamp, str):
+        return False
+    return parse_time(stamp) > moment
+
+
+def assert_truthful_end(lab: Lab, name: str, replicas: int) -> dict[str, Any]:
+    """At rest after a rollout: nothing claims progress or trouble, the figures add up."""
+    group = settled(lab, name, replicas)
+    body = get_cg(lab, name)
+    assert condition(body, "Progressing").get("status") != "True", condition(body, "Progressing")
+    assert condition(body, "Degraded").get("status") != "True", condition(body, "Degraded")
+    rollout = body["status"]["rollout"]
+    assert rollout["batch"] == rollout["batches"], rollout
+    return group
+
+
 def explained(body: dict[str, Any]) -> str | None:
     """Why the workload may be held, as status says it; None when status says nothing."""
     progressing = condition(body, "Progressing")
@@ -237,6 +323,7 @@ class HoldWatch:
 
     lab: Lab
     name: str
+    kind: str = "StatefulSet"
     grace: float = 40.0
     every: float = 0.5
     violations: list[str] = field(default_factory=list)
@@ -258,7 +345,7 @@ class HoldWatch:
 
     def check(self) -> None:
         body = get_cg(self.lab, self.name)
-        held = holds(workload_of(self.lab, self.name))
+        held = holds(workload_of(self.lab, self.name, self.kind))
         self.samples += 1
         self.held_samples += bool(held)
         if not held or explained(body) is not None:

@@ -33,9 +33,12 @@ from tests.e2e.support import (
 )
 from tests.reliability.ledgers import delivered, numbered_producer, recorded, summarize
 from tests.reliability.rollout_fleets import (
+    PARTITIONS,
     SESSION_MS,
     HoldWatch,
     assert_rolled_once,
+    assert_truthful_end,
+    at_phase,
     batches_opened,
     bump_template,
     completed,
@@ -45,18 +48,18 @@ from tests.reliability.rollout_fleets import (
     group_of,
     hard_kill,
     managed,
+    observed_since,
     patch_rollout,
     pods_of,
     rollout_of,
+    settled,
 )
 
 from rebalancer.clients.kafka_admin import AdminGateway, KafkaGatewayError
 from rebalancer.lab.producer import ensure_topic
 from rebalancer.lab.running import Lab
-from rebalancer.planning.rollout_states import parse_time
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
-PARTITIONS = 4
 
 
 @pytest.fixture(scope="module")
@@ -84,45 +87,6 @@ def cold_started(lab: Lab, name: str, replicas: int, **rollout: Any) -> dict[str
     done = eventually(lambda: completed(lab, name), 120, f"{name}: the cold start Completed")
     settled(lab, name, replicas)
     return done
-
-
-def settled(lab: Lab, name: str, members: int) -> dict[str, Any]:
-    def probe() -> dict[str, Any] | None:
-        group = group_of(lab, name)
-        whole = group.get("assignedPartitions") == PARTITIONS and group.get("state") == "Stable"
-        return group if whole and group.get("members") == members else None
-
-    return eventually(probe, 90, f"{name}: {members} members, every partition assigned")
-
-
-def at_phase(lab: Lab, name: str, phase: str, before: str | None) -> dict[str, Any]:
-    """status.rollout as soon as a rollout other than `before` shows `phase`."""
-
-    def probe() -> dict[str, Any] | None:
-        rollout = rollout_of(lab, name)
-        fresh = rollout.get("rolloutId") != before
-        return rollout if fresh and rollout.get("phase") == phase else None
-
-    return eventually(probe, 90, f"{name}: rollout at {phase}", every=0.1)
-
-
-def observed_since(lab: Lab, name: str, moment: float) -> bool:
-    """Whether the operator has written status.group since `moment` (epoch seconds)."""
-    stamp = group_of(lab, name).get("observedAt")
-    if not isinstance(stamp, str):
-        return False
-    return parse_time(stamp) > moment
-
-
-def assert_truthful_end(lab: Lab, name: str, replicas: int) -> dict[str, Any]:
-    """At rest after a rollout: nothing claims progress or trouble, the figures add up."""
-    group = settled(lab, name, replicas)
-    body = get_cg(lab, name)
-    assert condition(body, "Progressing").get("status") != "True", condition(body, "Progressing")
-    assert condition(body, "Degraded").get("status") != "True", condition(body, "Degraded")
-    rollout = body["status"]["rollout"]
-    assert rollout["batch"] == rollout["batches"], rollout
-    return group
 
 
 # -- the operator killed at each rollout state -------------------------------------------------
