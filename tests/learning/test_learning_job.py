@@ -29,11 +29,20 @@ from rebalancer.learning.scoring import (
     departures_cost_per_day_s,
     startup_cost_s,
 )
-from rebalancer.planning.history_records import JoinContext, JoinTracking, track_joins
+from rebalancer.planning.history_pods import PodRecordContext, PodTracking, track_pods
+from rebalancer.planning.history_records import (
+    JoinContext,
+    JoinTracking,
+    RecordedJoin,
+    track_joins,
+)
 from rebalancer.planning.rollout_states import RolloutState
+from rebalancer.structs.gates import GateState
 from rebalancer.structs.history import HISTORY_SCHEMA_VERSION, SettingsInForce
+from rebalancer.structs.history_pods import PodLifecycle
 from rebalancer.structs.recommendations import SUMMARY_SCHEMA
 from rebalancer.structs.reports import MemberJoin
+from rebalancer.structs.workloads import PodView
 
 HELD_OUT_SEED = 99
 DAY0 = 1_800_000_000.0
@@ -259,3 +268,51 @@ def test_joins_the_operator_records_give_spreads_and_a_delay(
     assert [(row["batch_members"], row["batches"]) for row in spreads] == [(4, 8)]
     # Latencies of median 2 s with sigma 0.6 spread four pods over seconds, not milliseconds.
     assert 500.0 < spreads[0]["spread_p50_ms"] < 10000.0
+
+
+def test_container_starts_from_kubernetes_pair_with_joins_and_count_once_per_key(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Starts outside the stagger, as the operator records them from the pods' status, give
+    start-up latencies; the same starts written again (an operator restarted without knowing
+    it had written them) count once."""
+    history = tmp_path / "history"
+    assert operator_history(str(history), starts=8, members=4, seed=5) == 32
+    joins = [
+        r for r in read_history(str(history)) if r["record_type"] == "member-join"
+    ]  # fmt: skip
+    recent = tuple(
+        RecordedJoin(
+            str(r["member"]), int(str(r["generation"])), float(str(r["detected_at"])),
+            float(str(r["detected_at"])), str(r["batch_id"]),
+        )
+        for r in joins
+    )  # fmt: skip
+    context = PodRecordContext(
+        JoinContext("shop", "payments", "payments", "k:9092"), 4, "Stable", 8, SettingsInForce()
+    )
+    pods = [
+        PodView(
+            name=str(r["member"]), uid=f"uid-{i}", ordinal=None, updated=True,
+            gate=GateState.NONE, gate_batch=None, held_at=None, ready=True, terminating=False,
+            created_at=0.0,
+            lifecycle=PodLifecycle(container="c", started_at=float(str(r["detected_at"])) - 1.5),
+        )
+        for i, r in enumerate(joins)
+    ]  # fmt: skip
+    starts, tracking = track_pods(PodTracking(), pods, now=DAY0, context=context, joins=recent)
+    assert len(starts) == 32 and all(s.batch_id for s in starts)
+    # Every pod deleted a day later: 32 stops.
+    last = max(float(str(r["detected_at"])) for r in joins)
+    stops, _ = track_pods(tracking, [], now=last + 86400.0, context=context, joins=recent)
+    assert len(stops) == 32
+    for _ in range(2):
+        asyncio.run(HistoryRecorder(str(history)).record([*starts, *stops]))
+
+    run(spark, str(history), tmp_path / "out")
+
+    entry = summary_of(tmp_path / "out")["groups"]["shop/payments"]  # type: ignore[index]
+    assert entry["evidence"]["joins"] == 32, entry  # type: ignore[index]
+    assert entry["evidence"]["departures"] == 32, entry  # type: ignore[index]
+    assert entry["evidence"]["latencyP50Ms"] == pytest.approx(1500.0, abs=1.0), entry  # type: ignore[index]
+    assert not any("no pod-start records" in note for note in entry["notes"]), entry

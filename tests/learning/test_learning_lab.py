@@ -4,13 +4,18 @@ Real parts: the Tansu broker, the API emulator, the lab cluster (each consumer p
 `python -m rebalancer.lab.consumer` process posting member reports), the operator process with
 `--history-dir`, and Spark for the learning job. A cold start leaves a join record per member in
 the history and the job reads them; then a recommendation set written by the job's own writer
-drives `spec.policy.learning.mode: auto` through the settings and rollout machinery.
+drives `spec.policy.learning.mode: auto` through the settings and rollout machinery. Between
+the two, a consumer crashes and a pod is deleted: pod records from Kubernetes for starts the
+stagger did not release and for stops, and a stop-the-world estimate for a rebalance of the
+group while it was consuming.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -130,12 +135,13 @@ def test_a_cold_start_leaves_a_join_record_per_member_and_the_job_reads_them(
     joined = {member for r in rebalances for member in r["joined"]}  # type: ignore[attr-defined]
     assert joined == set(PODS), joined
     # The cold start is the stagger's first rollout (rollouts are on by default): its release
-    # is each pod's start; a start outside a rollout would count from the first join.
+    # is each pod's start; a start outside a rollout would count from the first join. (Each
+    # container's own start, from Kubernetes, is recorded too: source "kubernetes".)
     (batch,) = batches
     starts = [
         r
         for r in read_history(history_dir(lab))
-        if r["record_type"] == "pod-start" and r["batch_id"] == batch
+        if r["record_type"] == "pod-start" and r["batch_id"] == batch and r["source"] == "operator"
     ]
     if str(batch).startswith("start-"):
         began = first
@@ -175,6 +181,101 @@ def test_a_cold_start_leaves_a_join_record_per_member_and_the_job_reads_them(
     ]
     spread = max(float(str(r["detected_at"])) for r in found) - first
     assert spreads[0]["spread_p90_ms"] == pytest.approx(spread * 1000.0, abs=1.0)
+
+
+def consumer_pid(lab: Lab, pod: str) -> int | None:
+    """The pid of the consumer container the lab's kubelet runs for `pod` now."""
+    kubelet = lab.cluster.kubelet if lab.cluster is not None else None
+    assert kubelet is not None, "the lab runs no kubelet"
+    for worker in list(kubelet.workers.values()):
+        if worker.name != pod or worker.terminating:
+            continue
+        for container in worker.containers:
+            if container.kind == "main" and container.running and container.process is not None:
+                return int(container.process.pid)
+    return None
+
+
+def restarts(lab: Lab, pod: str) -> int:
+    statuses = (pods(lab).get(pod) or {}).get("status", {}).get("containerStatuses") or []
+    return sum(int(item.get("restartCount") or 0) for item in statuses)
+
+
+def pod_records(lab: Lab, record_type: str, key: str) -> list[dict[str, object]]:
+    return [
+        r
+        for r in read_history(history_dir(lab))
+        if r["record_type"] == record_type and r["record_key"] == key
+    ]
+
+
+def test_restarts_outside_the_stagger_leave_pod_records_and_a_stop_the_world_estimate(
+    lab: Lab,
+) -> None:
+    eventually(lambda: stable_with_three(lab), 120, "the example group, 3 members, Stable")
+
+    # A consumer crashes and the kubelet starts it again: nobody released that start.
+    crashed = "orders-consumer-2"
+    uid = pods(lab)[crashed]["metadata"]["uid"]
+    pid = eventually(lambda: consumer_pid(lab, crashed), 30, f"{crashed}'s consumer")
+    os.kill(pid, signal.SIGKILL)
+    eventually(lambda: restarts(lab, crashed) >= 1, 60, f"the kubelet to restart {crashed}")
+    (start,) = eventually(
+        lambda: pod_records(lab, "pod-start", f"pod-start/{uid}/1"),
+        180,  # written once the member joined again, or after the pairing wait
+        f"a pod-start record of {crashed}'s second run",
+    )
+    (stop,) = eventually(
+        lambda: pod_records(lab, "pod-stop", f"pod-stop/{uid}/0"),
+        30,
+        f"a pod-stop record of {crashed}'s first run",
+    )
+    print("CRASH", json.dumps({k: start[k] for k in ("detected_at", "batch_id", "source")}))
+    assert start["source"] == stop["source"] == "kubernetes", (start, stop)
+    assert start["member"] == stop["member"] == crashed, (start, stop)
+    assert stop["departure"] == "crash", stop
+    assert float(str(stop["detected_at"])) <= float(str(start["detected_at"])), (stop, start)
+    assert start["rollout_id"] is None, "no rollout released it"
+    # The pod's first run was the stagger's: that start is its release, not written twice.
+    assert pod_records(lab, "pod-start", f"pod-start/{uid}/0") != [] or any(
+        r["member"] == crashed and r["source"] == "operator"
+        for r in read_history(history_dir(lab))
+        if r["record_type"] == "pod-start"
+    )
+    eventually(lambda: stable_with_three(lab), 180, "the group settled after the crash")
+
+    # A pod deleted: its consumer gives its partitions up as it closes, the others take them.
+    assert lab.api_client is not None
+    leaver = "orders-consumer-1"
+    leaver_uid = pods(lab)[leaver]["metadata"]["uid"]
+    deleted_at = time.time()
+    client.CoreV1Api(lab.api_client).delete_namespaced_pod(leaver, "default")
+    (left,) = eventually(
+        lambda: pod_records(lab, "pod-stop", f"pod-stop/{leaver_uid}/0"),
+        60,
+        f"a pod-stop record of {leaver}",
+    )
+    assert left["departure"] == "leave" and left["source"] == "kubernetes", left
+    assert abs(float(str(left["detected_at"])) - deleted_at) < 5.0, (left, deleted_at)
+
+    def estimated() -> list[dict[str, object]]:
+        return [
+            r
+            for r in read_history(history_dir(lab))
+            if r["record_type"] == "rebalance"
+            and float(str(r["detected_at"])) >= deleted_at
+            and r["stop_the_world_partition_s"] is not None
+        ]
+
+    found = eventually(estimated, 120, "a rebalance after the delete with a stop-the-world")
+    print("STOP-THE-WORLD", [(r["generation"], r["cause"], r["joined"], r["left"],
+                              r["stop_the_world_partition_s"]) for r in found])  # fmt: skip
+    # The group consumed throughout: the estimate is the partitions' wait between the leaver's
+    # revocation and the others' assignment, not the cold-start formula (0 < it < 6 partitions
+    # x 60 s).
+    assert any(0.0 < float(str(r["stop_the_world_partition_s"])) < 360.0 for r in found), found
+    assert all(r["previous_generation"] is not None for r in found), found
+    eventually(lambda: stable_with_three(lab), 180, "the group settled after the delete")
 
 
 def write_recommendation(
