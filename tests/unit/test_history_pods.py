@@ -6,10 +6,18 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import replace
+from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
-from rebalancer.clients.recording import HistoryRecorder, recorded_keys
+from rebalancer.clients.recording import (
+    VERSION_KEY,
+    HistoryRecorder,
+    events_to_table,
+    read_history,
+    recorded_keys,
+)
 from rebalancer.planning.history_pods import (
     PAIR_WAIT_SECONDS,
     PodRecordContext,
@@ -349,3 +357,21 @@ def test_a_members_stopped_report_outlives_its_next_start() -> None:
     assert book.stopped_at == {"a": 10.0}
     book.live_members(100.0, 60.0)
     assert book.stopped_at == {}, "forgotten with the member"
+
+
+def test_files_from_before_record_keys_read_beside_newer_ones(tmp_path: Path) -> None:
+    older = replace(rebalance(3, (), ()), record_key=None)
+    table = events_to_table([older]).drop_columns(["record_key", "date", "namespace"])
+    folder = tmp_path / "date=2023-11-14" / "namespace=shop"
+    folder.mkdir(parents=True)
+    pq.write_table(
+        table.cast(table.schema.with_metadata({VERSION_KEY: b"3"})), folder / "a.parquet"
+    )
+    start = replace(
+        rebalance(4, (), ()), record_type=RecordType.POD_START, member="orders-0",
+        record_key="pod-start/u0/0",
+    )  # fmt: skip
+    asyncio.run(HistoryRecorder(tmp_path).record([start]))
+    keys = {(r["record_type"], r["record_key"]) for r in read_history(tmp_path)}
+    assert keys == {("rebalance", None), ("pod-start", "pod-start/u0/0")}
+    assert recorded_keys(tmp_path, "shop", ["2023-11-14"]) == {"pod-start/u0/0"}

@@ -206,12 +206,17 @@ def read_history(root: str | os.PathLike[str]) -> list[dict[str, object]]:
     if not files:
         return []
     _, base = open_store(root)
+    # One schema for every file: a column added within a version (record_key) reads as null
+    # from the files written before it, whichever file comes first.
     dataset = ds.dataset(
         files,
         filesystem=filesystem,
         format="parquet",
         partitioning=PARTITIONING,
         partition_base_dir=base,
+        schema=FILE_SCHEMA.append(pa.field("date", pa.string())).append(
+            pa.field("namespace", pa.string())
+        ),
     )
     table = dataset.to_table()
     rows: list[dict[str, object]] = table.to_pylist()
