@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 from kubernetes import client
 from pyspark.sql import SparkSession
-from tests.e2e.support import events_for, eventually, get_cg, running_lab
+from tests.e2e.support import events_for, eventually, get_cg, restart_operator, running_lab
 
 from rebalancer.clients.recording import read_history
 from rebalancer.lab.running import Lab
@@ -276,6 +276,29 @@ def test_restarts_outside_the_stagger_leave_pod_records_and_a_stop_the_world_est
     assert any(0.0 < float(str(r["stop_the_world_partition_s"])) < 360.0 for r in found), found
     assert all(r["previous_generation"] is not None for r in found), found
     eventually(lambda: stable_with_three(lab), 180, "the group settled after the delete")
+
+    # An operator that restarts meets the same pods again: it writes none of their facts twice
+    # (its first look skips the keys in the store).
+    def keys() -> list[str]:
+        return [str(r["record_key"]) for r in read_history(history_dir(lab)) if r["record_key"]]
+
+    before = keys()
+    restart_operator(lab)
+    restarted_at = time.time()
+
+    def observed_again() -> bool:
+        group = (get_cg(lab, "orders").get("status") or {}).get("group") or {}
+        stamp = str(group.get("observedAt") or "")
+        seen = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
+        return seen is not None and seen.timestamp() > restarted_at + 1.0
+
+    eventually(observed_again, 90, "an observation by the restarted operator")
+    time.sleep(3)
+    after = keys()
+    print("KEYS", len(before), len(after))
+    assert len(after) == len(set(after)), sorted(k for k in after if after.count(k) > 1)
+    assert set(before) <= set(after)
+    eventually(lambda: stable_with_three(lab), 120, "the group Stable after the restart")
 
 
 def write_recommendation(

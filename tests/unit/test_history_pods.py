@@ -375,3 +375,25 @@ def test_files_from_before_record_keys_read_beside_newer_ones(tmp_path: Path) ->
     keys = {(r["record_type"], r["record_key"]) for r in read_history(tmp_path)}
     assert keys == {("rebalance", None), ("pod-start", "pod-start/u0/0")}
     assert recorded_keys(tmp_path, "shop", ["2023-11-14"]) == {"pod-start/u0/0"}
+
+
+def test_the_first_look_of_a_process_skips_what_an_earlier_one_wrote() -> None:
+    from types import SimpleNamespace
+
+    from rebalancer.handlers.learning import PodWatch
+
+    root = f"memory://history-{uuid.uuid4().hex}"
+    recorder = HistoryRecorder(root)
+    _, earlier = look(PodTracking(), [pod(started_at=T0), pod("orders-1", "u1", started_at=T0)], T0)
+    first, _ = look(earlier, None, T0 + PAIR_WAIT_SECONDS)
+    asyncio.run(recorder.record(first[:1]))  # the earlier process wrote orders-0's start only
+    # A new process: both starts again at its first look (one written, one waiting).
+    events, tracking = look(
+        PodTracking(),
+        [pod(started_at=T0), pod("orders-1", "u1", started_at=T0 + PAIR_WAIT_SECONDS)],
+        T0 + PAIR_WAIT_SECONDS + 1,
+    )
+    watch = PodWatch(tracking=tracking)
+    deps = SimpleNamespace(recorder=recorder)
+    kept = asyncio.run(watch._unwritten(deps, "shop", events))  # type: ignore[arg-type]
+    assert kept == [] and [e.record_key for e in watch.tracking.waiting] == ["pod-start/u1/0"]
