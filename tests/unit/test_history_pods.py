@@ -397,3 +397,27 @@ def test_the_first_look_of_a_process_skips_what_an_earlier_one_wrote() -> None:
     deps = SimpleNamespace(recorder=recorder)
     kept = asyncio.run(watch._unwritten(deps, "shop", events))  # type: ignore[arg-type]
     assert kept == [] and [e.record_key for e in watch.tracking.waiting] == ["pod-start/u1/0"]
+
+
+def test_with_no_history_store_the_pods_are_not_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from rebalancer.handlers import learning
+
+    async def exists(*_: object) -> bool:
+        return True
+
+    async def listed(*_: object) -> None:
+        raise AssertionError("the pods were listed with nowhere to record them")
+
+    monkeypatch.setattr(learning, "workload_exists", exists)
+    monkeypatch.setattr(learning, "read_workload", listed)
+    spec = SimpleNamespace(
+        workload=SimpleNamespace(kind=SimpleNamespace(value="StatefulSet"), name="orders"),
+        policy=SimpleNamespace(history_enabled=True),
+    )
+    deps = SimpleNamespace(recorder=HistoryRecorder(None), kube=None)
+    looked = asyncio.run(
+        learning.PodWatch().look(deps, "shop", spec, context=None, joins=())  # type: ignore[arg-type]
+    )
+    assert looked == ([], True)

@@ -92,9 +92,11 @@ class PodWatch:
         """(pod records to write, whether the workload exists)."""
         kind, name = spec.workload.kind, spec.workload.name
         due = self.looked_at is None or time.monotonic() - self.looked_at >= POD_LOOK_SECONDS
-        if not spec.policy.history_enabled or not due:
+        # No store, nothing to write: the pod list would be requests for nothing.
+        recording = spec.policy.history_enabled and deps.recorder.root is not None
+        if not recording or not due:
             exists = await workload_exists(deps.kube, namespace, kind.value, name)
-            if not spec.policy.history_enabled:
+            if not recording:
                 return [], exists
             events, self.tracking = track_pods(
                 self.tracking, None, now=time.time(), context=context, joins=joins
