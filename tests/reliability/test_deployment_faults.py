@@ -57,10 +57,12 @@ from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 NAME = "dsteps"
 # Three pods in batches of one. The Deployment's own rolling update (maxSurge 1,
-# maxUnavailable 0) removes an old pod only once its replacement is Ready, so at most one pod
-# leaves at a time, and between batches none leaves at all (the Deployment is paused). On
-# Tansu a group whose leader leaves cleanly while a rebalance is in progress can stall; with
-# one pod out at a time the rollouts here were not seen to hit it.
+# maxUnavailable 0, minReadySeconds 8: see deployment_fleet) removes an old pod only once its
+# replacement has been Ready for 8 s, so at most one pod leaves at a time, and between batches
+# none leaves at all (the Deployment is paused). On Tansu a group whose leader leaves cleanly
+# while a rebalance is in progress can stall; with one pod out at a time the rollouts here were
+# not seen to hit it. Without minReadySeconds they did: all three pods went within a second of
+# the first resume, before the operator's pause landed.
 REPLICAS = 3
 KIND = "Deployment"
 # The settings guard refuses sessions below Kafka's default group.min.session.timeout.ms (6 s),
@@ -132,6 +134,14 @@ def held(lab: Lab) -> dict[str, Any] | None:
     return body if body["spec"].get("paused") and ours else None
 
 
+def assert_stepped(lab: Lab, before: dict[str, Any], rollout: dict[str, Any]) -> None:
+    """A batch that is in holds the Deployment paused with exactly its pods: the controller
+    did not run ahead of the planner."""
+    new = sorted(set(live_pods(lab)) - before["pods"])
+    assert len(new) == rollout["batch"], (rollout, new)
+    assert held(lab) is not None, (rollout, workload_body(lab, NAME, KIND)["spec"])
+
+
 def assert_rolled_once(
     lab: Lab, before: dict[str, Any], runs: set[str], final: dict[str, Any]
 ) -> None:
@@ -192,6 +202,8 @@ def test_the_operator_killed_and_restarted_mid_rollout(lab: Lab, fleet: dict[str
                 return rollout if fresh and late and rollout.get("phase") == phase else None
 
             at_kill = eventually(probe, 120, f"the rollout at {phase}", every=0.1)
+            if phase == "BatchSettling" and at_kill["batch"] < REPLICAS:
+                assert_stepped(lab, before, at_kill)
         killed_at = time.time()
         restart_operator(lab)
         kills.append((phase or "Held", at_kill.get("batch")))
@@ -227,6 +239,7 @@ def test_a_consumer_hard_killed_during_a_batch(lab: Lab, fleet: dict[str, Any]) 
     change_settings(lab, 200)
     joining = at_phase(lab, NAME, "BatchJoining", before["rolloutId"])
     assert joining["batch"] == 1, joining
+    assert_stepped(lab, before, joining)
 
     def new_consumer() -> tuple[str, int] | None:
         for pod in live_pods(lab):
