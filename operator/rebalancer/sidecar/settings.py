@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rebalancer.clients.kafka_config import read_properties_file
+from rebalancer.structs.enforce_policy import (
+    MAX_SIDECAR_LEAVE_WAIT_SECONDS,
+    SIDECAR_GRACE_MARGIN_SECONDS,
+)
 from rebalancer.structs.kafka_properties import (
     SettingsError,
     drop_classic_only,
@@ -29,9 +33,8 @@ _APPLICATION_ONLY = frozenset(
 DEFAULT_PORT = 8091
 DEFAULT_RATE_PER_MINUTE = 6.0
 DEFAULT_BURST = 3
-# The longest a stopping sidecar stays in the group waiting for the rebalance that takes its
-# application member out (membership.LeavePlan): inside the default 30 s grace period.
-MAX_LEAVE_WAIT_SECONDS = 20.0
+MAX_LEAVE_WAIT_SECONDS = float(MAX_SIDECAR_LEAVE_WAIT_SECONDS)
+GRACE_MARGIN_SECONDS = float(SIDECAR_GRACE_MARGIN_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -151,8 +154,14 @@ def load_settings(
     leave_wait = _number(
         env.get("REBALANCER_SIDECAR_LEAVE_WAIT_S", "").strip(), "the leave wait (seconds)", 0
     )
+    grace = _number(
+        env.get("REBALANCER_SIDECAR_GRACE_S", "").strip(), "the pod's grace period (seconds)", 0
+    )
     if leave_wait is None:
         leave_wait = 0.0 if instance else default_leave_wait(kafka)
+        if grace is not None:
+            # Killed while it waits, the sidecar would leave only by session expiry.
+            leave_wait = min(leave_wait, max(grace - GRACE_MARGIN_SECONDS, 0.0))
     return SidecarSettings(
         kafka=kafka,
         group_id=kafka["group.id"],
