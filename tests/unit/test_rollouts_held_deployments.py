@@ -7,11 +7,11 @@ from dataclasses import replace
 
 from tests.unit.rollout_world import T0, World, setup_for, with_pods
 
-from rebalancer.planning.rollout_actions import PauseDeployment, ResumeDeployment
+from rebalancer.planning.rollout_actions import PauseDeployment, ResumeDeployment, Wait
 from rebalancer.planning.rollout_holds import hold_ops
 from rebalancer.planning.rollout_policies import RolloutPolicy
 from rebalancer.planning.rollout_states import Mechanism, RolloutPhase, RolloutState
-from rebalancer.planning.rollouts import Observation, step
+from rebalancer.planning.rollouts import GATHER_RECHECK_SECONDS, Observation, step
 from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView
 
@@ -50,6 +50,19 @@ def test_a_held_template_is_taken_over_planned_and_stepped_as_one_rollout() -> N
     assert state.rollout_id == planned  # the same rollout, not planned again
     assert (state.phase, state.batch) == (RolloutPhase.BATCH_JOINING, 1)
     assert PauseDeployment() in actions and state.holding_deployment
+
+
+def test_a_deployment_resumed_for_a_batch_is_looked_at_again_soon_to_be_paused_in_time() -> None:
+    world = deployment()
+    state, actions = look(held(world, T0), world, T0, RolloutState())
+    assert ResumeDeployment() in actions and not state.holding_deployment
+    assert Wait(T0 + GATHER_RECHECK_SECONDS) in actions
+    # Paused again with the batch in: back to the usual pace.
+    world.revision = "r2"
+    view = replace(world.workload(T0 + 1), updated_replicas=1)
+    state, actions = look(view, world, T0 + 1, state)
+    assert state.holding_deployment
+    assert Wait(T0 + 1 + GATHER_RECHECK_SECONDS) not in actions
 
 
 def test_a_deployment_the_user_paused_is_left_paused() -> None:

@@ -977,7 +977,11 @@ def _next_wake(state: RolloutState, observation: Observation, now: float) -> flo
             # A batch of static members that follows on Ready waits only for the controller
             # to take the partition before its pod is replaced.
             quick = advances_on_ready(observation.setup, state.static, state.mechanism)
-            if quick or _gathering(state, observation):
+            # A Deployment resumed for this batch goes on replacing pods until it is paused
+            # again: pods Ready at once (no readiness probe, no minReadySeconds) would all be
+            # replaced within a resting poll.
+            resumed = state.mechanism is Mechanism.DEPLOYMENT_STEPS and not state.holding_deployment
+            if quick or resumed or _gathering(state, observation):
                 moments.append(now + GATHER_RECHECK_SECONDS)
         case Phase.BATCH_JOINING:
             moments += [state.deadline] if state.deadline is not None else []
