@@ -85,6 +85,8 @@ class _RepeatFilter(logging.Filter):
         r"\s*\(after \d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)"
     )
 
+    _CLIENT = re.compile(r"(#[a-z]+)-\d+(?=\])")
+
     def __init__(self, window_s: float = 60.0, max_keys: int = 1000) -> None:
         super().__init__()
         self.window_s = window_s
@@ -95,7 +97,8 @@ class _RepeatFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:
             return True
-        key = self._AFTER.sub("", record.getMessage())
+        # Without the client's instance number: a replaced client says the same things anew.
+        key = self._CLIENT.sub(r"\1", self._AFTER.sub("", record.getMessage()))
         now = time.monotonic()
         with self._lock:
             last = self._seen.get(key)
@@ -141,6 +144,8 @@ class AdminGateway:
         client_config: dict[str, Any] = dict(settings)
         client_config["logger"] = _ClientLog(self._watch)
         client_config["error_cb"] = self._on_error
+        self._client_config = client_config
+        self._replacing = threading.Lock()
         try:
             self._admin: Any = AdminClient(client_config)
         except Exception as error:
@@ -211,7 +216,9 @@ class AdminGateway:
             request_failed(operation, code, text), code=code, retriable=retriable
         )
 
-    async def _await(self, future: concurrent.futures.Future[Any], operation: str) -> Any:
+    async def _await(
+        self, future: concurrent.futures.Future[Any], operation: str, admin: Any
+    ) -> Any:
         started = time.monotonic()
         # librdkafka's own request timeout should fire first and say more; this is the backstop.
         deadline = started + self.request_timeout + 2.0
@@ -225,15 +232,37 @@ class AdminGateway:
                 if now >= deadline:
                     raise self._unreachable(started, now - started)
                 await asyncio.wait({waiting}, timeout=min(_WAIT_STEP_S, deadline - now))
+        except KafkaUnavailable:
+            waiting.cancel()
+            self._replace_client(admin)
+            raise
         except BaseException:
             waiting.cancel()
             raise
         try:
             result = waiting.result()
         except Exception as error:
-            raise self._translate(error, operation, started) from None
+            failure = self._translate(error, operation, started)
+            if isinstance(failure, KafkaUnavailable):
+                self._replace_client(admin)
+            raise failure from None
         self._watch.note_success()
         return result
+
+    def _replace_client(self, used: Any) -> None:
+        """A new librdkafka client in place of one whose request went unanswered for want of
+        a broker, once however many requests of it failed.
+
+        librdkafka 2.16.0 (confluent-kafka 2.16.1) aborts the whole process when such a client
+        sees the broker come back after about 15 s away (an assertion in
+        rd_kafka_enq_once_del_source_return, measured on Tansu); a client dropped before then
+        does not, and a new one connects at once when the broker is back.
+        """
+        with self._replacing:
+            if self._admin is not used or self._closed.is_set():
+                return
+            self._admin = AdminClient(self._client_config)
+        logger.info("replaced the Kafka admin client for %s: it lost the cluster", self.bootstrap)
 
     async def call(
         self, operation: str, request: Callable[[Any], concurrent.futures.Future[Any]]
@@ -243,19 +272,20 @@ class AdminGateway:
         `request` gets the librdkafka AdminClient and returns the one future to wait for;
         `operation` completes "... failed while <operation>" in error messages.
         """
-        return await self._await(request(self._check_open()), operation)
+        admin = self._check_open()
+        return await self._await(request(admin), operation, admin)
 
     async def describe_cluster(self) -> ClusterView:
         admin = self._check_open()
         future = admin.describe_cluster(request_timeout=self.request_timeout)
-        view = read_cluster(await self._await(future, "describing the cluster"))
+        view = read_cluster(await self._await(future, "describing the cluster", admin))
         self._cluster_profile = cluster_profile_hint(view.cluster_id) or self._cluster_profile
         return view
 
     async def describe_group(self, group_id: str) -> BrokerGroupView:
         admin = self._check_open()
         futures = admin.describe_consumer_groups([group_id], request_timeout=self.request_timeout)
-        description = await self._await(futures[group_id], f"describing group {group_id!r}")
+        description = await self._await(futures[group_id], f"describing group {group_id!r}", admin)
         self._group_profile = group_profile_hint(description) or self._group_profile
         return read_group(description)
 
@@ -264,7 +294,7 @@ class AdminGateway:
         request = [ConsumerGroupTopicPartitions(group_id)]
         futures = admin.list_consumer_group_offsets(request, request_timeout=self.request_timeout)
         result = await self._await(
-            futures[group_id], f"reading committed offsets of group {group_id!r}"
+            futures[group_id], f"reading committed offsets of group {group_id!r}", admin
         )
         return read_offsets(group_id, result)
 
@@ -273,7 +303,7 @@ class AdminGateway:
         admin = self._check_open()
         # Metadata has no future-returning call; run the blocking one off the event loop.
         future = self._metadata_pool.submit(admin.list_topics, timeout=self.request_timeout)
-        metadata = await self._await(future, "listing topics")
+        metadata = await self._await(future, "listing topics", admin)
         self._cluster_profile = cluster_profile_hint(metadata.cluster_id) or self._cluster_profile
         return read_topics(metadata)
 
@@ -287,7 +317,7 @@ class AdminGateway:
             [topic], request_timeout=self.request_timeout, operation_timeout=self.request_timeout
         )
         try:
-            await self._await(futures[name], f"creating topic {name!r}")
+            await self._await(futures[name], f"creating topic {name!r}", admin)
         except KafkaRequestFailed as error:
             if error.code == "TOPIC_ALREADY_EXISTS":
                 return False
