@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rebalancer.planning.history_records import JoinContext, RecordedJoin
+from rebalancer.planning.raw_fields import field_at as _get
 from rebalancer.planning.sidecar_templates import SIDECAR_CONTAINER
 from rebalancer.structs.history import RebalanceEvent, RecordType, SettingsInForce, member_event
 from rebalancer.structs.history_pods import PodLifecycle
@@ -50,15 +51,6 @@ def _time(value: object) -> float | None:
         with contextlib.suppress(ValueError):
             return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     return None
-
-
-def _get(raw: object, *path: str) -> Any:
-    value: Any = raw
-    for key in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
 
 
 def _code(value: object) -> int | None:

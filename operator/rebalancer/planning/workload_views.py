@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rebalancer.planning.history_pods import pod_lifecycle
+from rebalancer.planning.raw_fields import field_at as _get
 from rebalancer.structs.gates import (
     GATE_ANNOTATION,
     GATE_BATCH_ANNOTATION,
@@ -30,15 +31,6 @@ Raw = Mapping[str, Any]
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 STATEFULSET_REVISION_LABEL = "controller-revision-hash"
 DEPLOYMENT_REVISION_LABEL = "pod-template-hash"
-
-
-def _get(raw: object, *path: str) -> Any:
-    value: Any = raw
-    for key in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
 
 
 def _int(value: object, default: int = 0) -> int:
