@@ -179,3 +179,16 @@ def restart_operator(lab: Lab) -> None:
     fresh = ChildProcess(old.name, old.argv, old.log_path)
     fresh.start()
     lab.operator = fresh
+
+
+def consumer_pid(lab: Lab, pod: str) -> int | None:
+    """The pid of the consumer container the lab's kubelet runs for `pod` now."""
+    kubelet = lab.cluster.kubelet if lab.cluster is not None else None
+    assert kubelet is not None, "the lab runs no kubelet"
+    for worker in list(kubelet.workers.values()):
+        if worker.name != pod or worker.terminating:
+            continue
+        for container in worker.containers:
+            if container.kind == "main" and container.running and container.process is not None:
+                return int(container.process.pid)
+    return None

@@ -25,7 +25,14 @@ import pyarrow.parquet as pq
 import pytest
 from kubernetes import client
 from pyspark.sql import SparkSession
-from tests.e2e.support import events_for, eventually, get_cg, restart_operator, running_lab
+from tests.e2e.support import (
+    consumer_pid,
+    events_for,
+    eventually,
+    get_cg,
+    restart_operator,
+    running_lab,
+)
 
 from rebalancer.clients.recording import read_history
 from rebalancer.lab.running import Lab
@@ -181,19 +188,6 @@ def test_a_cold_start_leaves_a_join_record_per_member_and_the_job_reads_them(
     ]
     spread = max(float(str(r["detected_at"])) for r in found) - first
     assert spreads[0]["spread_p90_ms"] == pytest.approx(spread * 1000.0, abs=1.0)
-
-
-def consumer_pid(lab: Lab, pod: str) -> int | None:
-    """The pid of the consumer container the lab's kubelet runs for `pod` now."""
-    kubelet = lab.cluster.kubelet if lab.cluster is not None else None
-    assert kubelet is not None, "the lab runs no kubelet"
-    for worker in list(kubelet.workers.values()):
-        if worker.name != pod or worker.terminating:
-            continue
-        for container in worker.containers:
-            if container.kind == "main" and container.running and container.process is not None:
-                return int(container.process.pid)
-    return None
 
 
 def restarts(lab: Lab, pod: str) -> int:

@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
-from tests.e2e.support import condition, consumer_group, events_for, eventually, get_cg, kubectl
+from tests.e2e.support import (
+    condition,
+    consumer_group,
+    consumer_pid,
+    events_for,
+    eventually,
+    get_cg,
+    kubectl,
+)
 
 from rebalancer.lab.running import Lab
 from rebalancer.planning.gate_templates import GateOptions, gate_container
@@ -178,19 +186,6 @@ def workload_of(lab: Lab, name: str, kind: str = "StatefulSet") -> WorkloadView:
         )
         replica_sets = list(json.loads(found.data)["items"])
     return view_workload(body, pods_of(lab, name), replica_sets)
-
-
-def consumer_pid(lab: Lab, pod: str) -> int | None:
-    """The pid of the consumer container the lab's kubelet runs for `pod` now."""
-    kubelet = lab.cluster.kubelet if lab.cluster is not None else None
-    assert kubelet is not None, "the lab runs no kubelet"
-    for worker in list(kubelet.workers.values()):
-        if worker.name != pod or worker.terminating:
-            continue
-        for container in worker.containers:
-            if container.kind == "main" and container.running and container.process is not None:
-                return container.process.pid
-    return None
 
 
 def hard_kill(lab: Lab, pod: str) -> int:

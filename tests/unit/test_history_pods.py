@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from tests.unit.report_samples import member_report as sample_report
 
 from rebalancer.clients.recording import (
     VERSION_KEY,
@@ -218,21 +219,7 @@ def member_report(
     partitions: list[TopicPartition],
     member_id: str | None = None,
 ) -> MemberReport:
-    return MemberReport(
-        group_id="orders",
-        host=host,
-        client_id=host,
-        member_id=member_id or f"{host}-1",
-        instance_id=None,
-        event=event,
-        generation=generation,
-        protocol="classic",
-        assignment_strategy="cooperative-sticky",
-        partitions=tuple(partitions),
-        lag=None,
-        timestamp=at,
-        received_at=at,
-    )
+    return sample_report(host, generation, at, event, partitions=partitions, member_id=member_id)
 
 
 A, R, H, S = ReportEvent.ASSIGNED, ReportEvent.REVOKED, ReportEvent.HEARTBEAT, ReportEvent.STOPPED

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from tests.unit.report_samples import member_report
 
 from rebalancer.planning.history_records import (
     BURST_GAP_SECONDS,
@@ -36,21 +37,10 @@ def report(
     member_id: str | None = None,
     instance_id: str | None = None,
 ) -> MemberReport:
-    return MemberReport(
-        group_id="orders",
-        host=host,
-        client_id=host,
-        member_id=member_id or f"{host}-1",
-        instance_id=instance_id,
-        event=event,
-        generation=generation,
-        protocol="classic",
-        assignment_strategy="cooperative-sticky",
-        partitions=(),
-        lag=None,
-        timestamp=at,
-        received_at=at + 0.01,
-    )
+    return member_report(
+        host, generation, at, event,
+        member_id=member_id, instance_id=instance_id, received_after=0.01,
+    )  # fmt: skip
 
 
 def joins_of(book: ReportBook) -> list[tuple[str, int, float]]:
