@@ -65,7 +65,19 @@ def test_static_members_are_replaced_one_at_a_time_on_tansu_and_the_plan_says_wh
     assert any("one at a time" in note for note in plan_notes(tansu, view, STATIC_UPDATE))
     kafka = setup_for(profile=BrokerProfile.APACHE_KAFKA)
     assert batch_limit(kafka, view, STATIC_UPDATE, 12) == 3
-    assert batch_limit(tansu, view, DYNAMIC_UPDATE, 12) == 3
+    assert batch_limit(kafka, view, DYNAMIC_UPDATE, 12) == 3
+
+
+def test_dynamic_members_are_replaced_one_at_a_time_on_tansu_and_the_plan_says_why() -> None:
+    tansu = setup_for(profile=BrokerProfile.TANSU, window_s=3.0)
+    view = workload(12)
+    assert batch_limit(tansu, view, DYNAMIC_UPDATE, 12) == 1
+    assert any("one pod at a time" in note for note in plan_notes(tansu, view, DYNAMIC_UPDATE))
+    # Nobody leaves in a cold start: its batch is what fits the window.
+    assert batch_limit(tansu, view, COLD, 12) > 1
+    chosen = setup_for(RolloutPolicy(max_batch_size=3), profile=BrokerProfile.TANSU)
+    assert batch_limit(chosen, view, DYNAMIC_UPDATE, 12) == 3
+    assert any("1 is safe" in note for note in plan_notes(chosen, view, DYNAMIC_UPDATE))
 
 
 def test_a_users_batch_size_wins_with_a_warning_for_static_members() -> None:

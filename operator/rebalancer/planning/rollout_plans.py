@@ -285,6 +285,19 @@ def one_static_at_a_time(setup: RolloutSetup, change: Change) -> bool:
     )
 
 
+def one_leaver_at_a_time(setup: RolloutSetup, change: Change) -> bool:
+    """Dynamic members are replaced one by one on Tansu too. Tansu keeps a leader that leaves
+    while a rebalance is in progress as the group's leader, so nobody hands out assignments:
+    in a batch of several pods the first leave starts a rebalance the others' leaves fall
+    into, and the group stalled whenever the leader was not the first to go (measured in its
+    coordinator's log)."""
+    return (
+        setup.profile is BrokerProfile.TANSU
+        and not change.static
+        and change.kind is RolloutKind.ROLLING_UPDATE
+    )
+
+
 def advances_on_ready(setup: RolloutSetup, static: bool, mechanism: Mechanism | None) -> bool:
     """Whether a batch of static members is followed by the next once its pods are Ready.
 
@@ -307,7 +320,7 @@ def advances_on_ready(setup: RolloutSetup, static: bool, mechanism: Mechanism | 
 def batch_limit(setup: RolloutSetup, workload: WorkloadView, change: Change, total: int) -> int:
     limit = setup.policy.max_batch_size
     if limit is None:
-        if one_static_at_a_time(setup, change):
+        if one_static_at_a_time(setup, change) or one_leaver_at_a_time(setup, change):
             limit = 1
         elif change.kind is RolloutKind.ROLLING_UPDATE:
             limit = max(1, math.ceil(workload.replicas / 4))
@@ -516,6 +529,19 @@ def plan_notes(setup: RolloutSetup, workload: WorkloadView, change: Change) -> l
             f"static members restart without a rebalance if each is back within "
             f"{static_budget_s(setup):.0f} s"
         )
+    if one_leaver_at_a_time(setup, change):
+        chosen = policy.max_batch_size
+        if chosen is None:
+            notes.append(
+                "on Tansu a rolling update replaces one pod at a time: a leader that leaves "
+                "while a rebalance is in progress stalls the group there, and pods leaving "
+                f"together make that likely; {PATH}.maxBatchSize overrides this"
+            )
+        elif chosen > 1:
+            notes.append(
+                f"{PATH}.maxBatchSize is {chosen}: on Tansu several pods leaving together can "
+                "stall the group (a leader leaving during a rebalance); 1 is safe there"
+            )
     if one_static_at_a_time(setup, change):
         chosen = policy.max_batch_size
         if chosen is None:
