@@ -8,6 +8,9 @@ Run in a child process: without the replacement, the abort would take pytest dow
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -61,14 +64,20 @@ SCRIPT = textwrap.dedent(
 
 
 def test_the_gateway_outlives_a_broker_outage_and_answers_after_it(tmp_path: Path) -> None:
-    done = subprocess.run(
+    # A session of its own: an aborted child would leave its broker running otherwise.
+    child = subprocess.Popen(
         [sys.executable, "-c", SCRIPT, str(tmp_path), "20"],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=150,
-        check=False,
+        start_new_session=True,
     )
-    said = done.stdout + done.stderr
-    assert done.returncode == 0, said[-3000:]
+    try:
+        said, _ = child.communicate(timeout=150)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert child.returncode == 0, said[-3000:]
     assert "unavailable" in said and "replaced the Kafka admin client" in said, said[-3000:]
     assert any(line.startswith("after ") for line in said.splitlines()), said[-3000:]

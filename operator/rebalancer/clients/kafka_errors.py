@@ -47,6 +47,8 @@ UNREACHABLE_CODES = frozenset(
         "_AUTHENTICATION",
         "_WAIT_COORD",
         "_DESTROY",
+        # A broker connection torn down under the request (the broker went away meanwhile).
+        "_DESTROY_BROKER",
         "SASL_AUTHENTICATION_FAILED",
         "_UNKNOWN_BROKER",
     }
