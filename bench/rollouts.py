@@ -911,7 +911,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--update-batch-size",
         type=int,
         default=None,
-        help="maxBatchSize of managed rolling updates (default: the operator's, 1 on Tansu)",
+        help="maxBatchSize of managed rolling updates (default: the operator's)",
     )
     parser.add_argument("--png", type=Path, default=Path(__file__).with_name("rollouts.png"))
     parser.add_argument("--state-dir", type=Path, default=None)

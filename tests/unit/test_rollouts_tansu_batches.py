@@ -75,6 +75,9 @@ def test_dynamic_members_are_replaced_one_at_a_time_on_tansu_and_the_plan_says_w
     assert any("one pod at a time" in note for note in plan_notes(tansu, view, DYNAMIC_UPDATE))
     # Nobody leaves in a cold start: its batch is what fits the window.
     assert batch_limit(tansu, view, COLD, 12) > 1
+    # A Deployment's controller takes old pods away one by one itself.
+    deployment = Change(RolloutKind.ROLLING_UPDATE, Mechanism.DEPLOYMENT_STEPS, static=False)
+    assert batch_limit(tansu, view, deployment, 12) > 1
     chosen = setup_for(RolloutPolicy(max_batch_size=3), profile=BrokerProfile.TANSU)
     assert batch_limit(chosen, view, DYNAMIC_UPDATE, 12) == 3
     assert any("1 is safe" in note for note in plan_notes(chosen, view, DYNAMIC_UPDATE))
