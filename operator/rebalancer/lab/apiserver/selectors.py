@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rebalancer.planning.raw_fields import field_at
+
 from . import errors
 
 Body = dict[str, Any]
@@ -175,15 +177,10 @@ def fields_match(
 
 def path_getter(path: str) -> Callable[[Body], Any]:
     """A getter for a dotted path, the form field labels take (`involvedObject.kind`)."""
-    parts = path.split(".")
+    parts = tuple(path.split("."))
 
     def get(obj: Body) -> Any:
-        value: Any = obj
-        for part in parts:
-            if not isinstance(value, dict):
-                return None
-            value = value.get(part)
-        return value
+        return field_at(obj, *parts)
 
     return get
 
