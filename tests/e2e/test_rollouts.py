@@ -29,7 +29,7 @@ from tests.e2e.support import (
     running_lab,
 )
 
-from rebalancer.lab.kube.objects import parse_time
+from rebalancer.lab.kubelet import START_DELAY_REASON
 from rebalancer.lab.producer import ensure_topic
 from rebalancer.lab.running import Lab
 from rebalancer.planning.gate_templates import GateOptions, gate_container
@@ -42,12 +42,15 @@ SESSION_MS = 6000  # Tansu holds each JoinGroup half of it: a 3 s join window
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    # Pods wait 0 to 5 s before their first container starts, as on a busy node.
+    # Pods wait 0, 2.5 or 5 s in turn before their first container starts, as on a busy node:
+    # a schedule, not a random draw, so that any three pods in a row start at least 5 s apart
+    # whichever tests ran before (a uniform(0,5) draw of four pods spread under 2 s one time
+    # in five).
     with running_lab(
         tmp_path_factory.mktemp("lab"),
         fleet=False,
         pods=True,
-        jitter="uniform(0,5)",
+        jitter="cycle(0,2.5,5)",
         session_timeout_ms=SESSION_MS,
     ) as running:
         yield running
@@ -121,6 +124,15 @@ def pod_logs(lab: Lab, pod: str) -> list[Path]:
     return [log for found in dirs for log in sorted((found / "consumer").glob("*.log"))]
 
 
+def start_delay(lab: Lab, pod: dict[str, Any]) -> float:
+    """The start-up delay the lab kubelet recorded for this incarnation of `pod`."""
+    uid = pod["metadata"]["uid"]
+    for event in events_for(lab, pod["metadata"]["name"]):
+        if event["reason"] == START_DELAY_REASON and event["involvedObject"].get("uid") == uid:
+            return float(event["message"].split()[1])
+    raise AssertionError(f"no {START_DELAY_REASON} event for {pod['metadata']['name']}")
+
+
 def test_a_managed_cold_start_costs_exactly_one_rebalance(lab: Lab) -> None:
     name = "cold"
     replicas = 4
@@ -142,12 +154,10 @@ def test_a_managed_cold_start_costs_exactly_one_rebalance(lab: Lab) -> None:
 
     group = eventually(settled, 60, "four members, all partitions assigned")
     pods = pods_of(lab, name)
-    started = sorted(
-        parse_time(pod["status"]["initContainerStatuses"][0]["state"]["terminated"]["startedAt"])
-        or 0.0
-        for pod in pods
-    )
-    assert started[-1] - started[0] >= 2, f"the jitter should spread the pods' starts: {started}"
+    # What the kubelet waited before each pod, as it recorded it: the schedule puts 5 s between
+    # the first and the last of any three pods in a row.
+    delays = sorted(start_delay(lab, pod) for pod in pods)
+    assert delays[-1] - delays[0] >= 4.9, f"the jitter should spread the pods' starts: {delays}"
     assert {pod["metadata"]["annotations"][GATE_BATCH_ANNOTATION] for pod in pods} == {
         f"{rollout['rolloutId']}/1"
     }

@@ -28,6 +28,7 @@ from rebalancer.lab.kubelet.environment import (
         ("uniform(0, 5)", "uniform", (0.0, 5.0)),
         ("exponential(2)", "exponential", (2.0,)),
         ("normal(3,1)", "normal", (3.0, 1.0)),
+        ("cycle(0, 2.5,5)", "cycle", (0.0, 2.5, 5.0)),
     ],
 )
 def test_jitter_forms(text: str | float, kind: str, params: tuple[float, ...]) -> None:
@@ -36,7 +37,8 @@ def test_jitter_forms(text: str | float, kind: str, params: tuple[float, ...]) -
 
 
 @pytest.mark.parametrize(
-    "text", ["gauss(1)", "uniform(1)", "uniform(5,1)", "normal(-1,1)", "exponential(0)", "x"]
+    "text",
+    ["gauss(1)", "uniform(1)", "uniform(5,1)", "normal(-1,1)", "exponential(0)", "cycle()", "x"],
 )
 def test_bad_jitter_is_refused_with_the_forms_to_use(text: str) -> None:
     with pytest.raises(ValueError):
@@ -65,6 +67,14 @@ def test_jitter_samples_follow_their_distribution_and_repeat_with_the_seed() -> 
     assert min(cut.sample() for _ in range(500)) == 0.0, "negative delays are cut at 0"
 
     assert Jitter.parse("uniform(0,9)").delay_for({DELAY_ANNOTATION: "1.25"}) == 1.25
+
+
+def test_a_cycle_gives_every_value_to_any_run_of_that_many_pods() -> None:
+    cycle = Jitter.parse("cycle(0,2.5,5)")
+    draws = [cycle.sample() for _ in range(10)]
+    assert draws[:4] == [0.0, 2.5, 5.0, 0.0]
+    for start in range(len(draws) - 2):
+        assert sorted(draws[start : start + 3]) == [0.0, 2.5, 5.0]
 
 
 def test_expansion_follows_kube() -> None:

@@ -161,7 +161,10 @@ async def test_managed_cold_start_through_the_api(
     assert state.phase is RolloutPhase.COMPLETED, state
     assert [len(action.pods) for action in opened] == [replicas]
     spread = max(kubelet.exited.values()) - min(kubelet.exited.values())
-    assert spread < 0.5  # started 3.2 s apart, released together
+    # They reached their gates 3.2 s apart; released as they arrived, the exits would spread as
+    # much. Half of that leaves room for process exits on a loaded machine (a wall-clock bound
+    # of 0.5 s measured the machine's load more than the release).
+    assert spread < 1.6, kubelet.exited
     assert status["membersJoined"] == replicas
     assert status["batches"] == 1
     assert RolloutPhase.BATCH_OPENING in phases

@@ -72,7 +72,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--jitter",
         default="uniform(0,3)",
         help="start-up delay of each pod: a number of seconds, fixed(s), uniform(a,b), "
-        "exponential(mean) or normal(mu,sigma) (default uniform(0,3))",
+        "exponential(mean), normal(mu,sigma) or cycle(s1,s2,...) (default uniform(0,3))",
     )
     parser.add_argument(
         "--plain",

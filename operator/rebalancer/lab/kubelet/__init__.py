@@ -1,7 +1,14 @@
 """The lab's kubelet: pods in the API run as local process groups on one node, "lab"."""
 
-from .jitter import DELAY_ANNOTATION, Jitter
+from .jitter import DELAY_ANNOTATION, START_DELAY_REASON, Jitter
 from .pods import FINALIZER, KubeletSettings
 from .running import Kubelet
 
-__all__ = ["DELAY_ANNOTATION", "FINALIZER", "Jitter", "Kubelet", "KubeletSettings"]
+__all__ = [
+    "DELAY_ANNOTATION",
+    "FINALIZER",
+    "START_DELAY_REASON",
+    "Jitter",
+    "Kubelet",
+    "KubeletSettings",
+]

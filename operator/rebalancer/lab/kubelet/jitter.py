@@ -9,6 +9,9 @@ the kubelet sees the pods, from a seeded generator, so a run can be repeated exa
     Jitter.parse("uniform(0,5)")       uniform between 0 and 5 s
     Jitter.parse("exponential(2)")     exponential with a 2 s mean
     Jitter.parse("normal(3,1)")        normal, mean 3 s, standard deviation 1 s, cut at 0
+    Jitter.parse("cycle(0,2.5,5)")     0, 2.5, 5, 0, 2.5, ... s: a fixed schedule, for tests that
+                                       need a known spread (any k consecutive pods of a cycle of k
+                                       values get every value, whatever came before them)
 
 A pod annotated `lab.rebalancer.dev/start-delay-seconds: "2.5"` waits exactly that long instead.
 """
@@ -21,8 +24,12 @@ import threading
 from dataclasses import dataclass, field
 
 DELAY_ANNOTATION = "lab.rebalancer.dev/start-delay-seconds"
+# The reason of the Event the kubelet records with each pod's delay once it has waited it.
+START_DELAY_REASON = "StartDelayed"
 
 _ARITY = {"fixed": 1, "uniform": 2, "exponential": 1, "normal": 2}
+# Distributions that take any number (at least one) of parameters.
+_VARIADIC = {"cycle"}
 _FORM = re.compile(r"^\s*([a-z]+)\s*\(([^)]*)\)\s*$")
 
 
@@ -33,11 +40,15 @@ class Jitter:
     seed: int | None = 0
     _random: random.Random = field(init=False, repr=False)
     _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
+    _drawn: int = field(init=False, repr=False, default=0)
 
     def __post_init__(self) -> None:
-        if self.kind not in _ARITY:
+        if self.kind in _VARIADIC:
+            if not self.params:
+                raise ValueError(f"{self.kind} takes one or more parameters")
+        elif self.kind not in _ARITY:
             raise ValueError(f"unknown jitter distribution {self.kind!r}: use one of {_names()}")
-        if len(self.params) != _ARITY[self.kind]:
+        elif len(self.params) != _ARITY[self.kind]:
             raise ValueError(f"{self.kind} takes {_ARITY[self.kind]} parameter(s)")
         if any(p < 0 for p in self.params):
             raise ValueError(f"{self.describe()}: parameters must not be negative")
@@ -64,7 +75,7 @@ class Jitter:
         if not match:
             raise ValueError(
                 f"cannot read jitter {text!r}: write a number of seconds or one of "
-                "fixed(s), uniform(a,b), exponential(mean), normal(mu,sigma)"
+                "fixed(s), uniform(a,b), exponential(mean), normal(mu,sigma), cycle(s1,s2,...)"
             )
         kind, raw = match.group(1), match.group(2)
         try:
@@ -80,6 +91,10 @@ class Jitter:
         with self._lock:
             if self.kind == "fixed":
                 return self.params[0]
+            if self.kind == "cycle":
+                value = self.params[self._drawn % len(self.params)]
+                self._drawn += 1
+                return value
             if self.kind == "uniform":
                 return self._random.uniform(*self.params)
             if self.kind == "exponential":
@@ -98,4 +113,4 @@ class Jitter:
 
 
 def _names() -> str:
-    return ", ".join(_ARITY)
+    return ", ".join([*_ARITY, *sorted(_VARIADIC)])

@@ -41,7 +41,7 @@ from .environment import (
     rewrite_paths,
 )
 from .forking import ForkServer
-from .jitter import Jitter
+from .jitter import START_DELAY_REASON, Jitter
 from .probing import Probe, ProbeContext, run_probe
 from .processes import ContainerProcess, ProcessRegistry
 
@@ -379,6 +379,9 @@ class PodWorker:
             self._wake.clear()
         if self.terminating:
             return
+        # Recorded so that a run's spread of starts can be read back exactly, not guessed from
+        # second-rounded container start stamps.
+        self._event("Normal", START_DELAY_REASON, f"Waited {delay:.2f} s before starting (jitter)")
         self._make_sandbox()
         if self.terminating:
             return
