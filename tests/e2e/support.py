@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 from kubernetes import client
+from tests.kafka_brokers import shared_broker
 
 from rebalancer.lab.processes import ChildProcess
 from rebalancer.lab.running import Lab, LabConfig
@@ -38,9 +39,14 @@ def running_lab(
     pods: bool = False,
     jitter: str | None = None,
     prometheus: bool = False,
+    own_broker: bool = False,
     **config: Any,
 ) -> Iterator[Lab]:
-    """A lab on free ports (Prometheus only when asked), stopped whatever the test did."""
+    """A lab on free ports (Prometheus only when asked), stopped whatever the test did.
+
+    It uses the session's shared Kafka broker unless `own_broker` (for tests that stop it)."""
+    if not own_broker:
+        config.setdefault("external_bootstrap", shared_broker().bootstrap)
     lab = Lab(
         LabConfig(
             state_dir=state_dir,

@@ -1,8 +1,8 @@
-"""A real Tansu broker for the whole session, and real consumer processes on demand.
+"""The session's Apache Kafka broker, and real consumer processes on demand.
 
-Tansu fixes a group's session timeout with the first member that ever joins, and holds each
-JoinGroup about half of it: every test uses a fresh group id and session.timeout.ms 6000, so a
-join completes in about 3 s.
+Every test uses a fresh group id. An Empty classic group waits group.initial.rebalance.delay.ms
+(3 s) after its first JoinGroup, one more step for each join meanwhile, so a first join completes
+in about 3 s.
 """
 
 from __future__ import annotations
@@ -12,23 +12,19 @@ from pathlib import Path
 
 import pytest
 from kafka_support import Fleet
+from tests.kafka_brokers import shared_broker
 
-from rebalancer.lab.broker import TansuBroker
+from rebalancer.lab.broker import KafkaBroker
 
 
 @pytest.fixture(scope="session")
-def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
-    broker = TansuBroker(log_dir=tmp_path_factory.mktemp("tansu"))
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
+def kafka() -> KafkaBroker:
+    return shared_broker()
 
 
-@pytest.fixture
-def bootstrap(tansu: TansuBroker) -> str:
-    return tansu.bootstrap
+@pytest.fixture(scope="session")
+def bootstrap(kafka: KafkaBroker) -> str:
+    return kafka.bootstrap
 
 
 @pytest.fixture

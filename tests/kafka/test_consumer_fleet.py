@@ -24,7 +24,7 @@ from kafka_support import (
 )
 
 from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
-from rebalancer.lab.broker import TansuBroker
+from rebalancer.lab.broker import KafkaBroker
 from rebalancer.lab.producer import NumberedProducer, ensure_topic
 from rebalancer.structs.brokers import BrokerProfile, GroupState, TopicPartition
 from rebalancer.structs.reports import parse_report
@@ -80,8 +80,8 @@ def converged(collector: ReportCollector, hosts: list[str], everything: set[Any]
 
 
 @pytest.fixture(scope="module")
-def formed(tansu: TansuBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FormedGroup]:
-    bootstrap = tansu.bootstrap
+def formed(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FormedGroup]:
+    bootstrap = kafka.bootstrap
     topic, group_id = fresh("orders"), fresh("fleet")
     asyncio.run(ensure_topic(bootstrap, topic, PARTITIONS))
     producer = NumberedProducer(bootstrap, topic)
@@ -171,7 +171,7 @@ async def test_gateway_sees_the_group_the_fleet_formed(formed: FormedGroup) -> N
         else:
             # Tansu describes the group without members; the gateway says "not known".
             assert view.members == ()
-            assert gateway.profile is BrokerProfile.TANSU
+            assert gateway.profile is BrokerProfile.APACHE_KAFKA
         topics = await gateway.list_topics()
         assert topics[formed.topic] == PARTITIONS
     finally:

@@ -23,7 +23,7 @@ from kafka_support import Fleet, ReportCollector, eventually, fresh, partitions_
 from sidecar_support import SidecarProcess, wait_joined
 
 from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
-from rebalancer.lab.broker import TansuBroker
+from rebalancer.lab.broker import KafkaBroker
 from rebalancer.lab.mock_cluster import MockCluster
 from rebalancer.lab.producer import ensure_topic
 from rebalancer.structs.brokers import GroupState
@@ -106,8 +106,8 @@ class EnforcedGroup:
 
 
 @pytest.fixture(scope="module")
-def group(tansu: TansuBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnforcedGroup]:
-    bootstrap = tansu.bootstrap
+def group(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnforcedGroup]:
+    bootstrap = kafka.bootstrap
     topic, group_id = fresh("enforce"), fresh("enforced")
     asyncio.run(ensure_topic(bootstrap, topic, PARTITIONS))
     logs = tmp_path_factory.mktemp("enforce")
@@ -303,9 +303,9 @@ def test_the_rate_limit_answers_429_and_changes_nothing(group: EnforcedGroup) ->
 
 
 def test_a_matching_new_topic_reaches_every_member_in_one_generation(
-    tansu: TansuBroker, tmp_path: Path
+    kafka: KafkaBroker, tmp_path: Path
 ) -> None:
-    bootstrap = tansu.bootstrap
+    bootstrap = kafka.bootstrap
     prefix, group_id = fresh("created"), fresh("pattern")
     asyncio.run(ensure_topic(bootstrap, f"{prefix}.a", PARTITIONS))
     # Members discover topics only through enforcement here: their own refresh is 5 minutes

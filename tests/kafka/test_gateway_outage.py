@@ -27,15 +27,14 @@ SCRIPT = textwrap.dedent(
 
     from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
     from rebalancer.clients.kafka_errors import KafkaUnavailable
-    from rebalancer.lab.broker import TansuBroker
-    from rebalancer.lab.broker import free_port
+    from rebalancer.lab.broker import KafkaBroker, free_port
 
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
     logging.getLogger("rebalancer.kafka.librdkafka").setLevel(logging.CRITICAL)
 
     async def main(state: Path, outage: float) -> None:
         # A port of its own: the broker comes back on it.
-        broker = TansuBroker(port=free_port("127.0.0.1"), log_dir=state)
+        broker = KafkaBroker(port=free_port("127.0.0.1"), log_dir=state)
         broker.start()
         gateway = AdminGateway(build_client_config([broker.bootstrap], None))
         print("before", (await gateway.describe_group("g")).state, flush=True)

@@ -1,5 +1,5 @@
-"""The settings' Kafka calls against Tansu, which describes no configs and keeps none: limits
-fall back to Kafka's defaults and every accepted change is reported as not verifiable."""
+"""The settings' Kafka calls against Apache Kafka: the broker reports its configs, per-group
+KIP-848 configs are applied and read back, and the static initial delay is refused as it is."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from rebalancer.clients.kafka_configuring import (
     describe_broker_configs,
     read_broker_limits,
 )
-from rebalancer.structs.broker_configs import ApplyState, BrokerLimits, LimitSource
+from rebalancer.structs.broker_configs import ApplyState, LimitSource
 
 
 @pytest.fixture
@@ -26,34 +26,48 @@ def gateway(bootstrap: str) -> Iterator[AdminGateway]:
     admin.close()
 
 
-async def test_tansu_reports_no_broker_configs_so_the_limits_are_kafkas_defaults(
+async def test_kafka_reports_its_configs_and_the_limits_come_from_it(
     gateway: AdminGateway,
 ) -> None:
-    assert await broker_ids(gateway) == [111]
-    assert await describe_broker_configs(gateway) == {}
+    assert await broker_ids(gateway) == [1]
+    configs = await describe_broker_configs(gateway)
+    assert configs["group.initial.rebalance.delay.ms"] == "3000"
     limits = await read_broker_limits(gateway)
-    assert limits == BrokerLimits()
-    assert limits.source is LimitSource.DEFAULT
-    assert "Kafka's default" in limits.describe_source()
+    assert limits.source is LimitSource.BROKER
+    # Kafka 4's own defaults, now as the broker states them.
+    assert (limits.min_session_ms, limits.max_session_ms) == (6000, 1800000)
+    assert "Kafka's default" not in limits.describe_source()
 
 
-async def test_group_configs_on_tansu_are_accepted_not_verifiable(gateway: AdminGateway) -> None:
+async def test_group_configs_are_applied_and_read_back(gateway: AdminGateway) -> None:
     group = fresh("settings")
     outcome = await alter_group_configs(
         gateway,
         group,
-        {"consumer.session.timeout.ms": "45000", "consumer.heartbeat.interval.ms": "5000"},
+        {"consumer.session.timeout.ms": "50000", "consumer.heartbeat.interval.ms": "6000"},
     )
-    assert outcome.state is ApplyState.UNVERIFIABLE
-    assert "accepted consumer.heartbeat.interval.ms=5000, consumer.session.timeout.ms=45000" in (
+    assert outcome.state is ApplyState.APPLIED, outcome
+    assert "consumer.heartbeat.interval.ms=6000, consumer.session.timeout.ms=50000" in (
         outcome.message
     )
     assert (await alter_group_configs(gateway, group, {})).state is ApplyState.NOT_NEEDED
 
 
-async def test_a_live_broker_delay_on_tansu_is_accepted_not_verifiable(
+async def test_a_group_config_kafka_does_not_know_is_refused_with_its_words(
     gateway: AdminGateway,
 ) -> None:
-    outcome = await alter_broker_config(gateway, "group_initial_rebalance_delay", "8000")
-    assert outcome.state is ApplyState.UNVERIFIABLE
-    assert "1 broker(s)" in outcome.message
+    outcome = await alter_group_configs(
+        gateway, fresh("settings"), {"consumer.initial.rebalance.delay.ms": "1000"}
+    )
+    assert outcome.state is ApplyState.FAILED
+    assert "Unknown group config name: consumer.initial.rebalance.delay.ms" in outcome.message
+
+
+async def test_the_static_initial_delay_cannot_be_altered_on_apache_kafka(
+    gateway: AdminGateway,
+) -> None:
+    outcome = await alter_broker_config(gateway, "group.initial.rebalance.delay.ms", "8000")
+    assert outcome.state is ApplyState.FAILED
+    assert "Cannot update these configs dynamically" in outcome.message
+    configs = await describe_broker_configs(gateway)
+    assert configs["group.initial.rebalance.delay.ms"] == "3000"

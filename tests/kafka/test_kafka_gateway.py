@@ -33,7 +33,7 @@ async def test_describe_cluster(gateway: AdminGateway) -> None:
     assert cluster.broker_count == 1
     assert cluster.controller_id is not None
     assert cluster.cluster_id
-    assert gateway.profile is BrokerProfile.TANSU
+    assert gateway.profile is BrokerProfile.APACHE_KAFKA
 
 
 async def test_create_and_list_topics(gateway: AdminGateway) -> None:

@@ -1,4 +1,6 @@
-"""One lab (broker, API emulator, operator) for the lab tests of a module; no Prometheus."""
+"""One lab (broker, API emulator, operator) for the lab tests of a module; no Prometheus.
+
+The lab starts a broker of its own: some of these tests stop it."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     with running_lab(
         tmp_path_factory.mktemp("lab"),
         fleet=False,
+        own_broker=True,
         consumers=2,
         partitions=4,
         start_spread_seconds=0.2,

@@ -116,7 +116,7 @@ def deployment_fleet(
 
 def managed(lab: Lab, name: str, **rollout: Any) -> dict[str, Any]:
     body = consumer_group(name, lab.bootstrap)
-    body["spec"]["kafka"]["profile"] = "tansu"
+    body["spec"]["kafka"]["profile"] = "apache-kafka"
     body["spec"]["policy"]["rollout"] = {
         "enabled": True,
         "settleSeconds": 1,

@@ -4,28 +4,22 @@ rollouts run, not flooding the topic in the first second."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from tests.kafka_brokers import shared_broker
 
-from rebalancer.lab.broker import TansuBroker
+from rebalancer.lab.broker import KafkaBroker
 from rebalancer.lab.producer import NumberedProducer
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[TansuBroker]:
-    running = TansuBroker(host="127.0.0.1", port=0, log_dir=tmp_path)
-    running.start()
-    try:
-        yield running
-    finally:
-        running.stop()
+def broker() -> KafkaBroker:
+    return shared_broker()
 
 
-def test_the_producer_writes_at_its_rate(broker: TansuBroker) -> None:
+def test_the_producer_writes_at_its_rate(broker: KafkaBroker) -> None:
     producer = NumberedProducer(broker.bootstrap, "paced")
     started = time.monotonic()
     producer.run(rate=50, count=40)

@@ -68,6 +68,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     with running_lab(
         tmp_path_factory.mktemp("lab"),
         fleet=False,
+        own_broker=True,  # the last test stops it
         pods=True,
         jitter="uniform(0,1)",
         session_timeout_ms=SESSION_MS,

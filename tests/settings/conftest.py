@@ -1,5 +1,5 @@
-"""Fixtures for the settings tests: a fresh API emulator per test, and a Tansu broker per module
-with an admin gateway to it (a module may start its own broker per test instead)."""
+"""Fixtures for the settings tests: a fresh API emulator per test, and the session's Kafka broker
+with an admin gateway to it."""
 
 from __future__ import annotations
 
@@ -7,19 +7,19 @@ from collections.abc import Iterator
 
 import pytest
 from tests.emulator_fixtures import api, kube  # noqa: F401  (fixtures, found by name)
+from tests.kafka_brokers import shared_broker
 
 from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
-from rebalancer.lab.broker import TansuBroker
+from rebalancer.lab.broker import KafkaBroker
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
-    with TansuBroker(log_dir=tmp_path_factory.mktemp("tansu")) as running:
-        yield running
+@pytest.fixture(scope="session")
+def broker() -> KafkaBroker:
+    return shared_broker()
 
 
 @pytest.fixture
-def gateway(broker: TansuBroker) -> Iterator[AdminGateway]:
+def gateway(broker: KafkaBroker) -> Iterator[AdminGateway]:
     admin = AdminGateway(build_client_config([broker.bootstrap], None))
     yield admin
     admin.close()

@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.kafka_brokers import shared_broker
 
 from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.rolling import Actuator, read_workload
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
 from rebalancer.lab.apiserver import ApiServerThread
-from rebalancer.lab.broker import TansuBroker
+from rebalancer.lab.broker import KafkaBroker
 from rebalancer.lab.cluster import LabCluster
 from rebalancer.planning.gate_templates import GateOptions
 from rebalancer.planning.rollout_actions import Action, PauseDeployment, ResumeDeployment
@@ -45,9 +46,8 @@ SLEEPER = ["python", "-c", "import time; time.sleep(3600)"]
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[TansuBroker]:
-    with TansuBroker(log_dir=tmp_path / "tansu") as running:
-        yield running
+def broker() -> KafkaBroker:
+    return shared_broker()
 
 
 @pytest.fixture
@@ -136,7 +136,7 @@ def group_of(workload: WorkloadView, now: float) -> GroupSnapshot:
 
 
 async def test_a_settings_change_to_a_deployment_is_held_then_stepped_by_the_planner(
-    api: ApiServerThread, kube: KubernetesApi, broker: TansuBroker, lab: LabCluster
+    api: ApiServerThread, kube: KubernetesApi, broker: KafkaBroker, lab: LabCluster
 ) -> None:
     kube.apps.create_namespaced_deployment(NS, deployment(4), _preload_content=False)
     before = await eventually(

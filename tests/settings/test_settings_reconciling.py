@@ -12,7 +12,7 @@ from rebalancer.clients.configuring import read_strimzi_delay, read_workload_bod
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
-from rebalancer.lab.broker import TansuBroker
+from rebalancer.lab.broker import KafkaBroker
 from rebalancer.planning.broker_delay import DelayWant
 from rebalancer.planning.settings_plans import settings_conditions
 from rebalancer.planning.settings_templates import template_hash
@@ -28,7 +28,7 @@ from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 NS = "default"
 
 
-def target(broker: TansuBroker, **changes: Any) -> SettingsTarget:
+def target(broker: KafkaBroker, **changes: Any) -> SettingsTarget:
     defaults: dict[str, Any] = dict(
         settings=SettingsPolicy(session_timeout_ms=6000, max_poll_interval_ms=60000),
     )
@@ -36,7 +36,7 @@ def target(broker: TansuBroker, **changes: Any) -> SettingsTarget:
 
 
 async def test_settings_are_delivered_once_and_reported(
-    kube: KubernetesApi, gateway: AdminGateway, broker: TansuBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
 ) -> None:
     kube.apps.create_namespaced_stateful_set(NS, statefulset())
     first = await reconcile_settings(kube, gateway, target(broker), {}, {})
@@ -59,7 +59,7 @@ async def test_settings_are_delivered_once_and_reported(
 
 
 async def test_a_refusal_is_reported_once_and_patches_nothing(
-    kube: KubernetesApi, gateway: AdminGateway, broker: TansuBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
 ) -> None:
     deployment = statefulset()
     deployment["kind"] = "Deployment"
@@ -83,7 +83,7 @@ async def test_a_refusal_is_reported_once_and_patches_nothing(
 
 
 async def test_kip848_group_configs_on_tansu_are_accepted_not_verifiable(
-    kube: KubernetesApi, gateway: AdminGateway, broker: TansuBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
 ) -> None:
     kube.apps.create_namespaced_stateful_set(NS, statefulset())
     kip848 = target(broker, protocol_choice=ProtocolChoice.CONSUMER, settings=SettingsPolicy())
@@ -99,7 +99,7 @@ async def test_kip848_group_configs_on_tansu_are_accepted_not_verifiable(
 
 
 async def test_delay_on_tansu_is_not_applicable(
-    kube: KubernetesApi, gateway: AdminGateway, broker: TansuBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
 ) -> None:
     delayed = target(broker, settings=None, delay=BrokerDelayPolicy(DelayMode.ALTER_CONFIGS))
     outcome = await reconcile_settings(kube, gateway, delayed, {}, {})
@@ -110,7 +110,7 @@ async def test_delay_on_tansu_is_not_applicable(
 
 
 async def test_the_cluster_delay_goes_into_the_strimzi_resource_by_the_rule(
-    kube: KubernetesApi, gateway: AdminGateway, broker: TansuBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
 ) -> None:
     crds(kube, STRIMZI_CRD)
     kube.custom.create_namespaced_custom_object(

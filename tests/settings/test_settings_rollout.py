@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.kafka_brokers import shared_broker
 
 from rebalancer.clients.configuring import apply_configmap, patch_workload, read_workload_body
 from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.rolling import Actuator, read_workload
 from rebalancer.lab.apiserver import ApiServerThread
-from rebalancer.lab.broker import TansuBroker
+from rebalancer.lab.broker import KafkaBroker
 from rebalancer.lab.cluster import LabCluster
 from rebalancer.planning.rollout_actions import Action, SetStatefulSetPartition
 from rebalancer.planning.rollout_plans import RolloutSetup
@@ -44,9 +45,8 @@ NAME = "orders-consumer"
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[TansuBroker]:
-    with TansuBroker(log_dir=tmp_path / "tansu") as running:
-        yield running
+def broker() -> KafkaBroker:
+    return shared_broker()
 
 
 @pytest.fixture
@@ -172,7 +172,7 @@ async def roll_out(
 
 
 async def test_a_settings_change_rolls_out_in_batches_and_the_consumers_run_it(
-    api: ApiServerThread, kube: KubernetesApi, broker: TansuBroker, lab: LabCluster
+    api: ApiServerThread, kube: KubernetesApi, broker: KafkaBroker, lab: LabCluster
 ) -> None:
     group = f"orders-{uuid.uuid4().hex[:8]}"
     admin = AdminGateway(build_client_config([broker.bootstrap], None))

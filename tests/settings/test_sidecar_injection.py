@@ -16,7 +16,7 @@ from rebalancer.clients.configuring import read_workload_body
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
-from rebalancer.lab.broker import TansuBroker
+from rebalancer.lab.broker import KafkaBroker
 from rebalancer.planning.settings_plans import settings_conditions
 from rebalancer.planning.settings_templates import template_hash
 from rebalancer.planning.sidecar_templates import (
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 INJECT = SidecarPolicy(inject=True, port=8091, token_secret="orders-token")
 
 
-def target(broker: TansuBroker, **changes: Any) -> SettingsTarget:
+def target(broker: KafkaBroker, **changes: Any) -> SettingsTarget:
     defaults: dict[str, Any] = dict(
         sidecar=INJECT,
         sidecar_options=SidecarOptions(image="ghcr.io/rebalancer-dev/rebalancer:9.9"),
@@ -53,7 +53,7 @@ def containers(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 async def test_inject_adds_the_sidecar_once_and_off_takes_it_out(
-    kube: KubernetesApi, gateway: AdminGateway, broker: TansuBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
 ) -> None:
     kube.apps.create_namespaced_stateful_set(NS, statefulset())
     first = await reconcile_settings(kube, gateway, target(broker), {}, {})
@@ -96,7 +96,7 @@ async def test_inject_adds_the_sidecar_once_and_off_takes_it_out(
 
 
 async def test_settings_and_sidecar_go_in_one_write_and_the_sidecar_copies_the_settings(
-    kube: KubernetesApi, gateway: AdminGateway, broker: TansuBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
 ) -> None:
     kube.apps.create_namespaced_stateful_set(NS, statefulset())
     generation = (await workload(kube))["metadata"]["generation"]
@@ -132,7 +132,7 @@ async def test_settings_and_sidecar_go_in_one_write_and_the_sidecar_copies_the_s
 
 
 async def test_without_managed_rollouts_injection_is_refused_once_and_changes_nothing(
-    kube: KubernetesApi, gateway: AdminGateway, broker: TansuBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
 ) -> None:
     kube.apps.create_namespaced_stateful_set(NS, statefulset())
     unmanaged = target(broker, staggered=False)

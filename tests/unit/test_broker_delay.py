@@ -108,8 +108,6 @@ PLANS = [
      DelayAction.NONE, None, "DelayRefused"),
     ("alter-configs before the profile is known waits", ALTER, None, None, DelayAction.NONE,
      None, "ProfileUnknown"),
-    ("Tansu has no such setting", STRIMZI, P.TANSU, None, DelayAction.NONE, None,
-     "NotApplicable"),
     ("already in force", ALTER, P.REDPANDA, 8000, DelayAction.NONE, None, "InForce"),
 ]  # fmt: skip
 

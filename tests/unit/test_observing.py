@@ -148,10 +148,10 @@ def test_render_group_names_sources_and_counts() -> None:
     tracking = GroupTracking(
         since=0.0, generation=2, rebalances=4, last_rebalance_at=1.0, last_cause="member-joined"
     )
-    group = render_group(snapshot, tracking, "tansu")
+    group = render_group(snapshot, tracking, "redpanda")
     assert group["rebalances"] == 4
     assert group["generation"] == 2
-    assert group["brokerProfile"] == "tansu"
+    assert group["brokerProfile"] == "redpanda"
     assert group["sources"] == {
         "assignment": "member-reports",
         "generation": "member-reports",

@@ -1,5 +1,6 @@
-"""Static members on Tansu: each one-pod batch is followed by the next once its pod is Ready
-and back within its session's budget; the group's settle check runs after the last pod."""
+"""Static members: each batch is followed by the next once its pods are Ready and back within
+their session's budget (they take their assignment back without a rebalance, KIP-345); the
+group's settle check runs after the last batch."""
 
 from __future__ import annotations
 
@@ -22,12 +23,12 @@ from rebalancer.planning.rollouts import step
 from rebalancer.structs.brokers import BrokerProfile
 
 STATIC_UPDATE = Change(RolloutKind.ROLLING_UPDATE, Mechanism.STATEFULSET_REPLACE, static=True)
-# Tansu holds a static rejoin about half the session plus 3 s: the group is not settled for
-# that long after each replacement.
-TANSU_HOLD_S = 18.0
+# The world's group looks unsettled this long after each replacement (a slow observer, a long
+# poll): waiting for it after every batch would cost this much each time.
+SETTLE_S = 18.0
 
 
-def tansu_static(profile: BrokerProfile = BrokerProfile.TANSU) -> RolloutSetup:
+def static_setup(profile: BrokerProfile = BrokerProfile.APACHE_KAFKA) -> RolloutSetup:
     policy = RolloutPolicy(
         static_membership=StaticMembership.ENABLED,
         settle_seconds=2,
@@ -40,7 +41,7 @@ def updating_world(start_delay: float = 1.0) -> World:
     world = World(
         replicas=4,
         gate_installed=False,
-        settle_s=TANSU_HOLD_S,
+        settle_s=SETTLE_S,
         restart_s=2.0,
         start_delay=lambda _name, incarnation: start_delay if incarnation > 1 else 1.0,
     )
@@ -59,7 +60,7 @@ def deletions(world: World) -> list[tuple[float, tuple[str, ...]]]:
 
 def test_each_pod_follows_the_last_once_it_is_ready_and_the_group_settles_at_the_end() -> None:
     world = updating_world()
-    state, _ = drive(world, tansu_static(), seconds=300, tick=0.5, until=done)
+    state, _ = drive(world, static_setup(), seconds=300, tick=0.5, until=done)
     assert state.phase is RolloutPhase.COMPLETED
     deleted = deletions(world)
     assert [pods for _, pods in deleted] == [
@@ -76,24 +77,24 @@ def test_each_pod_follows_the_last_once_it_is_ready_and_the_group_settles_at_the
     last_deleted = deleted[-1][0]
     completed_at = state.phase_since
     assert completed_at is not None
-    assert completed_at >= last_deleted + TANSU_HOLD_S + 2
+    assert completed_at >= last_deleted + SETTLE_S + 2
 
 
 def test_a_pod_away_longer_than_its_session_covers_waits_for_the_group() -> None:
-    setup = tansu_static()
+    setup = static_setup()
     budget = static_budget_s(setup)
     world = updating_world(start_delay=budget + 2.0)
     state, _ = drive(world, setup, seconds=400, tick=0.5, until=done)
     assert state.phase is RolloutPhase.COMPLETED
     deleted = deletions(world)
     gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(deleted)]
-    # Each batch now waits for the settle: the restart, then Tansu's hold, then settleSeconds.
-    assert all(gap >= budget + 2.0 + TANSU_HOLD_S for gap in gaps), gaps
+    # Each batch now waits for the settle: the restart, then the group, then settleSeconds.
+    assert all(gap >= budget + 2.0 + SETTLE_S for gap in gaps), gaps
 
 
 def test_a_new_generation_since_the_release_waits_for_the_group() -> None:
     world = updating_world()
-    setup = tansu_static()
+    setup = static_setup()
     state, _ = drive(
         world,
         setup,
@@ -116,35 +117,26 @@ def test_a_new_generation_since_the_release_waits_for_the_group() -> None:
     assert (after.phase, after.batch) == (RolloutPhase.BATCH_OPENING, 2)
 
 
-def test_only_tansu_static_replacements_skip_the_settle_between_batches() -> None:
-    tansu = tansu_static()
-    assert advances_on_ready(tansu, True, Mechanism.STATEFULSET_REPLACE)
-    assert not advances_on_ready(tansu, False, Mechanism.STATEFULSET_REPLACE)
-    assert not advances_on_ready(tansu, True, Mechanism.GATE_QUEUE)
-    kafka = tansu_static(BrokerProfile.APACHE_KAFKA)
-    assert not advances_on_ready(kafka, True, Mechanism.STATEFULSET_REPLACE)
-    # A session too short to cover any restart on Tansu: no budget, the settle check stays.
+def test_only_static_replacements_with_a_budget_skip_the_settle_between_batches() -> None:
+    setup = static_setup()
+    assert advances_on_ready(setup, True, Mechanism.STATEFULSET_REPLACE)
+    assert not advances_on_ready(setup, False, Mechanism.STATEFULSET_REPLACE)
+    assert not advances_on_ready(setup, True, Mechanism.GATE_QUEUE)
+    redpanda = static_setup(BrokerProfile.REDPANDA)
+    assert advances_on_ready(redpanda, True, Mechanism.STATEFULSET_REPLACE)
+    # A session no longer than a heartbeat covers no restart: no budget, the settle check stays.
     short = setup_for(
-        replace(tansu.policy, consumers=ConsumerTimings(session_timeout_ms=6000)),
-        profile=BrokerProfile.TANSU,
+        replace(
+            setup.policy,
+            consumers=ConsumerTimings(session_timeout_ms=3000, heartbeat_interval_ms=3000),
+        ),
         window_s=3.0,
     )
     assert static_budget_s(short) == 0
     assert not advances_on_ready(short, True, Mechanism.STATEFULSET_REPLACE)
 
 
-def test_on_kafka_every_static_batch_still_waits_for_the_group() -> None:
-    world = updating_world()
-    state, _ = drive(
-        world, tansu_static(BrokerProfile.APACHE_KAFKA), seconds=300, tick=0.5, until=done
-    )
-    assert state.phase is RolloutPhase.COMPLETED
-    deleted = deletions(world)
-    gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(deleted)]
-    assert all(gap >= TANSU_HOLD_S for gap in gaps), gaps
-
-
 def test_the_plan_note_says_when_the_next_pod_follows() -> None:
-    notes = plan_notes(tansu_static(), updating_world().workload(T0), STATIC_UPDATE)
-    assert any("followed by the next once it is Ready" in note for note in notes)
-    assert any("must settle after the last pod" in note for note in notes)
+    notes = plan_notes(static_setup(), updating_world().workload(T0), STATIC_UPDATE)
+    assert any("followed by the next once its pods are Ready" in note for note in notes)
+    assert any("must settle after the last batch" in note for note in notes)

@@ -79,7 +79,7 @@ def test_the_group_comes_back_from_status() -> None:
         sources={"members": Source.MEMBER_REPORTS, "state": Source.BROKER},
     )
     tracking = GroupTracking(since=T0, generation=4, rebalances=9)
-    status = {"group": render_group(snapshot, tracking, "tansu")}
+    status = {"group": render_group(snapshot, tracking, "apache-kafka")}
     assert snapshot_from_status(status) == snapshot
     assert rebalances_from_status(status) == 9
     assert snapshot_from_status({}) is None

@@ -529,13 +529,13 @@ def test_every_transition_is_allowed(scenario: str) -> None:
     assert seen
 
 
-def test_tansu_profile_plans_with_its_window() -> None:
+def test_a_long_broker_delay_is_planned_with_its_window() -> None:
     world = World()
     world.scale_to(3, T0)
-    setup = setup_for(RolloutPolicy(batch_deadline_seconds=10), BrokerProfile.TANSU, 22.5)
+    setup = setup_for(RolloutPolicy(batch_deadline_seconds=10), BrokerProfile.APACHE_KAFKA, 22.5)
     state, _ = drive(world, setup, seconds=5, until=done)
     assert state.phase is Phase.FAILED
-    assert "join window of 22.5 s (Tansu holds each JoinGroup half the session timeout)" in (
+    assert "join window of 22.5 s (group.initial.rebalance.delay.ms of an Empty group)" in (
         state.message or ""
     )
 

@@ -377,7 +377,7 @@ def test_a_kip848_group_says_the_assignor_it_does_not_apply() -> None:
 # (case, wanted, read back) -> state
 VERIFICATIONS = [
     ("read back equal", {"a": "1"}, {"a": "1", "b": "2"}, ApplyState.APPLIED),
-    ("nothing described (Tansu)", {"a": "1"}, {}, ApplyState.UNVERIFIABLE),
+    ("nothing described", {"a": "1"}, {}, ApplyState.UNVERIFIABLE),
     ("read back otherwise", {"a": "1"}, {"a": "3"}, ApplyState.FAILED),
     ("missing from what is described", {"a": "1"}, {"b": "2"}, ApplyState.FAILED),
 ]

@@ -94,7 +94,7 @@ def test_the_sidecar_joins_the_applications_cluster_and_group_with_its_settings(
     # The ConsumerGroup's cluster and group win over the application's copy.
     assert env["KAFKA_BOOTSTRAP_SERVERS"] == "k1:9092,k2:9092"
     assert env["KAFKA_GROUP_ID"] == "orders"
-    # Same session and assignor, or Tansu and the coordinator refuse the sidecar.
+    # Same session and assignor, or the coordinator refuses the sidecar.
     assert env["KAFKA_SESSION_TIMEOUT_MS"] == "6000"
     assert env["KAFKA_PARTITION_ASSIGNMENT_STRATEGY"] == "cooperative-sticky"
     assert env["KAFKA_SASL_PASSWORD"] == SASL  # a reference, copied as one

@@ -34,7 +34,6 @@ from rebalancer.clients.kafka_errors import (
 )
 from rebalancer.clients.kafka_reading import (
     cluster_profile_hint,
-    group_profile_hint,
     read_cluster,
     read_group,
     read_offsets,
@@ -139,7 +138,6 @@ class AdminGateway:
         self.request_timeout = request_timeout or float(settings["socket.timeout.ms"]) / 1000
         self._setup_timeout = float(settings["socket.connection.setup.timeout.ms"]) / 1000
         self._watch = ConnectionWatch()
-        self._group_profile: BrokerProfile | None = None
         self._cluster_profile: BrokerProfile | None = None
         client_config: dict[str, Any] = dict(settings)
         client_config["logger"] = _ClientLog(self._watch)
@@ -172,8 +170,8 @@ class AdminGateway:
 
     @property
     def profile(self) -> BrokerProfile | None:
-        """The broker implementation as far as answers so far tell (group evidence first)."""
-        return self._group_profile or self._cluster_profile
+        """The broker implementation as far as the cluster id tells."""
+        return self._cluster_profile
 
     def _serve(self) -> None:
         while not self._closed.is_set():
@@ -255,8 +253,8 @@ class AdminGateway:
 
         librdkafka 2.16.0 (confluent-kafka 2.16.1) aborts the whole process when such a client
         sees the broker come back after about 15 s away (an assertion in
-        rd_kafka_enq_once_del_source_return, measured on Tansu); a client dropped before then
-        does not, and a new one connects at once when the broker is back.
+        rd_kafka_enq_once_del_source_return, measured with a restarted broker); a client dropped
+        before then does not, and a new one connects at once when the broker is back.
         """
         with self._replacing:
             if self._admin is not used or self._closed.is_set():
@@ -286,7 +284,6 @@ class AdminGateway:
         admin = self._check_open()
         futures = admin.describe_consumer_groups([group_id], request_timeout=self.request_timeout)
         description = await self._await(futures[group_id], f"describing group {group_id!r}", admin)
-        self._group_profile = group_profile_hint(description) or self._group_profile
         return read_group(description)
 
     async def committed_offsets(self, group_id: str) -> CommittedOffsets:

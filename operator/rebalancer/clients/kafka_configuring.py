@@ -1,8 +1,8 @@
 """Kafka configs of the settings feature: broker limits, KIP-848 group configs, a live delay.
 
 Calls go through the cluster's shared AdminGateway, so they share its connection, timeouts and
-readable errors. Every change is read back: brokers differ in what they keep (Tansu accepts
-IncrementalAlterConfigs on any resource, keeps nothing and describes nothing), and the status
+readable errors. Every change is read back: brokers differ in what they keep and describe (a
+Kafka-protocol broker may accept IncrementalAlterConfigs and describe nothing), and the status
 must say "accepted, not verifiable" rather than "applied" when that is all that is known.
 """
 

@@ -1,9 +1,9 @@
 """confluent-kafka admin results read into the operator's own structs.
 
 Works on attribute names, not confluent classes, so it stays testable with simple stand-ins.
-Where brokers answer with something that cannot be true (Tansu answers the KIP-848
-ConsumerGroupDescribe for classic groups, with no members and a member id where the assignor
-belongs), the view says "not known" instead of passing the nonsense on.
+Where a broker answers with something that cannot be true (a KIP-848 answer with no members
+for a live group, a member id where the assignor belongs), the view says "not known" instead of
+passing the nonsense on.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def read_group(description: Any) -> BrokerGroupView:
         _enum_name(getattr(description, "type", None)), GroupProtocol.UNKNOWN
     )
     # A classic answer can only come from DescribeGroups; a "consumer" answer without a single
-    # member proves nothing (Tansu gives it for every group).
+    # member proves nothing (Kafka-protocol brokers have given it for every group).
     trusted = bool(members) or reported_protocol is GroupProtocol.CLASSIC
     protocol = reported_protocol if trusted else GroupProtocol.UNKNOWN
     assignor = str(description.partition_assignor or "") or None
@@ -91,15 +91,6 @@ def read_group(description: Any) -> BrokerGroupView:
         coordinator_id=int(coordinator_id) if coordinator_id is not None else None,
         members_known=members_known,
     )
-
-
-def group_profile_hint(description: Any) -> BrokerProfile | None:
-    """Tansu's tell: a live group described with no members and a member id as assignor."""
-    view = read_group(description)
-    raw_assignor = str(description.partition_assignor or "")
-    if not view.members_known and _MEMBER_ID.search(raw_assignor):
-        return BrokerProfile.TANSU
-    return None
 
 
 def read_cluster(result: Any) -> ClusterView:
@@ -122,8 +113,6 @@ def cluster_profile_hint(cluster_id: str | None) -> BrokerProfile | None:
     """Guess the broker implementation from its cluster id (all ids below are defaults)."""
     if not cluster_id:
         return None
-    if "tansu" in cluster_id.lower():
-        return BrokerProfile.TANSU
     if cluster_id.startswith("redpanda."):
         return BrokerProfile.REDPANDA
     if _BASE64_UUID.match(cluster_id):

@@ -16,15 +16,34 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "lab",
         help="run broker, API emulator, operator and an example fleet on this machine",
         description=(
-            "Start an embedded Kafka-compatible broker (Tansu), a Kubernetes API emulator with a "
-            "kubeconfig for kubectl, the operator, the example ConsumerGroup and StatefulSet from "
-            "deploy/examples, a producer and real consumer processes; then show live what the "
-            "operator sees until Ctrl-C, and stop everything it started."
+            "Start Apache Kafka (KRaft, fetched from Maven Central once), a Kubernetes API "
+            "emulator with a kubeconfig for kubectl, the operator, the example ConsumerGroup and "
+            "StatefulSet from deploy/examples, a producer and real consumer processes; then show "
+            "live what the operator sees until Ctrl-C, and stop everything it started."
         ),
     )
     default_state = Path(tempfile.gettempdir()) / "rebalancer-lab"
     parser.add_argument("--host", default="127.0.0.1", help="address every part listens on")
-    parser.add_argument("--broker-port", type=int, default=9092, help="Kafka port (default 9092)")
+    parser.add_argument(
+        "--broker-port",
+        type=int,
+        default=9092,
+        help="Kafka port of a one-node lab (default 9092; a three-node lab picks free ports)",
+    )
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        choices=[1, 3],
+        default=1,
+        help="Apache Kafka nodes: 1 combined broker and controller, or 3 (default 1)",
+    )
+    parser.add_argument(
+        "--initial-rebalance-delay-ms",
+        type=int,
+        default=3000,
+        help="the brokers' group.initial.rebalance.delay.ms (default 3000, Kafka's production "
+        "default)",
+    )
     parser.add_argument(
         "--api-port", type=int, default=8001, help="Kubernetes API emulator port (default 8001)"
     )
@@ -95,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         host=args.host,
         broker_port=args.broker_port,
+        brokers=args.brokers,
+        initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
         api_port=args.api_port,
         reports_port=args.reports_port,
         prometheus_port=args.prometheus_port or None,

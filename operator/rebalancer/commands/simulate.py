@@ -45,7 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="simulate a consumer group's rebalances on a model of the group coordinator",
         description=(
             "Play a scenario on the coordinator simulator (Apache Kafka's classic group "
-            "coordinator, Redpanda, or Tansu) and print every rebalance, the time until the group "
+            "coordinator, or Redpanda's) and print every rebalance, the time until the group "
             "is Stable with every member assigned, and the partition-seconds no member consumed. "
             "Durations are milliseconds, like the Kafka settings they stand for."
         ),
@@ -76,7 +76,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--delay-ms",
         type=float,
         default=3000.0,
-        help="group.initial.rebalance.delay.ms (KIP-134; default 3000; no effect on tansu)",
+        help="group.initial.rebalance.delay.ms (KIP-134; default 3000)",
     )
     parser.add_argument(
         "--session-timeout-ms",

@@ -292,7 +292,8 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
             except KafkaUnavailable as error:
                 delay = await observer.report_failure(body, "KafkaUnreachable", str(error))
                 # A client that lost its broker can stay unanswered after the broker is back
-                # (Tansu restarted: minutes of timeouts while a new client got answers in ms).
+                # (measured after a broker restart: minutes of timeouts while a new client got
+                # answers in ms).
                 observer.renew_gateway = observer.failures >= RENEW_AFTER_FAILURES
             except KafkaRequestFailed as error:
                 delay = await observer.report_failure(body, "KafkaRequestFailed", str(error))

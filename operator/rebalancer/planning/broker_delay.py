@@ -141,15 +141,6 @@ def plan_delay(
     """
     value = decision.value_ms
     why = explain(decision, want)
-    if profile is BrokerProfile.TANSU:
-        return DelayPlan(
-            DelayAction.NONE,
-            value,
-            None,
-            "NotApplicable",
-            "Tansu has no group.initial.rebalance.delay.ms: it holds each JoinGroup about half "
-            "the session timeout instead, so sessionTimeoutMs sets its join window; " + why,
-        )
     if current_ms == value:
         return DelayPlan(DelayAction.NONE, value, None, "InForce", f"{value} ms is in force; {why}")
     if policy.mode is DelayMode.RECOMMEND:

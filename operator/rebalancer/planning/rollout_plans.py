@@ -10,8 +10,6 @@ each other) and hands it in through RolloutSetup. What this module adds:
   has no such delay: a join makes every member rejoin at its next heartbeat and poll, and joins
   that land before the last of them share the rebalance. Redpanda times joins like Kafka; its
   delay is a dynamic setting, which changes who may tune it, not the plan.
-- Tansu: each JoinGroup is held about half the session timeout from its own arrival and new
-  joiners do not extend it; static JoinGroups are held 3 s more.
 
 Batches are released together (the join gate makes pods of one batch start within
 milliseconds of each other), so a batch's JoinGroups land well inside any of these windows;
@@ -39,18 +37,6 @@ PROTOCOL_SECONDS = 0.2
 # How long a member takes from its heartbeat's REBALANCE_IN_PROGRESS to its JoinGroup: its
 # application's next poll(). Not knowable from settings; one second is a typical batch.
 POLL_SECONDS = 1.0
-# Tansu holds a static member's JoinGroup and SyncGroup at least this long (BROKER-FACTS.md).
-TANSU_STATIC_HOLD_SECONDS = 3.0
-# How far apart the JoinGroups of one batch land when its gates let go at one moment, as a
-# first-join offset plus a share per pod (consumers starting, connecting, finding the
-# coordinator). Measured on the lab (bench/rollouts.py, 12 consumer pods on 2 shared cores):
-# the 12 gates let go within 25 ms and the 12 consumers started within 0.2 s; the joins then
-# fitted one 3 s Tansu window. The share per pod here is several times that, for machines
-# busier than the measured run; on a cluster every pod has CPU of its own.
-JOIN_SPREAD_BASE_SECONDS = 0.5
-JOIN_SPREAD_PER_POD_SECONDS = 0.1
-# Part of a fixed join window kept free for what the spread model does not see.
-WINDOW_MARGIN = 0.25
 
 
 @dataclass(frozen=True)
@@ -141,8 +127,6 @@ def group_is_empty(group: GroupSnapshot | None) -> bool:
 
 def stable_window_s(setup: RolloutSetup) -> float:
     """How long a group that has members keeps a rebalance open to more joiners (at least)."""
-    if setup.profile is BrokerProfile.TANSU:
-        return setup.join_window_s
     return setup.heartbeat_s
 
 
@@ -152,10 +136,6 @@ def batch_window_s(setup: RolloutSetup, empty: bool) -> float:
 
 def expected_batch_seconds(setup: RolloutSetup, empty: bool, size: int, static: bool) -> float:
     """From a batch's release until the group is settled, if its joins land together."""
-    if setup.profile is BrokerProfile.TANSU:
-        hold = setup.join_window_s + (TANSU_STATIC_HOLD_SECONDS if static else 0.0)
-        rejoin = 0.0 if empty else setup.heartbeat_s + POLL_SECONDS
-        return rejoin + hold + PROTOCOL_SECONDS
     if empty:
         delay = setup.join_window_s
         # Joins during the first delay buy one more step of it (bounded by the rebalance timeout).
@@ -169,10 +149,8 @@ def static_budget_s(setup: RolloutSetup) -> float:
 
     Kafka and Redpanda keep a static member's slot until its session expires, which can be as
     early as one session timeout after its last heartbeat (up to one heartbeat interval before
-    it stopped). Tansu, as measured, avoids the rebalance only if session >= 2 x (gap + 3 s).
+    it stopped).
     """
-    if setup.profile is BrokerProfile.TANSU:
-        return max(setup.session_s / 2 - TANSU_STATIC_HOLD_SECONDS, 0.0)
     return max(setup.session_s - setup.heartbeat_s, 0.0)
 
 
@@ -260,63 +238,19 @@ def held_template(workload: WorkloadView) -> bool:
     )
 
 
-def expected_join_spread_s(size: int) -> float:
-    """How far apart a batch of `size` released together is expected to join."""
-    return JOIN_SPREAD_BASE_SECONDS + JOIN_SPREAD_PER_POD_SECONDS * max(size, 1)
-
-
-def fixed_window_limit(setup: RolloutSetup) -> int | None:
-    """The largest batch whose joins fit Tansu's join window, which later joins do not extend
-    (None where the window slides or the broker does not hold joins that way)."""
-    if setup.profile is not BrokerProfile.TANSU:
-        return None
-    usable = setup.join_window_s * (1.0 - WINDOW_MARGIN) - JOIN_SPREAD_BASE_SECONDS
-    return max(1, math.floor(usable / JOIN_SPREAD_PER_POD_SECONDS))
-
-
-def one_static_at_a_time(setup: RolloutSetup, change: Change) -> bool:
-    """Static members are replaced one by one on Tansu: several of them rejoining at once
-    stalled the group there (measured: of 3 replaced together, none got an assignment within
-    240 s)."""
-    return (
-        setup.profile is BrokerProfile.TANSU
-        and change.static
-        and change.mechanism is Mechanism.STATEFULSET_REPLACE
-    )
-
-
-def one_leaver_at_a_time(setup: RolloutSetup, change: Change) -> bool:
-    """A StatefulSet's dynamic members are replaced one by one on Tansu too. The planner
-    deletes a batch's pods at once, and Tansu keeps a leader that leaves while a rebalance is
-    in progress as the group's leader, so nobody hands out assignments: the first leave starts
-    a rebalance the others' leaves fall into, and the group stalled whenever the leader was
-    not the first to go (measured in its coordinator's log).
-
-    Not for Deployments: their controller takes old pods away one by one as new ones become
-    available, and one-pod batches there cost more than they saved (BENCHMARKS.md: 18
-    generations in 12 batches against 4 for the controller alone)."""
-    return (
-        setup.profile is BrokerProfile.TANSU
-        and not change.static
-        and change.kind is RolloutKind.ROLLING_UPDATE
-        and change.mechanism is Mechanism.STATEFULSET_REPLACE
-    )
-
-
 def advances_on_ready(setup: RolloutSetup, static: bool, mechanism: Mechanism | None) -> bool:
     """Whether a batch of static members is followed by the next once its pods are Ready.
 
-    On Tansu a static member's rejoin is held about half the session timeout plus 3 s while
-    the group keeps its assignment; waiting for the group to settle after every one-pod batch
-    costs that hold each time (measured: about 33 s a pod with 30 s sessions), where the
-    StatefulSet controller, which waits only for Ready, replaced 12 static members in 60 s
-    without a rebalance. Each pod is therefore followed by the next as soon as it is Ready and
-    was away no longer than its session covers (static_budget_s), as long as the group has not
-    moved to a new generation; the full settle check runs after the last pod.
+    A static member back within its session takes its old assignment without a rebalance
+    (KIP-345): there is nothing for the group to settle, and waiting for a settle check after
+    every batch would only make the rollout slower than the StatefulSet controller, which waits
+    for Ready alone. Each batch is therefore followed by the next as soon as its pods are Ready
+    and were away no longer than their session covers (static_budget_s), as long as the group
+    has not moved to a new generation; the full settle check runs after the last batch, or
+    after one that was away longer.
     """
     return (
-        setup.profile is BrokerProfile.TANSU
-        and static
+        static
         and mechanism is Mechanism.STATEFULSET_REPLACE
         and static_budget_s(setup) > 0
     )
@@ -325,15 +259,10 @@ def advances_on_ready(setup: RolloutSetup, static: bool, mechanism: Mechanism | 
 def batch_limit(setup: RolloutSetup, workload: WorkloadView, change: Change, total: int) -> int:
     limit = setup.policy.max_batch_size
     if limit is None:
-        if one_static_at_a_time(setup, change) or one_leaver_at_a_time(setup, change):
-            limit = 1
-        elif change.kind is RolloutKind.ROLLING_UPDATE:
+        if change.kind is RolloutKind.ROLLING_UPDATE:
             limit = max(1, math.ceil(workload.replicas / 4))
         else:
             limit = max(1, total)
-        fixed = fixed_window_limit(setup)
-        if fixed is not None and not change.static:
-            limit = min(limit, fixed)
     if (
         change.mechanism is Mechanism.GATE_QUEUE
         and change.kind is RolloutKind.ROLLING_UPDATE
@@ -534,54 +463,15 @@ def plan_notes(setup: RolloutSetup, workload: WorkloadView, change: Change) -> l
             f"static members restart without a rebalance if each is back within "
             f"{static_budget_s(setup):.0f} s"
         )
-    if one_leaver_at_a_time(setup, change):
-        chosen = policy.max_batch_size
-        if chosen is None:
-            notes.append(
-                "on Tansu a StatefulSet's rolling update replaces one pod at a time: a leader "
-                "that leaves while a rebalance is in progress stalls the group there, and pods "
-                f"deleted together make that likely; {PATH}.maxBatchSize overrides this"
-            )
-        elif chosen > 1:
-            notes.append(
-                f"{PATH}.maxBatchSize is {chosen}: on Tansu several pods leaving together can "
-                "stall the group (a leader leaving during a rebalance); 1 is safe there"
-            )
-    if one_static_at_a_time(setup, change):
-        chosen = policy.max_batch_size
-        if chosen is None:
-            notes.append(
-                "on Tansu static members are replaced one at a time: several static members "
-                f"rejoining at once stalled the group there; {PATH}.maxBatchSize overrides this"
-            )
-        elif chosen > 1:
-            notes.append(
-                f"{PATH}.maxBatchSize is {chosen}: on Tansu several static members rejoining at "
-                "once stalled the group; 1 is safe there"
-            )
-        if advances_on_ready(setup, change.static, change.mechanism):
-            notes.append(
-                "each replaced pod is followed by the next once it is Ready, if it was back "
-                f"within {static_budget_s(setup):.0f} s and the group kept its generation, "
-                "without waiting for the group to settle (Tansu holds a static member's rejoin "
-                f"about {setup.join_window_s + TANSU_STATIC_HOLD_SECONDS:.0f} s while the group "
-                "keeps its assignment); the group must settle after the last pod, or after a "
-                "pod that was away longer"
-            )
-    fixed = fixed_window_limit(setup)
-    capped = fixed is not None and fixed < workload.replicas
-    if fixed is not None and capped and not change.static and policy.max_batch_size is None:
+    if advances_on_ready(setup, change.static, change.mechanism):
         notes.append(
-            f"on Tansu each JoinGroup is held {setup.join_window_s:g} s from its own arrival "
-            "and later joins do not extend it, so batches are at most "
-            f"{fixed} pods, whose joins are expected to land within "
-            f"{expected_join_spread_s(fixed):.1f} s of each other"
+            "each replaced batch is followed by the next once its pods are Ready, if they were "
+            f"back within {static_budget_s(setup):.0f} s and the group kept its generation, "
+            "without waiting for the group to settle (static members take their assignment "
+            "back without a rebalance); the group must settle after the last batch, or after "
+            "one that was away longer"
         )
-    if (
-        setup.profile is not BrokerProfile.TANSU
-        and change.kind is RolloutKind.COLD_START
-        and setup.join_window_s == 0
-    ):
+    if change.kind is RolloutKind.COLD_START and setup.join_window_s == 0:
         notes.append(
             "group.initial.rebalance.delay.ms is 0: even joins released together cost a "
             "rebalance for the first member and one for the rest"
@@ -590,8 +480,6 @@ def plan_notes(setup: RolloutSetup, workload: WorkloadView, change: Change) -> l
 
 
 def _window_reason(setup: RolloutSetup, empty: bool) -> str:
-    if setup.profile is BrokerProfile.TANSU:
-        return "Tansu holds each JoinGroup half the session timeout"
     if empty:
         return "group.initial.rebalance.delay.ms of an Empty group"
     return "members rejoin at their next heartbeat"

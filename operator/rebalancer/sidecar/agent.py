@@ -302,7 +302,8 @@ class SidecarAgent:
             offsets = await self._gateway.committed_offsets(group_id)
         except KafkaGatewayError as error:
             raise EngineUnavailable(f"cannot look group {group_id!r} up: {error}") from None
-        # Tansu describes a group that never existed as Empty; its offsets tell them apart.
+        # A group whose members all left is Empty like one that never formed; its committed
+        # offsets tell them apart.
         return bool(offsets.offsets)
 
     async def submit(
@@ -387,8 +388,8 @@ class SidecarAgent:
             view = await self._gateway.describe_group(self.group_id)
             self._state, self._state_error = view.state.value, None
             if view.state is GroupState.UNKNOWN:
-                # Tansu describes a group in the middle of a rebalance as Unknown (measured);
-                # the sidecar is a member, so the group is alive and Unknown means rebalancing.
+                # The sidecar is a member, so the group is alive: a broker that cannot say
+                # more (Unknown) is answering in the middle of a rebalance.
                 self._state = GroupState.PREPARING_REBALANCE.value
         except KafkaGatewayError as error:
             # librdkafka's mock cluster has no DescribeGroups; fall back to what the member saw.

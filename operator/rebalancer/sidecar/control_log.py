@@ -2,8 +2,8 @@
 
 A reader that belongs to no group reads the single partition from its beginning (the topic is
 tiny and kept short by retention), so a sidecar that starts or takes over knows every request
-still alive. The writer sends one record per batch: Tansu's high watermark is wrong for batches
-of several records.
+still alive. The writer sends one record per batch, so each request is its own offset and
+a reader's position says exactly which requests it has seen.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The sidecar sits next to the application and reads the same KAFKA_* variables, so it joins the
 same cluster and group with the same session timeout and assignment strategy. A group's members
-must share an assignment protocol, and Tansu fixes a group's session timeout with its first
-member: copying the application's values is what lets the sidecar join at all.
+must share an assignment protocol: copying the application's values is what lets the sidecar
+join at all.
 """
 
 from __future__ import annotations

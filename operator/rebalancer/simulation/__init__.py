@@ -2,9 +2,9 @@
 
 Pure (stdlib only, no I/O) and deterministic for a given `Scenario.seed`. It models Apache Kafka's
 GroupCoordinator (KIP-134 initial delay with its sliding extension, sessions and heartbeats,
-static membership, eager and cooperative assignors, pattern subscriptions and KAFKA-7126), the same
-for Redpanda, and Tansu's different coordinator (the lab's broker). Sources are cited in each
-model's module docstring (kafka_groups, tansu_groups, group_models).
+static membership, eager and cooperative assignors, pattern subscriptions and KAFKA-7126), which
+Redpanda follows too. Sources are cited in each model's module docstring (kafka_groups,
+group_models).
 
     from rebalancer.simulation import Scenario, Uniform, plan_members, simulate
     result = simulate(Scenario(members=plan_members(6), starts=Uniform(2000.0)))

@@ -2,9 +2,7 @@
 
 `order` breaks ties between events at the same instant. The coordinator's timers and held
 responses go first, then assignment completions, then departures, then arrivals, then the
-members' own reactions. That order is a modelling choice where real brokers race; it is the one
-that reproduces the measured Tansu generation counts where an arrival coincides with the end of a
-held JoinGroup (see tansu_groups).
+members' own reactions. That order is a modelling choice where real brokers race.
 """
 
 from __future__ import annotations
@@ -25,15 +23,6 @@ class JoinDeadline:
 
 
 @dataclass(frozen=True)
-class JoinAnswer:
-    """A held JoinGroup is answered (Tansu holds each one for a while)."""
-
-    order: ClassVar[int] = 0
-    consumer: int
-    incarnation: int
-
-
-@dataclass(frozen=True)
 class SyncDone:
     """The leader's SyncGroup for `generation` is stored: the group becomes Stable."""
 
@@ -48,17 +37,6 @@ class Resync:
     order: ClassVar[int] = 1
     consumer: int
     incarnation: int
-
-
-@dataclass(frozen=True)
-class Assigned:
-    """A SyncGroup response reaches a member (Tansu answers each member's SyncGroup itself)."""
-
-    order: ClassVar[int] = 1
-    consumer: int
-    incarnation: int
-    generation: int
-    partitions: frozenset[int]
 
 
 @dataclass(frozen=True)
@@ -137,10 +115,8 @@ class Enforce:
 
 Event = (
     JoinDeadline
-    | JoinAnswer
     | SyncDone
     | Resync
-    | Assigned
     | SessionCheck
     | Depart
     | TopicCreated

@@ -10,21 +10,15 @@ from rebalancer.simulation.group_models import GroupModel
 from rebalancer.simulation.kafka_groups import KafkaGroupModel
 from rebalancer.simulation.results import SimulationResult
 from rebalancer.simulation.scenarios import Scenario
-from rebalancer.simulation.tansu_groups import TansuGroupModel
-from rebalancer.structs.brokers import BrokerProfile
 
 
 def simulate(scenario: Scenario) -> SimulationResult:
     """Play `scenario` on its broker profile; the same scenario always gives the same result."""
     rng = random.Random(scenario.seed)
     consumers = build_consumers(scenario, rng)
-    model: GroupModel
-    if scenario.profile is BrokerProfile.TANSU:
-        model = TansuGroupModel(scenario, consumers, rng)
-    else:
-        # Redpanda follows Kafka's coordinator, initial delay included; it only makes the delay
-        # a dynamic setting, which matters to the operator, not to the timing.
-        model = KafkaGroupModel(scenario, consumers, rng)
+    # Redpanda follows Kafka's coordinator, initial delay included; it only makes the delay a
+    # dynamic setting, which matters to the operator, not to the timing.
+    model: GroupModel = KafkaGroupModel(scenario, consumers, rng)
     return model.run()
 
 

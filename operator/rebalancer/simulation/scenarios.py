@@ -36,7 +36,7 @@ DepartureKind = Literal["leave", "crash"]
 class CoordinatorSettings:
     """Broker-side timing and the small protocol round trips the model charges for."""
 
-    # group.initial.rebalance.delay.ms (KIP-134); ignored by the tansu profile, which has none.
+    # group.initial.rebalance.delay.ms (KIP-134).
     initial_rebalance_delay_ms: float = 3000.0
     # From deciding to join until the coordinator holds the JoinGroup: FindCoordinator and, for a
     # new member, the MEMBER_ID_REQUIRED round trip of KIP-394.

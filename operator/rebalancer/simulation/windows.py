@@ -16,12 +16,9 @@ def join_window(
     Apache Kafka and Redpanda: group.initial.rebalance.delay.ms. Joins inside it always land in the
     first generation; a join inside it also buys one more delay (up to the rebalance timeout, for a
     brand-new group), so a steady trickle can stretch it, but only this much is guaranteed.
-    Tansu: half the group's session timeout (the first member's), the hold on the first JoinGroup;
-    pass the members' `consumer` settings (defaults otherwise). Zero means every join on its own.
+    Zero means every join on its own.
     A group that is already Stable has no such window: each batch of joins costs a rebalance, and
     joins land together only while the existing members take up to heartbeat.interval.ms to rejoin.
     """
-    if profile is BrokerProfile.TANSU:
-        consumer = consumer or ConsumerSettings()
-        return consumer.session_timeout_ms / 2 / 1000.0
+    del profile, consumer  # the same on every supported broker; kept for callers' clarity
     return settings.initial_rebalance_delay_ms / 1000.0

@@ -1,8 +1,9 @@
 """The broker settings that bound a group's timeouts, as the broker reports them or as defaulted.
 
-Brokers differ in what DescribeConfigs returns: Apache Kafka lists every setting, Tansu returns
-nothing at all. A limit the broker did not report takes Apache Kafka's default, and `source`
-says which it was, so a refusal can say "the broker says" or "Kafka's default is".
+Brokers differ in what DescribeConfigs returns: Apache Kafka lists every setting, a managed
+service or a Kafka-protocol broker may return few or none. A limit the broker did not report
+takes Apache Kafka's default, and `source` says which it was, so a refusal can say "the broker
+says" or "Kafka's default is".
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ GROUP_HEARTBEAT_KEY = "consumer.heartbeat.interval.ms"
 class LimitSource(StrEnum):
     BROKER = "broker"  # every limit came from DescribeConfigs
     PARTLY = "partly"  # some did, the rest are Kafka's defaults
-    DEFAULT = "default"  # the broker said nothing (Tansu): Kafka's defaults
+    DEFAULT = "default"  # the broker said nothing: Kafka's defaults
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,8 @@ def verify_configs(
 ) -> ConfigOutcome:
     """Compare what was set with what the broker reads back after an accepted change.
 
-    A broker that answers DescribeConfigs with nothing at all (Tansu) accepts changes and keeps
-    none; that is said as it is, not counted as success.
+    A broker that answers DescribeConfigs with nothing at all cannot show that it kept a
+    change; that is said as it is, not counted as success.
     """
     shown = ", ".join(f"{key}={value}" for key, value in sorted(wanted.items()))
     if not described:

@@ -1,8 +1,8 @@
 """What the operator knows about a Kafka cluster and a group, as the broker describes them.
 
 Pure data: the Kafka gateway (rebalancer.clients.kafka_admin) fills these in, the planners read
-them. Fields the broker could not tell are None or flagged, never guessed, because brokers differ
-(the embedded Tansu broker, for one, describes groups without their members).
+them. Fields the broker could not tell are None or flagged, never guessed, because brokers and
+the permissions they grant differ.
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ class BrokerProfile(StrEnum):
 
     APACHE_KAFKA = "apache-kafka"
     REDPANDA = "redpanda"
-    TANSU = "tansu"
 
 
 @dataclass(frozen=True, order=True)
@@ -73,8 +72,8 @@ class BrokerGroupView:
     assignor: str | None
     members: tuple[BrokerMember, ...]
     coordinator_id: int | None
-    # False when the group has live members but the broker listed none (Tansu does this):
-    # the empty `members` then means "not told", not "no members".
+    # False when the group is live but the broker listed no member (a Kafka-protocol broker
+    # may answer so): the empty `members` then means "not told", not "no members".
     members_known: bool
 
 

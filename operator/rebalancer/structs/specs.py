@@ -53,7 +53,6 @@ class BrokerProfileChoice(StrEnum):
     AUTO = "auto"
     APACHE_KAFKA = "apache-kafka"
     REDPANDA = "redpanda"
-    TANSU = "tansu"
 
 
 class ProtocolChoice(StrEnum):

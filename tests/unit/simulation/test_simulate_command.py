@@ -58,20 +58,20 @@ def test_kafka_7126_preset(
     assert body["members"] == 20
 
 
-def test_tansu_profile(capsys: pytest.CaptureFixture[str]) -> None:
+def test_redpanda_profile_times_joins_like_kafka(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = run(
         capsys,
-        "--profile", "tansu",
+        "--profile", "redpanda",
         "--members", "6",
-        "--start-spread", "5000",
-        "--session-timeout-ms", "10000",
+        "--start-spread", "2000",
+        "--delay-ms", "3000",
         "--json",
     )  # fmt: skip
     assert code == 0
     body = json.loads(out)
-    assert body["profile"] == "tansu"
-    assert body["join_window_s"] == 5.0
-    assert body["rebalance_count"] == 2
+    assert body["profile"] == "redpanda"
+    assert body["join_window_s"] == 3.0
+    assert body["rebalance_count"] == 1
 
 
 @pytest.mark.parametrize(
