@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps lab test lint unit e2e bench clean
+.PHONY: install system-deps kafka lab test lint unit e2e bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,14 +14,21 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# promtool checks the metrics and alert rules; kubectl drives the end-to-end tests. Both come
-# from the machine's package manager when missing (best effort: tests that need them say so).
+# Java and Maven run and fetch the lab's Apache Kafka; promtool checks the metrics and alert
+# rules. They come from the machine's package manager when missing (promtool best effort: the
+# tests that need it say so).
 system-deps:
+	@command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || { \
+		apt-get update -qq && apt-get install -y -qq --no-install-recommends openjdk-17-jdk-headless maven >/dev/null; }
 	@command -v promtool >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
 		(apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null) || \
 		echo "promtool not installed: its checks will be skipped"; }
 
-lab: $(STAMP)
+# Apache Kafka's jars, fetched from Maven Central once into ~/.cache/rebalancer/kafka.
+kafka: $(STAMP) system-deps
+	$(BIN)/python -c "from rebalancer.lab.kafka_jars import ensure_kafka_jars; ensure_kafka_jars(progress=print)"
+
+lab: kafka
 	$(BIN)/rebalancer lab
 
 lint: $(STAMP)
@@ -33,12 +40,12 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-e2e: $(STAMP)
+e2e: kafka
 	$(BIN)/pytest -q tests/apiserver tests/e2e
 
 # Tests that run real brokers and processes on a shared 2-core machine can lose a race to load;
 # one rerun keeps CI honest (the rerun is reported as R) without hiding a real failure.
-test: system-deps lint
+test: system-deps kafka lint
 	$(BIN)/pytest -q -p no:cacheprovider --reruns 1 --reruns-delay 2 tests
 
 clean:

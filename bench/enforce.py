@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/enforce.py [--rounds 10] [--members 12] [--no-mock] [--png PATH]
 
-Everything is real: a Tansu broker (and librdkafka's mock cluster for a second opinion and for
-KIP-848), `python -m rebalancer.lab.consumer` processes as the application, reporting every
+Everything is real: an Apache Kafka broker (and librdkafka's mock cluster for a second opinion
+and for KIP-848), `python -m rebalancer.lab.consumer` processes as the application, reporting every
 rebalance (docs/member-reports.md), and `rebalancer sidecar` processes doing the enforcing.
 
 1. Latency from the POST to the new generation held by every application member (the group is
@@ -14,9 +14,8 @@ rebalance (docs/member-reports.md), and `rebalancer sidecar` processes doing the
    it, managed (the sidecar enforces once at creation) against unmanaged (each member finds it at
    its own metadata refresh, refresh intervals staggered).
 
-Figures describe these brokers on this machine, not Apache Kafka (Tansu holds every JoinGroup
-half the session timeout: 3 s here). Prints progress while it runs and a table at the end;
-writes a PNG when matplotlib is installed.
+Figures describe these brokers on this machine. Prints progress while it runs and a table at
+the end; writes a PNG when matplotlib is installed.
 """
 
 from __future__ import annotations
@@ -46,13 +45,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "operator"))
 
-from rebalancer.lab.broker import TansuBroker  # noqa: E402
+from rebalancer.lab.broker import KafkaBroker  # noqa: E402
 from rebalancer.lab.mock_cluster import MockCluster  # noqa: E402
 from rebalancer.lab.producer import ensure_topic  # noqa: E402
 from rebalancer.structs.enforcement import control_topic, flip_topic  # noqa: E402
 
 SESSION_MS = 6000
-QUIET_S = 4.0  # a little more than Tansu holds one JoinGroup
+QUIET_S = 4.0  # a little more than one initial rebalance delay (3 s)
 REPORT_TOKEN = "bench-report"
 SIDECAR_TOKEN = "bench-sidecar"
 
@@ -457,7 +456,7 @@ def render(enforce: list[EnforceRun], topics: list[TopicRun]) -> str:
     if topics:
         lines += [
             "",
-            "Topic creation (pattern subscription, cooperative-sticky, Tansu):",
+            "Topic creation (pattern subscription, cooperative-sticky, Apache Kafka):",
             f"{'':36} {'members':>7} {'rebalances':>10} {'revoked':>8} "
             f"{'all consuming after s':>22}",
         ]
@@ -529,27 +528,27 @@ def main() -> int:
     enforce: list[EnforceRun] = []
     topics: list[TopicRun] = []
     started = time.monotonic()
-    with TansuBroker(log_dir=tempfile.mkdtemp(prefix="bench-tansu-")) as tansu:
-        say(f"Tansu at {tansu.bootstrap}")
+    with KafkaBroker(log_dir=tempfile.mkdtemp(prefix="bench-kafka-")) as kafka:
+        say(f"Apache Kafka at {kafka.bootstrap}")
 
-        def tansu_topic(name: str, partitions: int) -> None:
-            asyncio.run(ensure_topic(tansu.bootstrap, name, partitions))
+        def kafka_topic(name: str, partitions: int) -> None:
+            asyncio.run(ensure_topic(kafka.bootstrap, name, partitions))
 
         for label, strategy in (
-            ("tansu cooperative-sticky", "cooperative-sticky"),
-            ("tansu eager (range)", "range"),
+            ("kafka cooperative-sticky", "cooperative-sticky"),
+            ("kafka eager (range)", "range"),
         ):
             enforce.append(
                 run_enforcements(
-                    label, tansu.bootstrap, tansu_topic, strategy=strategy, rounds=args.rounds
+                    label, kafka.bootstrap, kafka_topic, strategy=strategy, rounds=args.rounds
                 )
             )
         if not args.no_topics:
             topics.append(
                 run_topic_creation(
                     "managed (enforced at creation)",
-                    tansu.bootstrap,
-                    tansu_topic,
+                    kafka.bootstrap,
+                    kafka_topic,
                     members=args.members,
                     managed=True,
                 )
@@ -557,8 +556,8 @@ def main() -> int:
             topics.append(
                 run_topic_creation(
                     "unmanaged (own metadata refresh)",
-                    tansu.bootstrap,
-                    tansu_topic,
+                    kafka.bootstrap,
+                    kafka_topic,
                     members=args.members,
                     managed=False,
                 )

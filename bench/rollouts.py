@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/rollouts.py --pods 12 --partitions 24 --jitter 'uniform(0,6)'
 
-On the lab (Tansu, the API emulator, the lab cluster's controllers and kubelet, the operator
+On the lab (Apache Kafka, the API emulator, the lab cluster's controllers and kubelet, the operator
 process), real `python -m rebalancer.lab.consumer` pods run each scenario twice:
 
 - naive: a plain StatefulSet or Deployment, no gate, no rollout policy: what Kubernetes does;
@@ -21,8 +21,8 @@ rebalances (new generations the members saw), stop-the-world partition-seconds (
 member owned, integrated over time, after the partition had first been owned: a cold start's
 wait for its first assignment is shown apart), and time to Stable (until the last change of
 ownership or generation). Then the coordinator simulator replays the same pod timeline (when
-each consumer started and when each pod was deleted, as the bench saw them) on Apache Kafka's
-coordinator, for Kafka's figures: Tansu's are not Kafka's.
+each consumer started and when each pod was deleted, as the bench saw them) on the coordinator
+model, so the model's prediction stands beside the broker's measurement.
 """
 
 from __future__ import annotations
@@ -67,14 +67,12 @@ NS = "default"
 TOPIC = "rollouts"
 SCENARIOS = ("cold-start", "statefulset-update", "deployment-update", "scale-up")
 STRATEGIES = ("naive", "managed")
-SESSION_MS = 6000  # dynamic members: Tansu holds each JoinGroup 3 s
-# Tansu holds every static JoinGroup and SyncGroup at least this long (BROKER-FACTS.md).
-TANSU_STATIC_HOLD_S = 3.0
+SESSION_MS = 6000  # dynamic members: Kafka's group.min.session.timeout.ms
 # From SIGTERM to a re-created consumer's JoinGroup, besides the jitter: the consumer's close,
 # the controller re-creating the pod, the interpreter and confluent-kafka starting (measured
 # 2 to 4 s on this 2-core machine with a dozen pods busy).
 RESTART_OVERHEAD_S = 4.0
-# The group is taken as Stable once nothing changed for this long (over two Tansu windows).
+# The group is taken as Stable once nothing changed for this long (three initial delays).
 QUIET_S = 9.0
 KAFKA_SESSION_MS = 45000  # Kafka 3.0+ default
 KAFKA_DELAY_MS = 3000  # group.initial.rebalance.delay.ms default
@@ -322,7 +320,7 @@ def consumer_group(
         "metadata": {"name": name, "namespace": NS},
         "spec": {
             "groupId": group,
-            "kafka": {"bootstrapServers": [lab.bootstrap], "profile": "tansu"},
+            "kafka": {"bootstrapServers": [lab.bootstrap], "profile": "apache-kafka"},
             "subscription": {"topics": [TOPIC]},
             "workload": {"kind": kind, "name": name},
             "policy": policy,
@@ -522,7 +520,7 @@ class Bench:
             "scale-up": "up",
         }
         name = f"{short[scenario]}-{strategy}"
-        group = f"{name}-{uuid.uuid4().hex[:6]}"  # Tansu keeps a group's first session timeout
+        group = f"{name}-{uuid.uuid4().hex[:6]}"  # a fresh group per run
         selector = f"app={name}"
         env = consumer_env(self.lab, name, group, session_ms, static, self.tee.url)
         body = workload(kind, name, env, args.pods, gated=managed)
@@ -613,7 +611,7 @@ class Bench:
         if scenario == "cold-start":
             starts = [life.first_container_at for life in lives if life.first_container_at]
             slowest = max(starts) - t0 if starts else None
-        window = (session_ms / 2000.0) + (TANSU_STATIC_HOLD_S if static else 0.0)
+        window = KAFKA_DELAY_MS / 1000.0
         operator_count = (status.get("group") or {}).get("rebalances")
         measured = Measured(
             scenario=scenario,
@@ -853,7 +851,7 @@ def plot(runs: Sequence[Measured], path: Path) -> None:
     metrics: list[tuple[str, Callable[[Measured], float], Callable[[Measured], float] | None]] = [
         ("rebalances (generations)", lambda r: r.rebalances,
          lambda r: _number(r.kafka, "rebalances")),
-        ("stop-the-world partition-s (Tansu)", lambda r: r.stop_the_world_ps, None),
+        ("stop-the-world partition-s (measured)", lambda r: r.stop_the_world_ps, None),
         ("unowned partition-s from t0", lambda r: r.unowned_ps,
          lambda r: _number(r.kafka, "unowned_ps")),
         ("time to Stable (s)", lambda r: r.time_to_stable_s,
@@ -862,14 +860,14 @@ def plot(runs: Sequence[Measured], path: Path) -> None:
     figure, axes = plt.subplots(1, len(metrics), figsize=(19, 4.8))
     width = 0.2
     series = [
-        ("Tansu, naive", "naive", 0, "#d62728", ""),
-        ("Tansu, managed", "managed", 0, "#2ca02c", ""),
+        ("Kafka, naive", "naive", 0, "#d62728", ""),
+        ("Kafka, managed", "managed", 0, "#2ca02c", ""),
         ("Kafka sim, naive", "naive", 1, "#ff9896", "//"),
         ("Kafka sim, managed", "managed", 1, "#98df8a", "//"),
     ]
-    for axis, (title, tansu, kafka) in zip(axes, metrics, strict=True):
+    for axis, (title, measured, kafka) in zip(axes, metrics, strict=True):
         for offset, (label, strategy, simulated, colour, hatch) in enumerate(series):
-            pick = kafka if simulated else tansu
+            pick = kafka if simulated else measured
             if pick is None:
                 continue
             values = []
@@ -899,7 +897,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--static-session-ms",
         type=int,
         default=None,
-        help="session timeout of the static members (default: what Tansu needs for the jitter)",
+        help="session timeout of the static members (default: one that covers a restart)",
     )
     parser.add_argument(
         "--settle-timeout",
@@ -925,13 +923,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown scenario or strategy: {', '.join(unknown)}")
     jitter_max = jitter_bound(args.jitter)
     if args.static_session_ms is None:
-        # Tansu keeps a static member's place only if session >= 2 x (restart gap + 3 s).
+        # Kafka keeps a static member's place while its session lasts: the restart gap plus
+        # one heartbeat (3 s) must fit, rounded up to 5 s.
         gap = jitter_max + RESTART_OVERHEAD_S
-        args.static_session_ms = int(math.ceil(2 * (gap + TANSU_STATIC_HOLD_S) / 5) * 5 * 1000)
+        args.static_session_ms = max(int(math.ceil((gap + 3.0) / 5) * 5 * 1000), 6000)
     say(
         f"{args.pods} pods, {args.partitions} partitions, jitter {args.jitter}; static members' "
-        f"session {args.static_session_ms / 1000:g} s (Tansu: >= 2 x (restart gap <= "
-        f"{jitter_max + RESTART_OVERHEAD_S:g} s + 3 s)), dynamic {SESSION_MS / 1000:g} s"
+        f"session {args.static_session_ms / 1000:g} s (>= restart gap <= "
+        f"{jitter_max + RESTART_OVERHEAD_S:g} s + one heartbeat), dynamic {SESSION_MS / 1000:g} s"
     )
     state = args.state_dir or Path(tempfile.mkdtemp(prefix="rebalancer-bench-rollouts-"))
     config = LabConfig(
@@ -954,7 +953,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         lab.start(fleet=False, pods=True, jitter=args.jitter)
         asyncio.run(ensure_topic(lab.bootstrap, TOPIC, args.partitions))
-        say(f"lab up in {state}: Tansu at {lab.bootstrap}, operator reports via {tee.url}")
+        say(f"lab up in {state}: Apache Kafka at {lab.bootstrap}, operator reports via {tee.url}")
         bench = Bench(lab, tee, args)
         for scenario in scenarios:
             for strategy in strategies:

@@ -2,10 +2,10 @@
 
     .venv/bin/python bench/scale.py [--groups 1000] [--soak 300] [--interval 30] [--png PATH]
 
-The lab's real pieces: the Kubernetes API emulator, a Tansu broker, and `rebalancer operator` as
-its own process. The groups have no consumers (each names a topic that exists on the broker), so
-every reconcile is the operator's full path: parse, describe the group and its topic on the
-broker, write status. Measured:
+The lab's real pieces: the Kubernetes API emulator, an Apache Kafka broker, and
+`rebalancer operator` as its own process. The groups have no consumers (each names a topic that
+exists on the broker), so every reconcile is the operator's full path: parse, describe the group
+and its topic on the broker, write status. Measured:
 
 1. Time from creating all groups to every one having status written (status.group.observedAt),
    and per group the latency from its creation to its first status (p50, p90, p99).

@@ -1,17 +1,16 @@
 """The operator adds the enforcement sidecar to running workloads' pods and takes it out.
 
-Real parts: Tansu, the API emulator, the lab cluster's controllers and kubelet (each container a
-real process: the application is `python -m rebalancer.lab.consumer`, the injected sidecar the
-operator's image, `rebalancer sidecar`), and the operator with its rollout planner, settings
-handler and enforce timer. The operator finds the sidecars the way it finds sidecars users add
-themselves: the ready pods of spec.workload, on spec.policy.enforce.sidecar.port.
+Real parts: Apache Kafka, the API emulator, the lab cluster's controllers and kubelet (each
+container a real process: the application is `python -m rebalancer.lab.consumer`, the injected
+sidecar the operator's image, `rebalancer sidecar`), and the operator with its rollout
+planner, settings handler and enforce timer. The operator finds the sidecars the way it finds
+sidecars users add themselves: the ready pods of spec.workload, on spec.policy.enforce.sidecar.port.
 
 Two replicas: each lab pod has an address of its own, as on a cluster, and each injected
 sidecar listens on its pod's address, on the one port the ConsumerGroup names. The design says
 one sidecar of a group acts on a request, whichever was asked; the test checks that it is so.
 Taking the sidecar out again replaces both pods; each stopping sidecar stays in the group until
-the group formed again without its pod's application member, then leaves (on Tansu two leaves
-in one rebalance stalled the group when the second was the leader's: docs/enforcing.md).
+the group formed again without its pod's application member, then leaves (docs/enforcing.md).
 """
 
 from __future__ import annotations
@@ -184,10 +183,7 @@ def test_inject_rolls_the_sidecar_into_two_pods_and_one_of_them_enforces(
             "workload": {"kind": "StatefulSet", "name": WORKLOAD},
             "policy": {
                 "observe": {"intervalSeconds": 2, "reportTtlSeconds": 20},
-                # One pod per batch. With both pods in one batch the group sat Stable with no
-                # partition assigned in 5 of 7 runs on Tansu: the two consumers leave a second
-                # or so apart, and a leader leaving a forming group is never replaced there
-                # (docs/enforcing.md, "Taking the sidecar out").
+                # One pod per batch: the test follows each pod's sidecar out on its own.
                 "rollout": {"enabled": True, "maxBatchSize": 1, "settleSeconds": 2},
                 "enforce": {
                     "requestToken": "first",

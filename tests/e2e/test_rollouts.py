@@ -1,6 +1,6 @@
 """Staggered rollouts through the operator, on the lab cluster with real consumer pods.
 
-Real parts: Tansu, the API emulator, the lab's StatefulSet controller and kubelet (each pod a
+Real parts: Apache Kafka, the API emulator, the lab's StatefulSet controller and kubelet (each pod a
 `rebalancer gate` init container, then a `python -m rebalancer.lab.consumer` process), and the
 operator process (`rebalancer operator`), which observes the group from member reports and
 drives the rollout daemon. Pods start seconds apart (the kubelet's jitter).
@@ -37,7 +37,7 @@ from rebalancer.structs.gates import GATE_BATCH_ANNOTATION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 NS = "default"
-SESSION_MS = 6000  # Tansu holds each JoinGroup half of it: a 3 s join window
+SESSION_MS = 6000  # the least Kafka allows (group.min.session.timeout.ms)
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +167,7 @@ def test_a_managed_cold_start_costs_exactly_one_rebalance(lab: Lab) -> None:
         for pod in pods
         for log in pod_logs(lab, pod["metadata"]["name"])
     ]
-    # Every consumer saw one generation, the same one (Tansu numbers the first 0).
+    # Every consumer saw one generation, the same one.
     assert len(generations) == replicas, generations
     assert len(set().union(*generations)) == 1 and all(len(g) == 1 for g in generations), (
         generations
@@ -216,7 +216,7 @@ def test_a_policy_that_cannot_be_met_is_degraded_with_the_fix(lab: Lab) -> None:
 
     eventually(recovered, 60, "the rollout Completed once the policy was fixed")
 
-    # A deadline shorter than the join window: 20 s sessions hold joins 10 s on Tansu.
+    # A deadline shorter than a batch needs: the 3 s initial delay, extended once by joins.
     late = "late"
     body = managed(
         lab, late, batchDeadlineSeconds=5,

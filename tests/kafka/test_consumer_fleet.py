@@ -1,4 +1,4 @@
-"""Two real consumer processes form a group on Tansu; the gateway and their reports see it.
+"""Two real consumer processes form a group on Apache Kafka; the gateway and their reports see it.
 
 The group forms in two steps on purpose: fleet-0 alone, then fleet-1 joins, so there is a
 rebalance to see (cooperative-sticky: fleet-0 first gives up half, then fleet-1 gets it).
@@ -165,13 +165,11 @@ async def test_gateway_sees_the_group_the_fleet_formed(formed: FormedGroup) -> N
             view = await gateway.describe_group(formed.group_id)
         assert view.state is GroupState.STABLE
         assert view.coordinator_id is not None
-        if view.members_known:
-            assigned = {tp for member in view.members for tp in member.partitions}
-            assert assigned == {TopicPartition(t, p) for t, p in formed.everything}
-        else:
-            # Tansu describes the group without members; the gateway says "not known".
-            assert view.members == ()
-            assert gateway.profile is BrokerProfile.APACHE_KAFKA
+        # Apache Kafka describes every member with its assignment.
+        assert view.members_known
+        assigned = {tp for member in view.members for tp in member.partitions}
+        assert assigned == {TopicPartition(t, p) for t, p in formed.everything}
+        assert gateway.profile is BrokerProfile.APACHE_KAFKA
         topics = await gateway.list_topics()
         assert topics[formed.topic] == PARTITIONS
     finally:

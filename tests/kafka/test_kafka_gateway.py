@@ -1,4 +1,4 @@
-"""AdminGateway against a real Tansu broker, and against addresses where no Kafka answers."""
+"""AdminGateway against a real Apache Kafka broker, and against addresses where no Kafka answers."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ async def test_a_group_nobody_joined_is_empty_and_known_to_be(gateway: AdminGate
     group_id = fresh("nobody")
     view = await gateway.describe_group(group_id)
     assert view.group_id == group_id
-    # Apache Kafka says Dead for a group it never heard of, Tansu says Empty.
-    assert view.state in (GroupState.EMPTY, GroupState.DEAD)
+    # Apache Kafka says Dead for a group it never heard of.
+    assert view.state is GroupState.DEAD
     assert view.members_known
     assert view.members == ()
     offsets = await gateway.committed_offsets(group_id)

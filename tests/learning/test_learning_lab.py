@@ -1,6 +1,6 @@
 """History and learning through the whole operator in the lab.
 
-Real parts: the Tansu broker, the API emulator, the lab cluster (each consumer pod a real
+Real parts: Apache Kafka, the API emulator, the lab cluster (each consumer pod a real
 `python -m rebalancer.lab.consumer` process posting member reports), the operator process with
 `--history-dir`, and Spark for the learning job. A cold start leaves a join record per member in
 the history and the job reads them; then a recommendation set written by the job's own writer
@@ -352,8 +352,7 @@ def test_auto_mode_applies_a_recommendation_within_bounds_once_per_interval(lab:
     assert lab.api_client is not None
     custom = client.CustomObjectsApi(lab.api_client)
     policy = {
-        # One pod at a time: Tansu can stall a group whose leader leaves mid-rebalance, which
-        # replacing several members at once makes likely.
+        # One pod at a time, so the applied change can be followed pod by pod.
         "rollout": {"enabled": True, "maxBatchSize": 1, "settleSeconds": 2},
         "settings": {"sessionTimeoutMs": 6000, "heartbeatIntervalMs": 1500},
         "learning": {

@@ -36,7 +36,7 @@ from rebalancer.structs.gates import GATE_BATCH_ANNOTATION, RESUME_ANNOTATION, G
 from rebalancer.structs.workloads import WorkloadView
 
 NS = "default"
-SESSION_MS = 4000  # Tansu holds each JoinGroup half of it: a 2 s join window
+SESSION_MS = 6000  # the least Kafka allows (group.min.session.timeout.ms)
 PARTITIONS = 4  # of each fleet's topic
 BATCH_EVENT = re.compile(r"^(\S+) batch (\d+) of (\d+): gathering its pods")
 
@@ -96,7 +96,7 @@ def deployment_fleet(
     The lab consumer has no readiness probe: Ready the moment it starts. Without
     minReadySeconds the Deployment controller had replaced all three pods within about a
     second of being resumed for the first batch, before the operator (which looks every 2 s)
-    could pause it; the group then stalled with partitions unowned (Tansu). A new pod counted
+    could pause it. A new pod counted
     Available only after `min_ready_seconds` keeps the next old pod in place until the pause
     has landed.
     """

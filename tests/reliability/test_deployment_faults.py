@@ -4,7 +4,7 @@ mid-rollout, and a consumer pod hard-killed during a batch.
 A settings change on the ConsumerGroup is written to the Deployment's template paused, with the
 rebalancer.dev/held-for-rollout annotation; the planner takes the hold over and steps the
 Deployment batch by batch, resuming it for a batch and pausing it again once the batch's pods
-are in, until the group has settled with them. Real parts: Tansu, the API emulator, the lab's
+are in, until the group has settled with them. Real parts: Apache Kafka, the API emulator, the lab's
 Deployment and ReplicaSet controllers and kubelet, the operator as its own process.
 
 For each fault the rollout must open every batch once and in order, replace every pod once, end
@@ -59,14 +59,12 @@ NAME = "dsteps"
 # Three pods in batches of one. The Deployment's own rolling update (maxSurge 1,
 # maxUnavailable 0, minReadySeconds 8: see deployment_fleet) removes an old pod only once its
 # replacement has been Ready for 8 s, so at most one pod leaves at a time, and between batches
-# none leaves at all (the Deployment is paused). On Tansu a group whose leader leaves cleanly
-# while a rebalance is in progress can stall; with one pod out at a time the rollouts here were
-# not seen to hit it. Without minReadySeconds they did: all three pods went within a second of
-# the first resume, before the operator's pause landed.
+# none leaves at all (the Deployment is paused). Without minReadySeconds all three pods went
+# within a second of the first resume, before the operator's pause landed.
 REPLICAS = 3
 KIND = "Deployment"
 # The settings guard refuses sessions below Kafka's default group.min.session.timeout.ms (6 s),
-# so the fleet runs at 6 s from the start (Tansu holds each JoinGroup 3 s).
+# so the fleet runs at 6 s from the start.
 SESSION_MS = 6000
 
 

@@ -3,7 +3,7 @@ its controller replaces no pod on its own, and the planner steps it batch by bat
 it at the end.
 
 Real parts: the API emulator, the lab cluster's Deployment controller and kubelet (pods are
-real processes), Tansu for the settings reconcile's broker reads, reconcile_settings as the
+real processes), Apache Kafka for the settings reconcile's broker reads, reconcile_settings as the
 settings handler calls it, and the rollout planner and actuator in the operator's loop. The
 group is stood in for by the pods' readiness.
 """

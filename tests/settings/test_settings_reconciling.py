@@ -1,4 +1,4 @@
-"""reconcile_settings, the handler's one call, against the API emulator and Tansu: what it
+"""reconcile_settings, the handler's one call, against the API emulator and Apache Kafka: what it
 writes, what it reports, and that a second reconcile writes and reports nothing."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ async def test_settings_are_delivered_once_and_reported(
     status = first.status
     assert status is not None
     assert (status["applied"], status["protocol"], status["rolledOut"]) == (True, "classic", False)
-    assert status["sessionLimits"]["source"] == "default"  # Tansu reports no configs
+    assert status["sessionLimits"]["source"] == "broker"  # Kafka describes its configs
     assert [n.reason for n in first.notices] == ["SettingsApplied"]
     assert kube.core.read_namespaced_config_map("orders-consumer-settings", NS).data
     body = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
@@ -82,7 +82,7 @@ async def test_a_refusal_is_reported_once_and_patches_nothing(
     assert body is not None and template_hash(body) is None
 
 
-async def test_kip848_group_configs_on_tansu_are_accepted_not_verifiable(
+async def test_kip848_group_configs_are_applied_and_read_back(
     kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
 ) -> None:
     kube.apps.create_namespaced_stateful_set(NS, statefulset())
@@ -90,7 +90,7 @@ async def test_kip848_group_configs_on_tansu_are_accepted_not_verifiable(
     outcome = await reconcile_settings(kube, gateway, kip848, {}, {})
     status = outcome.status
     assert status is not None and status["protocol"] == "consumer"
-    assert status["groupConfigs"]["state"] == "accepted-not-verifiable"
+    assert status["groupConfigs"]["state"] == "applied", status["groupConfigs"]
     assert "assignors" not in status
     body = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
     assert body is not None
@@ -98,15 +98,18 @@ async def test_kip848_group_configs_on_tansu_are_accepted_not_verifiable(
     assert "KAFKA_GROUP_PROTOCOL" in env and "KAFKA_SESSION_TIMEOUT_MS" not in env
 
 
-async def test_delay_on_tansu_is_not_applicable(
+async def test_altering_the_static_delay_on_apache_kafka_is_refused_not_reported_done(
     kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
 ) -> None:
-    delayed = target(broker, settings=None, delay=BrokerDelayPolicy(DelayMode.ALTER_CONFIGS))
+    policy = BrokerDelayPolicy(DelayMode.ALTER_CONFIGS, 8000, 30000)
+    delayed = target(broker, settings=None, delay=policy)
     outcome = await reconcile_settings(kube, gateway, delayed, {}, {})
     assert outcome.status is not None
-    assert outcome.status["brokerDelay"]["reason"] == "NotApplicable"
+    delay = outcome.status["brokerDelay"]
+    # The profile comes from the cluster id Kafka gives, and the delay is static there.
+    assert delay["reason"] == "DelayRefused", delay
+    assert delay.get("outcome") != "altered"
     assert outcome.want is not None and outcome.want.cluster.startswith("id:")
-    assert outcome.notices == ()
 
 
 async def test_the_cluster_delay_goes_into_the_strimzi_resource_by_the_rule(
@@ -122,7 +125,7 @@ async def test_the_cluster_delay_goes_into_the_strimzi_resource_by_the_rule(
          "metadata": {"name": "my-cluster"}, "spec": {"kafka": {"config": {}}}},
     )  # fmt: skip
     policy = BrokerDelayPolicy(DelayMode.STRIMZI, 3000, 30000, StrimziRef("my-cluster"))
-    # The profile is set, as on a real Strimzi cluster (Tansu would say "not applicable").
+    # The profile is set, as on a real Strimzi cluster.
     mine = target(broker, settings=None, delay=policy, profile=BrokerProfile.APACHE_KAFKA)
     first = await reconcile_settings(kube, gateway, mine, {}, {})
     assert first.want is not None

@@ -1,6 +1,6 @@
 """A settings change reaches running consumers through a staggered rollout, end to end.
 
-Real parts: the Tansu broker, the API emulator, the lab cluster's StatefulSet controller and
+Real parts: Apache Kafka, the API emulator, the lab cluster's StatefulSet controller and
 kubelet (each pod a real `python -m rebalancer.lab.consumer` process that reads the mounted
 ConfigMap and its env), the settings plan, ConfigMap and template patch, and the rollout
 planner and actuator in the loop the operator runs. The group is stood in for by the pods'
@@ -123,8 +123,7 @@ def group_of(workload: WorkloadView, members: set[str], now: float) -> GroupSnap
     """The group as the consumers' own logs show it: a pod is a member once it was assigned.
 
     Stands in for the observer's snapshot, which needs the operator; the planner must not
-    release the next batch before the real group has settled (Tansu can stall for minutes when
-    its leader leaves during a rebalance).
+    release the next batch before the real group has settled.
     """
     live = [pod.name for pod in workload.live_pods]
     ready = [name for name in live if name in members]
@@ -149,7 +148,7 @@ def group_of(workload: WorkloadView, members: set[str], now: float) -> GroupSnap
 async def roll_out(
     kube: KubernetesApi, state_dir: Path, policy: RolloutPolicy, seconds: float
 ) -> tuple[RolloutState, list[Action]]:
-    setup = RolloutSetup(policy, BrokerProfile.TANSU, policy.consumers.session_timeout_ms / 2000)
+    setup = RolloutSetup(policy, BrokerProfile.APACHE_KAFKA, 3.0)
     actuator = Actuator(kube, NS, WorkloadKind.STATEFULSET, NAME)
     status: dict[str, Any] = {}
     done: list[Action] = []
@@ -195,8 +194,7 @@ async def test_a_settings_change_rolls_out_in_batches_and_the_consumers_run_it(
     # The settings change: what the handler does on an update of spec.policy.settings.
     workload = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, NAME)
     assert workload is not None
-    # Tansu fixes a group's session with its first member, so the session stays; the rest
-    # changes visibly.
+    # The session stays; the rest changes visibly.
     policy = SettingsPolicy(
         session_timeout_ms=6000,
         heartbeat_interval_ms=1500,

@@ -1,5 +1,5 @@
-"""The injected sidecar through reconcile_settings, against the API emulator and Tansu: what the
-template gets, in how many writes, what status and Events say, and the CRD's own check."""
+"""The injected sidecar through reconcile_settings, against the API emulator and Apache Kafka:
+what the template gets, in how many writes, what status and Events say, and the CRD's own check."""
 
 from __future__ import annotations
 

@@ -208,3 +208,23 @@ def test_a_member_that_never_reports_does_not_hold_a_generation_forever() -> Non
     later = combine_observation(view(GroupState.STABLE), book.live_members(9.0, 60), 1, 9.0)
     events, tracking = detect_rebalances(tracking, later, book.generations_after(0), CONTEXT)
     assert [(e.generation, e.left) for e in events] == [(2, ("b",))]
+
+
+def test_broker_listed_members_are_named_by_their_reports_and_never_blamed_for_leaving() -> None:
+    # Apache Kafka lists members by their client's address, which pods behind one address share;
+    # their reports carry the same member id and the pod's name.
+    members = tuple(
+        BrokerMember(f"{pod}-id", pod, "10.0.0.9", None, (TopicPartition("orders", index),))
+        for index, pod in enumerate(("pod-0", "pod-1"))
+    )
+    listed = combine_observation(view(GroupState.STABLE, members, True), [], 2, now=1.0)
+    _, tracking = detect_rebalances(GroupTracking(0.0), listed, [], CONTEXT)
+    assert tracking.generation is None and tracking.members  # the broker's view, by address
+    book = ReportBook()
+    for index, pod in enumerate(("pod-0", "pod-1")):
+        book.add(member_report(pod, 1, [index], at=2.0))
+    reports = book.live_members(now=3.0, ttl=60.0)
+    snapshot = combine_observation(view(GroupState.STABLE, members, True), reports, 2, now=3.0)
+    assert [m.host for m in snapshot.member_details] == ["pod-0", "pod-1"]
+    events, tracking = detect_rebalances(tracking, snapshot, book.generations_after(-1), CONTEXT)
+    assert [(e.generation, e.joined, e.left) for e in events] == [(1, ("pod-0", "pod-1"), ())]

@@ -1,8 +1,8 @@
 """When a stopping sidecar leaves the group: after the group formed again, or at its deadline.
 
-A pod's application member and sidecar get SIGTERM together; on Tansu a leader that leaves while
-the group is forming is never replaced (docs/enforcing.md, "Taking the sidecar out"), so the
-sidecar leaves only once the group has formed a generation after its stop.
+A pod's application member and sidecar get SIGTERM together; so that the sidecar's leave does
+not fall into the rebalance its application member's leave started (docs/enforcing.md, "Taking
+the sidecar out"), the sidecar leaves only once the group has formed a generation after its stop.
 """
 
 from __future__ import annotations

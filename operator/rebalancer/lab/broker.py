@@ -148,7 +148,8 @@ class KafkaNode:
         if (self.data_dir / "meta.properties").exists():
             return
         command = [*self._java(classpath), "kafka.tools.StorageTool", "format"]
-        command += ["-t", cluster_id, "-c", str(self.config_path)]
+        # `=`: a base64 id may begin with "-", which the tool's parser would take for an option.
+        command += [f"--cluster-id={cluster_id}", f"--config={self.config_path}"]
         if standalone:
             command.append("--standalone")
         result = subprocess.run(command, capture_output=True, text=True, check=False)

@@ -49,12 +49,19 @@ def combine_observation(
     # application's: counted, they would double the members and add the control partitions.
     members = [m for m in (view.members if view else ()) if not m.client_id.endswith("-sidecar")]
     if view is not None and view.members_known and members:
+        # The broker knows a member by its id and its client's address; the member's own report
+        # carries the same id and the pod's name, which is what a reader of status looks for.
+        by_id = {report.member_id: report for report in reports if report.member_id}
         by_host = {report.host: report for report in reports}
         for member in members:
-            reported = by_host.get(member.host) or by_host.get(member.client_id)
+            reported = (
+                by_id.get(member.member_id)
+                or by_host.get(member.host)
+                or by_host.get(member.client_id)
+            )
             details.append(
                 MemberSummary(
-                    host=member.host,
+                    host=(reported.host if reported and reported.host else member.host),
                     member_id=member.member_id,
                     instance_id=member.instance_id,
                     generation=reported.generation if reported else None,

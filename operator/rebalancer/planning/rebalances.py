@@ -94,7 +94,11 @@ def detect_rebalances(
         )
 
     floor = generation_or(tracking.generation)
-    baseline = tracking.members
+    # Members as the broker lists them are known by their client's address; members as they
+    # report are known by pod name. Until a reported generation has been counted, what tracking
+    # holds is the broker's view, and comparing it with reports would name every address as
+    # having left: the first reported generation is counted against nobody instead.
+    baseline = tracking.members if tracking.generation is not None else frozenset()
     ordered = sorted(sightings, key=lambda sighting: sighting.generation)
     newest = ordered[-1].generation if ordered else floor
     pending = False

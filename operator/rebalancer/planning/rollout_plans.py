@@ -249,11 +249,7 @@ def advances_on_ready(setup: RolloutSetup, static: bool, mechanism: Mechanism | 
     has not moved to a new generation; the full settle check runs after the last batch, or
     after one that was away longer.
     """
-    return (
-        static
-        and mechanism is Mechanism.STATEFULSET_REPLACE
-        and static_budget_s(setup) > 0
-    )
+    return static and mechanism is Mechanism.STATEFULSET_REPLACE and static_budget_s(setup) > 0
 
 
 def batch_limit(setup: RolloutSetup, workload: WorkloadView, change: Change, total: int) -> int:

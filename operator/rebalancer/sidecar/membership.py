@@ -13,9 +13,9 @@ actor (measured with two sidecars). With the flip topic everyone's, dropping or 
 moves nothing.
 
 Leaving: a pod's application member and its sidecar get SIGTERM together. If both send their
-LeaveGroup at once, the second leave falls into the rebalance the first one started, and on
-Tansu a leader that leaves while the group is forming is never replaced: the group stalls with
-nothing assigned (measured; docs/enforcing.md, "Taking the sidecar out"). So a stopping sidecar
+LeaveGroup at once, the second leave falls into the rebalance the first one started, and a
+coordinator that keeps a leader that left a forming group stalls with nothing assigned
+(docs/enforcing.md, "Taking the sidecar out"). So a stopping sidecar
 stays a member, polling, until it has been assigned in a generation newer than the one it held
 when asked to stop (the group has rebalanced without the application member and is formed
 again), and only then leaves, at a moment when no rebalance is in progress; if no such
