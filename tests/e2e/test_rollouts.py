@@ -161,7 +161,6 @@ def test_a_managed_cold_start_costs_exactly_one_rebalance(lab: Lab) -> None:
     assert {pod["metadata"]["annotations"][GATE_BATCH_ANNOTATION] for pod in pods} == {
         f"{rollout['rolloutId']}/1"
     }
-    assert group["rebalances"] == 1, group
     generations = [
         consumer_log_generations(log)
         for pod in pods
@@ -174,6 +173,7 @@ def test_a_managed_cold_start_costs_exactly_one_rebalance(lab: Lab) -> None:
     )
     rebalances = [e for e in events_for(lab, name) if e["reason"] == "Rebalance"]
     assert len(rebalances) == 1, [e["message"] for e in rebalances]
+    assert group["rebalances"] == 1, group
     messages = [str(e["message"]) for e in events_for(lab, name)]
     assert any("batch 1 of 1 released (4 pods)" in m for m in messages), messages
     assert any(e["reason"] == "RolloutCompleted" for e in events_for(lab, name)), messages

@@ -133,13 +133,36 @@ def test_without_reports_broker_state_transitions_count() -> None:
     assert events == []  # first look is a baseline, not a rebalance
     moving = combine_observation(view(GroupState.PREPARING_REBALANCE), [], 1, 2.0)
     events, tracking = detect_rebalances(tracking, moving, [], CONTEXT)
-    assert [(e.cause, e.source, e.generation) for e in events] == [
-        (RebalanceCause.STATE_CHANGE, "broker", None)
-    ]
+    assert events == [] and tracking.pending  # held back: members may still report it
     still = combine_observation(view(GroupState.COMPLETING_REBALANCE), [], 1, 3.0)
     events, tracking = detect_rebalances(tracking, still, [], CONTEXT)
     assert events == []  # the same rebalance, not a new one
-    assert tracking.rebalances == 1
+    over = combine_observation(view(GroupState.STABLE), [], 1, 9.0)
+    events, tracking = detect_rebalances(tracking, over, [], CONTEXT)
+    assert [(e.cause, e.source, e.generation, e.detected_at) for e in events] == [
+        (RebalanceCause.STATE_CHANGE, "broker", None, 2.0)
+    ]
+    assert tracking.rebalances == 1 and not tracking.pending
+
+
+def test_a_rebalance_seen_on_the_broker_first_is_counted_once_when_members_report_it() -> None:
+    # Apache Kafka shows a forming group as PreparingRebalance before anyone can report.
+    tracking = GroupTracking(since=0.0)
+    empty = combine_observation(view(GroupState.EMPTY, (), True), [], 2, 1.0)
+    _, tracking = detect_rebalances(tracking, empty, [], CONTEXT)
+    forming = combine_observation(view(GroupState.PREPARING_REBALANCE), [], 2, 2.0)
+    events, tracking = detect_rebalances(tracking, forming, [], CONTEXT)
+    assert events == []
+    book = ReportBook()
+    for index, host in enumerate(("a", "b")):
+        book.add(member_report(host, 1, [index], at=5.0))
+    reports = book.live_members(now=5.5, ttl=60.0)
+    formed = combine_observation(view(GroupState.STABLE), reports, 2, 5.5)
+    events, tracking = detect_rebalances(tracking, formed, book.generations_after(-1), CONTEXT)
+    assert [(e.generation, e.source) for e in events] == [(1, "member-reports")]
+    later = combine_observation(view(GroupState.STABLE), reports, 2, 20.0)
+    events, tracking = detect_rebalances(tracking, later, book.generations_after(1), CONTEXT)
+    assert events == [] and tracking.rebalances == 1
 
 
 def test_render_group_names_sources_and_counts() -> None:

@@ -3,6 +3,12 @@
 Member reports give each generation exactly once, however short the rebalance; without
 reports, the broker's state transitions and member-set changes are the only evidence and a
 rebalance shorter than the polling interval can be missed (status says which source counted).
+
+A rebalance seen on the broker first (Apache Kafka describes a forming group as
+PreparingRebalance before any member has been assigned, so before any member could report) is
+held back until the group is out of it and its members had time to report: if they report a
+generation from then on, that generation is the rebalance, counted once; if nobody reports, the
+broker's sighting is counted.
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ class GroupTracking:
     last_cause: str | None = None
     observed: bool = False
     pending: bool = False
+    # A rebalance seen on the broker and not counted yet: member reports may still name it.
+    suspected: RebalanceEvent | None = None
+    # When the newest generation counted from member reports was first reported.
+    reported_at: float | None = None
 
 
 def _cause(joined: Sequence[str], left: Sequence[str]) -> RebalanceCause:
@@ -102,6 +112,7 @@ def detect_rebalances(
     ordered = sorted(sightings, key=lambda sighting: sighting.generation)
     newest = ordered[-1].generation if ordered else floor
     pending = False
+    reported_at = tracking.reported_at
     for sighting in ordered:
         if sighting.generation == floor:
             baseline = sighting.members
@@ -126,9 +137,11 @@ def detect_rebalances(
             )
         generation = sighting.generation
         baseline = sighting.members
+        reported_at = max(reported_at or sighting.first_seen, sighting.first_seen)
 
     current = snapshot.member_keys
     reports_in_use = snapshot.sources.get("generation") is Source.MEMBER_REPORTS
+    suspected = tracking.suspected
     if reports_in_use:
         members = baseline
     else:
@@ -144,11 +157,22 @@ def detect_rebalances(
                 and bool(joined or left)
                 and snapshot.state not in REBALANCING_STATES
             )
-            if entered or members_moved:
+            if (entered or members_moved) and suspected is None:
                 cause = _cause(joined, left) if members_moved else RebalanceCause.STATE_CHANGE
-                events.append(
-                    event(cause, None, None, snapshot.members, (joined, left), Source.BROKER)
+                suspected = event(
+                    cause, None, None, snapshot.members, (joined, left), Source.BROKER
                 )
+    if suspected is not None:
+        if reported_at is not None and reported_at >= suspected.detected_at - settle_seconds:
+            suspected = None  # the members reported it: counted from their reports
+        elif (
+            snapshot.state not in REBALANCING_STATES
+            and snapshot.observed_at - suspected.detected_at >= 2 * settle_seconds
+        ):
+            events.append(suspected)
+            suspected = None
+        else:
+            pending = True
 
     last = events[-1] if events else None
     updated = replace(
@@ -161,6 +185,8 @@ def detect_rebalances(
         last_cause=last.cause.value if last else tracking.last_cause,
         observed=True,
         pending=pending,
+        suspected=suspected,
+        reported_at=reported_at,
     )
     return events, updated
 
