@@ -80,6 +80,8 @@ def test_a_settings_change_reaches_every_pod_in_batches(lab: Lab) -> None:
     assert settings["sessionLimits"]["source"] == "broker"  # Kafka describes its limits
     # The group wants 5000 ms where the broker has 3000: a recommendation, nothing altered.
     assert settings["brokerDelay"]["reason"] == "DelayRecommended", settings["brokerDelay"]
+    in_force = (settings["brokerDelay"]["inForceMs"], settings["brokerDelay"]["inForceSource"])
+    assert in_force == (3000, "static-broker-config"), settings["brokerDelay"]
 
     def all_restarted() -> dict[str, dict[str, Any]] | None:
         now = pods(lab)

@@ -34,6 +34,9 @@ async def test_kafka_reports_its_configs_and_the_limits_come_from_it(
     assert configs["group.initial.rebalance.delay.ms"] == "3000"
     limits = await read_broker_limits(gateway)
     assert limits.source is LimitSource.BROKER
+    # Written into server.properties: static, read-only on Apache Kafka.
+    assert limits.initial_rebalance_delay_ms == 3000
+    assert limits.initial_rebalance_delay_source == "static-broker-config"
     # Kafka 4's own defaults, now as the broker states them.
     assert (limits.min_session_ms, limits.max_session_ms) == (6000, 1800000)
     assert "Kafka's default" not in limits.describe_source()

@@ -14,6 +14,7 @@ from rebalancer.planning.broker_delay import (
     plan_delay,
     strimzi_config_patch,
 )
+from rebalancer.structs.broker_configs import DELAY_KEY, limits_from_configs
 from rebalancer.structs.brokers import BrokerProfile as P
 from rebalancer.structs.client_settings import BrokerDelayPolicy, DelayMode, StrimziRef
 
@@ -86,6 +87,26 @@ def test_every_group_is_told_who_decided() -> None:
     billing_plan = plan_delay(BrokerDelayPolicy(), decision, billing, P.APACHE_KAFKA)
     assert "this group's delayMs (8000) is the largest" in billing_plan.message
     assert "capped at 5000 by the maxDelayMs of shop/orders" in billing_plan.message
+    assert "inForceMs" not in status  # not known: not said
+
+
+def test_status_says_what_the_broker_has_in_force_and_where_it_comes_from() -> None:
+    limits = limits_from_configs(
+        {DELAY_KEY: "3000", "group.min.session.timeout.ms": "6000"},
+        {DELAY_KEY: "static-broker-config"},
+    )
+    assert (limits.initial_rebalance_delay_ms, limits.initial_rebalance_delay_source) == (
+        3000,
+        "static-broker-config",
+    )
+    orders = want("orders", 8000)
+    decision = decide_cluster_delay([orders])
+    assert decision is not None
+    plan = plan_delay(BrokerDelayPolicy(), decision, orders, P.APACHE_KAFKA, 3000)
+    in_force = (limits.initial_rebalance_delay_ms, limits.initial_rebalance_delay_source)
+    status = delay_status(decision, orders, plan, in_force=in_force)
+    assert (status["inForceMs"], status["inForceSource"]) == (3000, "static-broker-config")
+    assert status["reason"] == "DelayRecommended"
 
 
 STRIMZI = BrokerDelayPolicy(DelayMode.STRIMZI, 8000, 30000, StrimziRef("my-cluster", "kafka"))

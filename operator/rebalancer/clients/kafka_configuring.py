@@ -17,6 +17,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     ResourceType,
 )
 
@@ -50,23 +51,52 @@ async def broker_ids(gateway: AdminGateway) -> list[int]:
     return ids
 
 
-async def _describe(gateway: AdminGateway, resource: ConfigResource, what: str) -> dict[str, Any]:
+async def _entries(gateway: AdminGateway, resource: ConfigResource, what: str) -> dict[str, Any]:
     entries = await gateway.call(
         f"describing {what}",
         lambda admin: _only(
             admin.describe_configs([resource], request_timeout=gateway.request_timeout)
         ),
     )
-    return {str(name): getattr(entry, "value", None) for name, entry in (entries or {}).items()}
+    return {str(name): entry for name, entry in (entries or {}).items()}
+
+
+async def _describe(gateway: AdminGateway, resource: ConfigResource, what: str) -> dict[str, Any]:
+    entries = await _entries(gateway, resource, what)
+    return {name: getattr(entry, "value", None) for name, entry in entries.items()}
+
+
+def source_name(raw: Any) -> str | None:
+    """A DescribeConfigs source as status spells it (STATIC_BROKER_CONFIG: static-broker-config)."""
+    try:
+        name = ConfigSource(int(raw)).name
+    except (TypeError, ValueError):
+        return None
+    return None if name == "UNKNOWN_CONFIG" else name.lower().replace("_", "-")
 
 
 async def describe_broker_configs(gateway: AdminGateway) -> dict[str, Any]:
     """One broker's configs (name -> value); {} when the broker reports none."""
+    values, _ = await describe_broker_config_sources(gateway)
+    return values
+
+
+async def describe_broker_config_sources(
+    gateway: AdminGateway,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """One broker's configs: name -> value, and name -> where the broker says it comes from."""
     ids = await broker_ids(gateway)
     if not ids:
-        return {}
+        return {}, {}
     resource = ConfigResource(ResourceType.BROKER, str(ids[0]))
-    return await _describe(gateway, resource, f"the configs of broker {ids[0]}")
+    entries = await _entries(gateway, resource, f"the configs of broker {ids[0]}")
+    values = {name: getattr(entry, "value", None) for name, entry in entries.items()}
+    sources = {
+        name: source
+        for name, entry in entries.items()
+        if (source := source_name(getattr(entry, "source", None))) is not None
+    }
+    return values, sources
 
 
 async def read_broker_limits(gateway: AdminGateway) -> BrokerLimits:
@@ -76,10 +106,10 @@ async def read_broker_limits(gateway: AdminGateway) -> BrokerLimits:
     one that says nothing: the defaults hold, and the status says where the limits came from.
     """
     try:
-        configs = await describe_broker_configs(gateway)
+        configs, sources = await describe_broker_config_sources(gateway)
     except KafkaRequestFailed:
-        configs = {}
-    return limits_from_configs(configs)
+        configs, sources = {}, {}
+    return limits_from_configs(configs, sources)
 
 
 async def _alter(

@@ -419,7 +419,8 @@ async def _delay(
                 reason, message = "DelayFailed", result.message
     except ConfiguringFailed as error:
         reason, message, outcome = "DelayFailed", str(error), ApplyState.FAILED.value
-    status = delay_status(decision, want, plan, outcome)
+    in_force = (limits.initial_rebalance_delay_ms, limits.initial_rebalance_delay_source)
+    status = delay_status(decision, want, plan, outcome, in_force)
     status.update(reason=reason, message=message)
     if changed or reason != before.get("reason"):
         warning = reason in ("DelayRefused", "DelayFailed")

@@ -208,9 +208,14 @@ def strimzi_config_patch(value_ms: int) -> dict[str, Any]:
 
 
 def delay_status(
-    decision: ClusterDelay, want: DelayWant, plan: DelayPlan, outcome: str | None = None
+    decision: ClusterDelay,
+    want: DelayWant,
+    plan: DelayPlan,
+    outcome: str | None = None,
+    in_force: tuple[int | None, str | None] = (None, None),
 ) -> dict[str, Any]:
-    """status.settings.brokerDelay for one group; `outcome` is what carrying out the plan gave."""
+    """status.settings.brokerDelay for one group; `outcome` is what carrying out the plan gave,
+    `in_force` the value the broker reports now and where it says it comes from."""
     status: dict[str, Any] = {
         "cluster": decision.cluster,
         "wantedMs": want.delay_ms,
@@ -226,4 +231,9 @@ def delay_status(
     status["decidedBy"] = decision.wanted_by
     if outcome:
         status["outcome"] = outcome
+    value, source = in_force
+    if value is not None:
+        status["inForceMs"] = value
+    if source:
+        status["inForceSource"] = source
     return status

@@ -42,6 +42,8 @@ class BrokerLimits:
     consumer_max_heartbeat_ms: int = 15000
     # As the broker reports it; None when it did not (the broker may still have one).
     initial_rebalance_delay_ms: int | None = None
+    # Where the broker says that value comes from (static-broker-config, default-config, ...).
+    initial_rebalance_delay_source: str | None = None
     source: LimitSource = LimitSource.DEFAULT
 
     def describe_source(self) -> str:
@@ -62,8 +64,11 @@ def _integer(configs: Mapping[str, str | None], key: str) -> int | None:
         return None
 
 
-def limits_from_configs(configs: Mapping[str, str | None]) -> BrokerLimits:
-    """BrokerLimits from a DescribeConfigs answer (name -> value); missing names default."""
+def limits_from_configs(
+    configs: Mapping[str, str | None], sources: Mapping[str, str] | None = None
+) -> BrokerLimits:
+    """BrokerLimits from a DescribeConfigs answer (name -> value, and name -> where the value
+    comes from, when known); missing names default."""
     base = BrokerLimits()
     keys = {
         "min_session_ms": MIN_SESSION_KEY,
@@ -79,9 +84,11 @@ def limits_from_configs(configs: Mapping[str, str | None]) -> BrokerLimits:
         if value is not None:
             found[attribute] = value
     delay = _integer(configs, DELAY_KEY)
+    delay_source = (sources or {}).get(DELAY_KEY) if delay is not None else None
     if delay is None:
         # Redpanda spells it its own way, and in milliseconds too.
         delay = _integer(configs, REDPANDA_DELAY_KEY)
+        delay_source = (sources or {}).get(REDPANDA_DELAY_KEY) if delay is not None else None
     # Only the classic pair decides "from the broker": KIP-848 keys are absent before Kafka 3.7.
     classic = {"min_session_ms", "max_session_ms"}
     if classic <= found.keys():
@@ -102,6 +109,7 @@ def limits_from_configs(configs: Mapping[str, str | None]) -> BrokerLimits:
             "consumer_max_heartbeat_ms", base.consumer_max_heartbeat_ms
         ),
         initial_rebalance_delay_ms=delay,
+        initial_rebalance_delay_source=delay_source,
         source=source,
     )
 
