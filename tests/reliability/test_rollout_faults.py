@@ -410,13 +410,23 @@ def test_a_broker_stopped_mid_batch(lab: Lab, killed: dict[str, Any]) -> None:
     patch_rollout(lab, name, maxBatchSize=1)
     bump_template(lab, name, "3")
 
+    seen_phases: list[tuple[Any, Any]] = []
+
     def second_batch_joining() -> dict[str, Any] | None:
         rollout = rollout_of(lab, name)
+        step = (rollout.get("batch"), rollout.get("phase"))
+        if not seen_phases or seen_phases[-1] != step:
+            seen_phases.append(step)
         fresh = rollout.get("rolloutId") != before["rolloutId"]
-        joining = rollout.get("phase") == "BatchJoining" and rollout.get("batch") == 2
-        return rollout if fresh and joining else None
+        # Mid-batch: its pods released, the group not settled with them yet. A batch whose pods
+        # come back within their session may pass from joining to settling between two looks.
+        joining = rollout.get("phase") in ("BatchJoining", "BatchSettling")
+        return rollout if fresh and joining and rollout.get("batch") == 2 else None
 
-    during = eventually(second_batch_joining, 120, "batch 2 joining", every=0.1)
+    try:
+        during = eventually(second_batch_joining, 120, "batch 2 joining", every=0.1)
+    except AssertionError:
+        raise AssertionError(f"phases seen: {seen_phases}; {stalled(lab, name)}") from None
     lab.broker.stop()
 
     def unreachable() -> dict[str, Any] | None:

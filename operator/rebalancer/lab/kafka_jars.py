@@ -5,6 +5,10 @@ and a log4j2 binding, and `mvn dependency:copy-dependencies` copies them with ev
 into one folder, which is the broker's class path. The folder is
 `$XDG_CACHE_HOME/rebalancer/kafka/<version>/` (`~/.cache` by default); Maven's own `~/.m2` keeps the
 downloads as well, so even a wiped cache refills without the network.
+
+The fetch runs once per machine and version (about 5-7 s and 70 MB from Maven Central; a cache hit
+is a file check), under a file lock so that test processes started together fetch once, into a
+staging folder renamed into place with its marker last, so that an interrupted fetch is redone.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import threading
@@ -23,7 +29,13 @@ from pathlib import Path
 KAFKA_VERSION = "4.4.0"
 # Written last: a folder without it is a fetch that did not finish, and is fetched again.
 _COMPLETE = ".complete"
-_PROGRESS_EVERY_S = 10.0
+_PROGRESS_EVERY_S = 5.0
+# Maven's advice after any failure, the same every time: left out of the error message.
+_MAVEN_BOILERPLATE = re.compile(
+    r"full stack trace|-X switch|re-run Maven|For more information about the errors|\[Help \d+\]|"
+    r"^\[ERROR\]\s*$|^\[INFO\] -+$|Total time:|Finished at:"
+)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 Progress = Callable[[str], None]
 
@@ -53,9 +65,12 @@ def java_binary() -> str:
 
 
 def ensure_kafka_jars(
-    version: str = KAFKA_VERSION, cache_dir: Path | None = None, progress: Progress | None = None
+    version: str = KAFKA_VERSION, cache_dir: Path | None = None, progress: Progress | None = print
 ) -> list[Path]:
-    """The class path of Apache Kafka `version`, fetched first if this machine has none yet."""
+    """The class path of Apache Kafka `version`, fetched first if this machine has none yet.
+
+    `progress` gets a line when a fetch starts, every few seconds while it runs (elapsed time and
+    megabytes downloaded) and when it ends; None keeps it quiet. A cache hit says nothing."""
     folder = (cache_dir or cache_root()) / version
     if not (folder / _COMPLETE).exists():
         folder.parent.mkdir(parents=True, exist_ok=True)
@@ -89,7 +104,7 @@ def _fetch(version: str, folder: Path, progress: Progress) -> None:
     if maven is None:
         raise KafkaSetupError(
             "mvn is not installed: the lab fetches Apache Kafka from Maven Central with it "
-            "(apt-get install -y maven openjdk-17-jdk-headless)"
+            "(apt-get install -y maven openjdk-17-jre-headless)"
         )
     java_binary()
     staging = folder.with_name(folder.name + ".partial")
@@ -99,6 +114,9 @@ def _fetch(version: str, folder: Path, progress: Progress) -> None:
         maven,
         "--batch-mode",
         "--no-transfer-progress",
+        # A download that failed before is cached as failed in ~/.m2; retry it now.
+        "--update-snapshots",
+        "-Dstyle.color=never",
         "-f",
         str(data_file("pom.xml")),
         f"-Dkafka.version={version}",
@@ -109,8 +127,11 @@ def _fetch(version: str, folder: Path, progress: Progress) -> None:
     progress(f"fetching Apache Kafka {version} from Maven Central into {folder} (once)")
     started = time.monotonic()
     done = threading.Event()
+    repository = _maven_repository()
     reporter = threading.Thread(
-        target=_report, args=(staging, started, done, progress), daemon=True
+        target=_report,
+        args=(repository, _megabytes(repository), started, done, progress),
+        daemon=True,
     )
     reporter.start()
     try:
@@ -119,7 +140,7 @@ def _fetch(version: str, folder: Path, progress: Progress) -> None:
         done.set()
         reporter.join()
     if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+        tail = _maven_said(result.stdout + result.stderr)
         shutil.rmtree(staging, ignore_errors=True)
         raise KafkaSetupError(
             f"fetching Apache Kafka {version} with Maven failed (exit {result.returncode}); "
@@ -134,12 +155,32 @@ def _fetch(version: str, folder: Path, progress: Progress) -> None:
     )
 
 
-def _report(staging: Path, started: float, done: threading.Event, progress: Progress) -> None:
+def _report(
+    repository: Path, before: float, started: float, done: threading.Event, progress: Progress
+) -> None:
     while not done.wait(_PROGRESS_EVERY_S):
         progress(
-            f"  ... {time.monotonic() - started:.0f} s, {_megabytes(Path.home() / '.m2'):.0f} MB "
-            "in the Maven repository"
+            f"  ... {time.monotonic() - started:.0f} s, "
+            f"{max(_megabytes(repository) - before, 0):.0f} MB downloaded"
         )
+
+
+def _maven_repository() -> Path:
+    """Where Maven downloads to: -Dmaven.repo.local in MAVEN_OPTS, or ~/.m2/repository."""
+    for option in shlex.split(os.environ.get("MAVEN_OPTS", "")):
+        if option.startswith("-Dmaven.repo.local="):
+            return Path(option.split("=", 1)[1]).expanduser()
+    return Path.home() / ".m2" / "repository"
+
+
+def _maven_said(output: str, lines: int = 12) -> str:
+    """Maven's last meaningful lines: its errors and the transfer failures that caused them."""
+    kept = [
+        line
+        for line in _ANSI.sub("", output).splitlines()
+        if line.strip() and not _MAVEN_BOILERPLATE.search(line)
+    ]
+    return "\n".join(kept[-lines:])
 
 
 def _megabytes(folder: Path) -> float:
