@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps kafka lab test lint unit e2e bench clean
+.PHONY: install system-deps kafka controlplane lab test lint unit e2e bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,13 @@ system-deps:
 
 # Apache Kafka's jars, fetched from Maven Central once into ~/.cache/rebalancer/kafka.
 kafka: $(STAMP) system-deps
-	$(BIN)/python -c "from rebalancer.lab.kafka_jars import ensure_kafka_jars; ensure_kafka_jars(progress=print)"
+	$(BIN)/python -u -c "from rebalancer.lab.kafka_jars import ensure_kafka_jars; ensure_kafka_jars(progress=print)"
+
+# The Kubernetes control plane (kube-apiserver, controller manager, scheduler, etcd) built from
+# lab/controlplane/ with Go once per source change into ~/.cache/rebalancer/controlplane; a cold
+# build takes minutes (figures in lab/controlplane/README.md), a cached one nothing.
+controlplane: $(STAMP)
+	$(BIN)/python -u -m rebalancer.lab.controlplane
 
 lab: kafka
 	$(BIN)/rebalancer lab
@@ -45,7 +51,7 @@ e2e: kafka
 
 # Tests that run real brokers and processes on a shared 2-core machine can lose a race to load;
 # one rerun keeps CI honest (the rerun is reported as R) without hiding a real failure.
-test: system-deps kafka lint
+test: system-deps kafka controlplane lint
 	$(BIN)/pytest -q -p no:cacheprovider --reruns 1 --reruns-delay 2 tests
 
 clean:

@@ -27,6 +27,7 @@ from .kube.recording import EventRecorder
 from .kube.requesting import Api, configuration_for
 from .kubelet import Jitter, Kubelet, KubeletSettings
 from .kubelet.environment import DEFAULT_IMAGES
+from .kubelet.node import NodeAgent
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +49,15 @@ class LabCluster:
         backoff_max: float = 300.0,
         stop_grace: float = 10.0,
         images: Mapping[str, Sequence[str]] | None = None,
+        scheduled: bool = False,
+        pod_kubeconfig: Path | None = None,
     ) -> None:
         """`api`: the API server's URL, a kubeconfig path or a kubernetes Configuration.
+
+        `scheduled`: a real control plane runs the controllers and the scheduler; the kubelet
+        registers its Node, keeps its Lease and runs only the pods bound to it (pass
+        `controllers=False` and the node's own kubeconfig as `api`). `pod_kubeconfig`: what the
+        pods' processes reach the API with (default: `api` itself when it is a kubeconfig).
 
         `jitter` delays each pod's start (see `Jitter.parse`); `backoff_*` are the kubelet's
         container restart back-off (kube's 10 s doubling to 300 s by default); `stop_grace`
@@ -67,6 +75,9 @@ class LabCluster:
         self.backoff_max = backoff_max
         self.stop_grace = stop_grace
         self.images = dict(DEFAULT_IMAGES if images is None else images)
+        self.scheduled = scheduled
+        self.pod_kubeconfig = pod_kubeconfig
+        self.node: NodeAgent | None = None
         self.api: Api | None = None
         self.informers: Informers | None = None
         self.kubelet: Kubelet | None = None
@@ -91,9 +102,20 @@ class LabCluster:
     def _start(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.api = Api.connect(self.target)
-        self.informers = Informers.create(self.api)
+        self.informers = Informers.create(
+            self.api, node_name=self.node_name if self.scheduled else None
+        )
         self.recorder = EventRecorder(self.api)
         self.recorder.start()
+        if self.run_kubelet and self.scheduled:
+            self.node = NodeAgent(self.api, self.node_name)
+            self.node.start()
+            if not self.node.wait_schedulable():
+                logger.warning(
+                    "node %s is still tainted not-ready: pods stay Pending until the node "
+                    "lifecycle controller sees it Ready",
+                    self.node_name,
+                )
         if self.run_kubelet:
             settings = KubeletSettings(
                 state_dir=self.state_dir,
@@ -103,6 +125,10 @@ class LabCluster:
                 kubeconfig=self._pod_kubeconfig(),
                 backoff_base=self.backoff_base,
                 backoff_max=self.backoff_max,
+                scheduled=self.scheduled,
+                # A real API server keeps a deleted pod Terminating until its kubelet deletes it
+                # with grace 0; only the emulator needs the kubelet's finalizer for that.
+                hold_finalizer=not self.scheduled,
             )
             self.kubelet = Kubelet(
                 self.api, self.informers.pods, settings, self.jitter, self.recorder
@@ -133,6 +159,8 @@ class LabCluster:
 
     def _pod_kubeconfig(self) -> Path:
         """Pods reach the API through a kubeconfig; for a bare URL, the lab writes one."""
+        if self.pod_kubeconfig is not None:
+            return self.pod_kubeconfig
         target = self.target
         if isinstance(target, Path) or (
             isinstance(target, str) and not target.startswith(("http://", "https://"))
@@ -179,6 +207,8 @@ class LabCluster:
                 informer.stop()
             except Exception:
                 logger.exception("stopping the %s informer failed", informer.name)
+        if self.node is not None:
+            self.node.stop()
         if self.recorder is not None:
             self.recorder.stop()
         if self.api is not None:

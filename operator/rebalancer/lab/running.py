@@ -1,8 +1,16 @@
-"""`rebalancer lab`: broker, API emulator, operator, example fleet and producer on one machine."""
+"""`rebalancer lab`: Apache Kafka, a Kubernetes control plane, the operator, an example fleet and
+a producer on one machine.
+
+The control plane is Kubernetes' own (etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler, built from Kubernetes' Go modules, see `rebalancer.lab.controlplane`); the lab's
+kubelet registers a Node and runs the pods bound to it as local processes. The older API emulator
+(`control_plane=False`) stays only for test folders that have not moved yet.
+"""
 
 from __future__ import annotations
 
 import logging
+import shutil
 import signal
 import threading
 import time
@@ -15,6 +23,7 @@ from kubernetes import client, dynamic
 from rebalancer.lab.apiserver import ApiServerThread
 from rebalancer.lab.broker import KafkaBroker, KafkaCluster
 from rebalancer.lab.cluster import LabCluster, with_container_env
+from rebalancer.lab.controlplane import ControlPlane
 from rebalancer.lab.manifests import crds, examples
 from rebalancer.lab.processes import ChildProcess, python_module, stop_all
 from rebalancer.lab.prometheus import find_prometheus, prometheus_process, wait_ready
@@ -45,6 +54,8 @@ class LabConfig:
     external_bootstrap: str | None = None
     # None: no Prometheus server even when one is installed.
     prometheus_port: int | None = 9090
+    # Kubernetes' own control plane; False: the API emulator on api_port.
+    control_plane: bool = True
 
 
 @dataclass
@@ -59,6 +70,7 @@ class Lab:
     kubeconfig: Path | None = None
     api_client: client.ApiClient | None = None
     cluster: LabCluster | None = None
+    plane: ControlPlane | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -81,14 +93,26 @@ class Lab:
         state.mkdir(parents=True, exist_ok=True)
         logger.info("state and logs in %s", state)
         self.start_broker()
-        self.api = ApiServerThread(host=self.config.host, port=self.config.api_port)
-        self.api.__enter__()
-        self.kubeconfig = self.api.write_kubeconfig(state / "kubeconfig")
-        logger.info("Kubernetes API emulator at %s; kubeconfig %s", self.api.url, self.kubeconfig)
+        self.start_kubernetes()
+        assert self.kubeconfig is not None
         self.api_client = _client(self.kubeconfig)
         self.install_crds()
         if pods:
-            self.cluster = LabCluster(self.kubeconfig, state, jitter=jitter)
+            if self.plane is not None:
+                # The kubelet acts as its node (the Node authorizer checks it); the pods'
+                # processes reach the API as the lab's admin.
+                node = self.plane.node_credentials()
+                self.cluster = LabCluster(
+                    node.kubeconfig,
+                    state,
+                    jitter=jitter,
+                    node_name=node.name,
+                    controllers=False,
+                    scheduled=True,
+                    pod_kubeconfig=self.kubeconfig,
+                )
+            else:
+                self.cluster = LabCluster(self.kubeconfig, state, jitter=jitter)
             self.cluster.start()
         self.operator = ChildProcess(
             "operator",
@@ -116,6 +140,28 @@ class Lab:
             self.start_producer()
             if self.cluster is None:
                 self.start_consumers()
+
+    def start_kubernetes(self) -> None:
+        state = self.config.state_dir
+        if not self.config.control_plane:
+            self.api = ApiServerThread(host=self.config.host, port=self.config.api_port)
+            self.api.__enter__()
+            self.kubeconfig = self.api.write_kubeconfig(state / "kubeconfig")
+            logger.info(
+                "Kubernetes API emulator at %s; kubeconfig %s", self.api.url, self.kubeconfig
+            )
+            return
+        self.plane = ControlPlane(state / "control-plane", self.config.host, progress=logger.info)
+        self.plane.start()
+        # One stable path for kubectl, whatever port the API server got this time.
+        self.kubeconfig = state / "kubeconfig"
+        shutil.copyfile(self.plane.kubeconfig, self.kubeconfig)
+        logger.info(
+            "Kubernetes control plane at %s (logs in %s); kubeconfig %s",
+            self.plane.server,
+            self.plane.state_dir,
+            self.kubeconfig,
+        )
 
     def start_broker(self) -> None:
         config = self.config
@@ -318,6 +364,8 @@ class Lab:
             self.api_client.close()
         if self.api is not None:
             self.api.__exit__(None, None, None)
+        if self.plane is not None:
+            self.plane.stop()
         if self.broker is not None:
             self.broker.stop()
 
@@ -331,7 +379,7 @@ def _client(kubeconfig: Path) -> client.ApiClient:
 
 
 def _wait_for_discovery(
-    api_client: client.ApiClient, crd: dict[str, Any], timeout: float = 10
+    api_client: client.ApiClient, crd: dict[str, Any], timeout: float = 60
 ) -> None:
     group = crd["spec"]["group"]
     version = crd["spec"]["versions"][0]["name"]

@@ -28,11 +28,21 @@ class Informers:
     statefulsets: Informer
     replicasets: Informer
     deployments: Informer
+    # Only the pods of one node are watched (a kubelet under a real control plane, whose
+    # controllers are kube-controller-manager's): the workload informers are never started.
+    kubelet_only: bool = False
 
     @classmethod
-    def create(cls, api: Api) -> Informers:
+    def create(cls, api: Api, node_name: str | None = None) -> Informers:
         return cls(
-            pods=Informer(api, "/api/v1/pods", name="pods", kind="Pod", api_version="v1"),
+            pods=Informer(
+                api,
+                "/api/v1/pods",
+                name="pods",
+                kind="Pod",
+                api_version="v1",
+                field_selector=f"spec.nodeName={node_name}" if node_name else None,
+            ),
             statefulsets=Informer(
                 api,
                 "/apis/apps/v1/statefulsets",
@@ -54,9 +64,12 @@ class Informers:
                 kind="Deployment",
                 api_version="apps/v1",
             ),
+            kubelet_only=node_name is not None,
         )
 
     def all(self) -> list[Informer]:
+        if self.kubelet_only:
+            return [self.pods]
         return [self.pods, self.statefulsets, self.replicasets, self.deployments]
 
     def by_kind(self, kind: str) -> Informer | None:

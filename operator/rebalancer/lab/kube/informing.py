@@ -58,9 +58,12 @@ class Informer:
         api_version: str | None = None,
         watch_timeout: int = 300,
         retry_seconds: float = 0.5,
+        field_selector: str | None = None,
     ) -> None:
         self.api = api
         self.path = path
+        # A kubelet may only list and watch the pods bound to its node (the Node authorizer).
+        self.query = {"fieldSelector": field_selector} if field_selector else {}
         self.name = name
         self.kind = kind
         self.api_version = api_version
@@ -155,7 +158,7 @@ class Informer:
                     self._stopping.wait(self.retry_seconds)
 
     def _relist(self) -> str:
-        listing = self.api.list(self.path)
+        listing = self.api.list(self.path, **self.query)
         fresh = {key_of(o): self._typed(o) for o in listing.get("items") or []}
         changes: list[Change] = []
         with self._lock:
@@ -176,7 +179,9 @@ class Informer:
         return str(listing.get("metadata", {}).get("resourceVersion") or "")
 
     def _watch(self, version: str) -> str | None:
-        stream = self.api.watch(self.path, version, timeout_seconds=self.watch_timeout)
+        stream = self.api.watch(
+            self.path, version, timeout_seconds=self.watch_timeout, **self.query
+        )
         self._stream = stream
         if self._stopping.is_set():
             stream.close()

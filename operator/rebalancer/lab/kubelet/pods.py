@@ -79,6 +79,9 @@ class KubeletSettings:
     fork_server: bool = True
     # Whether the API serves pods/binding; learnt from the first pod.
     bindings: bool | None = None
+    # A scheduler binds pods (a real control plane): this kubelet runs only the pods bound to
+    # its node and binds none itself.
+    scheduled: bool = False
     # Where pod addresses come from (addresses.py); the node itself is 127.0.0.1.
     pod_network: str = DEFAULT_POD_NETWORK
 
@@ -267,7 +270,11 @@ class PodWorker:
         False where the API has no binding subresource (the emulator): the caller then sets
         spec.nodeName itself, to the same effect.
         """
-        if self.settings.bindings is False or (self.pod.get("spec") or {}).get("nodeName"):
+        if (
+            self.settings.scheduled
+            or self.settings.bindings is False
+            or (self.pod.get("spec") or {}).get("nodeName")
+        ):
             return False
         body = {
             "apiVersion": "v1",
