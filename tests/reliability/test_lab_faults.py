@@ -1,7 +1,9 @@
 """Faults, hostile resources and planted secrets against the real operator in the lab.
 
 The order matters and is the file's order: the tests share one lab, and the last ones restart
-the operator and the broker.
+the operator and the broker. This module's lab runs on the API emulator: its fault injection
+(answers 409, 429 and 500 to chosen requests, watches dropped at will) has no counterpart in the
+real API server short of a proxy in front of it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ from tests.e2e.support import (
     get_cg,
     kubectl,
     restart_operator,
+    running_lab,
     statefulset,
 )
 from tests.reliability.strategies import SLOW_PATTERNS
@@ -35,6 +39,21 @@ from rebalancer.lab.running import Lab
 pytestmark = pytest.mark.e2e
 SECRET = f"planted-{uuid.uuid4().hex}"
 USERNAME = f"user-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with running_lab(
+        tmp_path_factory.mktemp("lab"),
+        fleet=False,
+        own_broker=True,
+        consumers=2,
+        partitions=4,
+        start_spread_seconds=0.2,
+        session_timeout_ms=6000,
+        control_plane=False,
+    ) as running:
+        yield running
 
 
 def ready(lab: Lab, name: str, members: int) -> dict[str, Any] | None:

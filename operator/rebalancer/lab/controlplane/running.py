@@ -219,6 +219,9 @@ class ControlPlane:
             # Lets the lab's kubelets get serving certificates through CSRs, as kubeadm's can.
             f"--cluster-signing-cert-file={pki / 'ca.crt'}",
             f"--cluster-signing-key-file={pki / 'ca.key'}",
+            # A new Node is tainted not-ready until the node lifecycle controller sees it Ready;
+            # it looks every 5 s by default, which a lab pays at every start.
+            "--node-monitor-period=1s",
         )
         scheduler_port = free_port(host)
         scheduler = self._spawn(

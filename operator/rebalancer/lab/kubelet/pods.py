@@ -873,7 +873,9 @@ class PodWorker:
             "conditions": [*conditions_in_order(conditions), *foreign],
             "hostIP": NODE_ADDRESS,
             "hostIPs": [{"ip": NODE_ADDRESS}],
-            "qosClass": qos_class(self.pod),
+            # The API server sets it at creation and refuses a change; only where it did not
+            # (the emulator) does the kubelet work it out.
+            "qosClass": (self.pod.get("status") or {}).get("qosClass") or qos_class(self.pod),
         }
         if self.sandbox and self.pod_ip is not None:
             status["podIP"] = self.pod_ip
@@ -918,7 +920,9 @@ def conditions_in_order(conditions: list[Body]) -> list[Body]:
 
 
 def qos_class(pod: Body) -> str:
-    containers = list((pod.get("spec") or {}).get("containers") or ())
+    spec = pod.get("spec") or {}
+    # As kube's GetPodQOS: init containers count as well as the app containers.
+    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
     resources = [c.get("resources") or {} for c in containers]
     if not any(r.get("requests") or r.get("limits") for r in resources):
         return "BestEffort"
