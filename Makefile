@@ -46,8 +46,8 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-e2e: kafka
-	$(BIN)/pytest -q tests/apiserver tests/e2e
+e2e: kafka controlplane
+	$(BIN)/pytest -q tests/controlplane tests/e2e
 
 # Tests that run real brokers and processes on a shared 2-core machine can lose a race to load;
 # one rerun keeps CI honest (the rerun is reported as R) without hiding a real failure.

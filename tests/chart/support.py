@@ -81,6 +81,13 @@ ALL_FEATURES: dict[str, Any] = {
     },
     "reportToken": {"enabled": True},
     "rbac": {"create": True, "strimzi": True},
+    "gate": {
+        "serviceAccounts": [
+            {"namespace": "apps", "name": "default"},
+            {"namespace": "apps", "name": "orders"},
+            {"namespace": "payments", "name": "default"},
+        ]
+    },
     "history": {"enabled": True, "persistence": {"storageClassName": "fast", "size": "5Gi"}},
     "serviceAccount": {"annotations": {"example.com/role": "rebalancer"}},
     "service": {"annotations": {"example.com/scrape": "true"}},

@@ -27,6 +27,9 @@ from tests.chart.support import (
 )
 
 from rebalancer import __version__
+from rebalancer.lab.manifests import GATE_RULES
+
+ALL_GATE = {"gate": ALL_FEATURES["gate"]}
 
 # Kinds of the Prometheus Operator: kubernetes-validate has no schema for them.
 UNVALIDATED_KINDS = {"ServiceMonitor", "PrometheusRule"}
@@ -211,8 +214,28 @@ def test_given_secret_and_claim_are_used(helm: Helm) -> None:
     ]
 
 
+def test_gate_service_accounts_get_exactly_what_the_gate_needs(helm: Helm) -> None:
+    manifests = helm.render(ALL_FEATURES)
+    gate = [m for m in manifests if m["metadata"]["name"].endswith("-gate")]
+    roles = {m["metadata"]["namespace"]: m for m in gate if m["kind"] == "Role"}
+    bindings = {m["metadata"]["namespace"]: m for m in gate if m["kind"] == "RoleBinding"}
+    assert set(roles) == set(bindings) == {"apps", "payments"}
+    for namespace, role in roles.items():
+        # The lab grants its gated fleets the same rules (rebalancer.lab.manifests).
+        assert role["rules"] == GATE_RULES
+        binding = bindings[namespace]
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        assert {s["namespace"] for s in binding["subjects"]} == {namespace}
+    assert {s["name"] for s in bindings["apps"]["subjects"]} == {"default", "orders"}
+    assert [s["name"] for s in bindings["payments"]["subjects"]] == ["default"]
+    # None by default: the chart does not know the consumers' namespaces.
+    assert not [m for m in helm.render() if m["metadata"]["name"].endswith("-gate")]
+
+
 def test_optional_objects_can_be_switched_off(helm: Helm) -> None:
-    manifests = helm.render({"dashboards": {"enabled": False}, "rbac": {"create": False}})
+    manifests = helm.render(
+        {"dashboards": {"enabled": False}, "rbac": {"create": False}, **ALL_GATE}
+    )
     assert {m["kind"] for m in manifests} == {
         "CustomResourceDefinition",
         "ServiceAccount",

@@ -111,3 +111,21 @@ def test_parallel_callers_build_once_with_progress(
     assert not list(paths[0].parent.glob("*.partial"))
     assert any("... compiling" in line and "packages" in line for line in lines)
     assert any("waiting for another process" in line for line in lines)
+
+
+def test_older_builds_are_pruned_to_the_newest_two(tmp_path: Path) -> None:
+    folders = []
+    for age, key in enumerate(["newest", "second", "third", "oldest"]):
+        folder = tmp_path / key
+        folder.mkdir()
+        binary = folder / building.BINARY_NAME
+        binary.write_bytes(b"x")
+        stamp = 1_700_000_000 - age * 3600
+        os.utime(binary, (stamp, stamp))
+        folders.append(folder)
+    (tmp_path / "newest.lock").write_text("")
+    said: list[str] = []
+    building._prune(tmp_path / "third", said.append)
+    # The build just made is kept whatever its age, with the newest other one.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["newest", "newest.lock", "third"]
+    assert len(said) == 2

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from tests.controlplane.conftest import Kubectl
 
-from rebalancer.lab.controlplane import ControlPlane
+from rebalancer.lab.controlplane import ControlPlane, building
 
 # A cold build of the control plane runs inside the first test's setup.
 pytestmark = pytest.mark.timeout(3600)
@@ -181,3 +181,11 @@ def test_node_identity_may_register_only_its_own_node(
     assert other.returncode != 0
     assert "Forbidden" in other.stderr or "forbidden" in other.stderr
     kubectl("delete", "node", node.name)
+
+
+def test_the_api_server_reports_the_release_it_was_built_from(kubectl: Kubectl) -> None:
+    # Clients check it: helm against a chart's kubeVersion, kubectl for version skew.
+    major, minor, patch = building.kubernetes_version(building.source_dir())
+    server = json.loads(kubectl("version", "-o", "json").stdout)["serverVersion"]
+    assert server["gitVersion"] == f"v{major}.{minor}.{patch}"
+    assert (server["major"], server["minor"]) == (str(major), str(minor))

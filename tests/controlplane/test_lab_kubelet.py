@@ -10,14 +10,17 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from tests.controlplane.conftest import Kubectl
 
 from rebalancer.lab.cluster import LabCluster
 from rebalancer.lab.controlplane import ControlPlane
+from rebalancer.lab.manifests import gate_rbac
+from rebalancer.planning.gate_templates import GateOptions, gate_container
+from rebalancer.structs.gates import GATE_ANNOTATION, GATE_OPEN
 
 pytestmark = pytest.mark.timeout(3600)
 
@@ -83,7 +86,7 @@ def lab_cluster(
         tmp_path_factory.mktemp("kubelet"),
         controllers=False,
         scheduled=True,
-        pod_kubeconfig=Path(control_plane.kubeconfig),
+        service_account_tokens=True,
         stop_grace=5,
     )
     with cluster:
@@ -168,3 +171,141 @@ def test_statefulset_runs_and_rolls_through_the_real_controller(
         "every container process stopping",
         timeout=30,
     )
+
+
+# Exit 0: listed pods as the expected ServiceAccount; 3: forbidden; 4: someone else; 5: no
+# credentials at all.
+WHO_AND_LIST = """
+import os, sys
+if "KUBECONFIG" not in os.environ:
+    sys.exit(5)
+from kubernetes import client, config
+config.load_kube_config()
+api = client.ApiClient()
+review = client.AuthenticationV1Api(api).create_self_subject_review(
+    {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+)
+if review.status.user_info.username != sys.argv[1]:
+    sys.exit(4)
+try:
+    client.CoreV1Api(api).list_namespaced_pod(sys.argv[2])
+except client.ApiException as error:
+    sys.exit(3 if error.status == 403 else 1)
+"""
+
+
+def lister_pod(name: str, account: str, *, automount: bool = True) -> str:
+    user = f"system:serviceaccount:{NAMESPACE}:{account}"
+    spec: dict[str, Any] = {
+        "serviceAccountName": account,
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "lister",
+                "image": "lab.invalid/lister:1",
+                "command": ["python", "-c", WHO_AND_LIST, user, NAMESPACE],
+            }
+        ],
+    }
+    if not automount:
+        spec["automountServiceAccountToken"] = False
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
+    }
+    return json.dumps(pod)
+
+
+def test_pods_act_as_their_service_account_with_its_rbac(
+    lab_cluster: LabCluster, kubectl: Kubectl
+) -> None:
+    kubectl("create", "namespace", NAMESPACE, check=False)
+    kubectl("create", "serviceaccount", "lister", "-n", NAMESPACE)
+
+    def exit_code(name: str) -> int | None:
+        pod = get_json(kubectl, "pod", name, "-n", NAMESPACE)
+        if pod["status"].get("phase") not in ("Succeeded", "Failed"):
+            return None
+        [state] = pod["status"]["containerStatuses"]
+        return int(state["state"]["terminated"]["exitCode"])
+
+    def finished(name: str) -> int:
+        code: int = eventually(lambda: exit_code(name) is not None and [exit_code(name)], name)[0]
+        return code
+
+    kubectl("apply", "-f", "-", input=lister_pod("without-rbac", "lister"))
+    assert finished("without-rbac") == 3, "a ServiceAccount without a Role may not list pods"
+
+    kubectl("create", "role", "pod-lister", "-n", NAMESPACE, "--verb=list", "--resource=pods")
+    kubectl(
+        "create",
+        "rolebinding",
+        "lister-lists",
+        "-n",
+        NAMESPACE,
+        "--role=pod-lister",
+        f"--serviceaccount={NAMESPACE}:lister",
+    )
+    time.sleep(1)  # the RBAC authorizer reads bindings through an informer
+    kubectl("apply", "-f", "-", input=lister_pod("with-rbac", "lister"))
+    assert finished("with-rbac") == 0
+
+    kubectl("apply", "-f", "-", input=lister_pod("opted-out", "lister", automount=False))
+    assert finished("opted-out") == 5, "automountServiceAccountToken: false gives no credentials"
+
+
+def gated_pod(name: str, account: str) -> str:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "serviceAccountName": account,
+            "initContainers": [gate_container(GateOptions(timeout_seconds=300))],
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "lab.invalid/app:1",
+                    "command": ["python", "-c", "import time; time.sleep(3600)"],
+                }
+            ],
+        },
+    }
+    return json.dumps(pod)
+
+
+def test_the_gate_names_the_permission_it_lacks_and_waits_with_it(
+    lab_cluster: LabCluster, kubectl: Kubectl
+) -> None:
+    kubectl("create", "namespace", NAMESPACE, check=False)
+    kubectl("create", "serviceaccount", "consumers", "-n", NAMESPACE)
+    kubectl("apply", "-f", "-", input=gated_pod("gated", "consumers"))
+    uid = get_json(kubectl, "pod", "gated", "-n", NAMESPACE)["metadata"]["uid"]
+    logs = lab_cluster.state_dir / "logs" / "pods" / f"{NAMESPACE}_gated_{uid}"
+
+    def gate_said() -> str:
+        return "\n".join(p.read_text(errors="replace") for p in logs.rglob("*.log"))
+
+    needs = f"needs get, list and watch on pods in namespace {NAMESPACE}"
+    eventually(lambda: needs in gate_said(), "the gate naming the missing permission")
+    assert get_json(kubectl, "pod", "gated", "-n", NAMESPACE)["status"]["phase"] == "Pending"
+
+    # What the chart's gate.serviceAccounts grants; then the operator's annotation opens it.
+    kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=yaml.safe_dump_all(gate_rbac(NAMESPACE, "consumers")),
+    )
+    time.sleep(2)
+    kubectl("annotate", "pod", "gated", "-n", NAMESPACE, f"{GATE_ANNOTATION}={GATE_OPEN}")
+
+    def running() -> bool:
+        pod = get_json(kubectl, "pod", "gated", "-n", NAMESPACE)
+        return bool(pod["status"].get("phase") == "Running")
+
+    eventually(running, "the gate letting the pod start once it may watch it", timeout=60)
+    [gate] = get_json(kubectl, "pod", "gated", "-n", NAMESPACE)["status"]["initContainerStatuses"]
+    assert gate["state"]["terminated"]["exitCode"] == 0

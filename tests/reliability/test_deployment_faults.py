@@ -134,9 +134,11 @@ def held(lab: Lab) -> dict[str, Any] | None:
 
 def assert_stepped(lab: Lab, before: dict[str, Any], rollout: dict[str, Any]) -> None:
     """A batch that is in holds the Deployment paused with exactly its pods: the controller
-    did not run ahead of the planner."""
+    did not run ahead of the planner. `base` counts pods updated before the plan was made (a
+    restarted operator plans again from the pods it finds)."""
     new = sorted(set(live_pods(lab)) - before["pods"])
-    assert len(new) == rollout["batch"], (rollout, new)
+    expected = int(rollout.get("base") or 0) + sum(rollout["batchSizes"][: rollout["batch"]])
+    assert len(new) == expected, (rollout, new)
     assert held(lab) is not None, (rollout, workload_body(lab, NAME, KIND)["spec"])
 
 

@@ -112,3 +112,15 @@ ClusterRole when every namespace is watched, else in a Role per watched namespac
   resources: ["events"]
   verbs: ["create"]
 {{- end }}
+
+{{/*
+gate.serviceAccounts grouped by namespace, as JSON: {"ns": ["sa", ...]}; one Role per namespace.
+*/}}
+{{- define "rebalancer.gateAccounts" -}}
+{{- $byNamespace := dict }}
+{{- range .Values.gate.serviceAccounts }}
+{{- $names := get $byNamespace .namespace | default list }}
+{{- $_ := set $byNamespace .namespace (append $names .name | uniq) }}
+{{- end }}
+{{- toJson $byNamespace }}
+{{- end }}

@@ -51,13 +51,16 @@ class LabCluster:
         images: Mapping[str, Sequence[str]] | None = None,
         scheduled: bool = False,
         pod_kubeconfig: Path | None = None,
+        service_account_tokens: bool = False,
     ) -> None:
         """`api`: the API server's URL, a kubeconfig path or a kubernetes Configuration.
 
         `scheduled`: a real control plane runs the controllers and the scheduler; the kubelet
         registers its Node, keeps its Lease and runs only the pods bound to it (pass
         `controllers=False` and the node's own kubeconfig as `api`). `pod_kubeconfig`: what the
-        pods' processes reach the API with (default: `api` itself when it is a kubeconfig).
+        pods' processes reach the API with (default: `api` itself when it is a kubeconfig);
+        `service_account_tokens`: each pod gets a token of its own ServiceAccount instead, as on
+        a cluster (needs an API server that issues them, and `api` with its CA).
 
         `jitter` delays each pod's start (see `Jitter.parse`); `backoff_*` are the kubelet's
         container restart back-off (kube's 10 s doubling to 300 s by default); `stop_grace`
@@ -77,6 +80,7 @@ class LabCluster:
         self.images = dict(DEFAULT_IMAGES if images is None else images)
         self.scheduled = scheduled
         self.pod_kubeconfig = pod_kubeconfig
+        self.service_account_tokens = service_account_tokens
         self.node: NodeAgent | None = None
         self.api: Api | None = None
         self.informers: Informers | None = None
@@ -130,6 +134,10 @@ class LabCluster:
                 # with grace 0; only the emulator needs the kubelet's finalizer for that.
                 hold_finalizer=not self.scheduled,
             )
+            if self.service_account_tokens:
+                configuration = configuration_for(self.target)
+                settings.service_account_server = str(configuration.host)
+                settings.service_account_ca = Path(configuration.ssl_ca_cert)
             self.kubelet = Kubelet(
                 self.api, self.informers.pods, settings, self.jitter, self.recorder
             )

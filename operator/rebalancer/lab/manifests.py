@@ -41,3 +41,32 @@ def examples(bootstrap: str, report_url: str, replicas: int) -> list[dict[str, A
                             variable["value"] = report_url
             documents.append(doc)
     return documents
+
+
+# What the join gate needs, as the chart grants it (charts/rebalancer/templates/gate-rbac.yaml,
+# value gate.serviceAccounts): it lists and watches its own pod.
+GATE_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+]
+
+
+def gate_rbac(namespace: str, service_account: str = "default") -> list[dict[str, Any]]:
+    """The Role and RoleBinding the chart gives a gated fleet's ServiceAccount."""
+    name = "rebalancer-gate"
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace},
+            "rules": GATE_RULES,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": service_account, "namespace": namespace}
+            ],
+        },
+    ]

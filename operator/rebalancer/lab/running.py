@@ -24,7 +24,7 @@ from rebalancer.lab.apiserver import ApiServerThread
 from rebalancer.lab.broker import KafkaBroker, KafkaCluster
 from rebalancer.lab.cluster import LabCluster, with_container_env
 from rebalancer.lab.controlplane import ControlPlane
-from rebalancer.lab.manifests import crds, examples
+from rebalancer.lab.manifests import crds, examples, gate_rbac
 from rebalancer.lab.processes import ChildProcess, python_module, stop_all
 from rebalancer.lab.prometheus import find_prometheus, prometheus_process, wait_ready
 
@@ -99,8 +99,7 @@ class Lab:
         self.install_crds()
         if pods:
             if self.plane is not None:
-                # The kubelet acts as its node (the Node authorizer checks it); the pods'
-                # processes reach the API as the lab's admin.
+                # The kubelet acts as its node (the Node authorizer checks it).
                 node = self.plane.node_credentials()
                 self.cluster = LabCluster(
                     node.kubeconfig,
@@ -109,8 +108,11 @@ class Lab:
                     node_name=node.name,
                     controllers=False,
                     scheduled=True,
-                    pod_kubeconfig=self.kubeconfig,
+                    service_account_tokens=True,
                 )
+                # Pods act as their ServiceAccount: the fleet's gets what the chart gives a
+                # gated fleet (gate.serviceAccounts).
+                self.apply(gate_rbac(self.config.namespace))
             else:
                 self.cluster = LabCluster(self.kubeconfig, state, jitter=jitter)
             self.cluster.start()

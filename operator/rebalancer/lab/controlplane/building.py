@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -27,7 +28,11 @@ Progress = Callable[[str], None]
 BINARY_NAME = "kube-lab"
 SOURCE_ENV = "REBALANCER_CONTROLPLANE_SRC"
 # -buildvcs=false: the binary must not depend on (or fail over) the checkout's git state.
-_BUILD_FLAGS = ("-trimpath", "-buildvcs=false", "-ldflags=-s -w")
+_BUILD_FLAGS = ("-trimpath", "-buildvcs=false")
+# Kubernetes stamps its version at link time (hack/lib/version.sh); without it the API server
+# says v0.0.0-master and clients that check it (helm's kubeVersion, kubectl's skew warning) balk.
+_VERSION_PACKAGE = "k8s.io/component-base/version"
+_REQUIREMENT = re.compile(r"^\s*k8s\.io/kubernetes\s+v(\d+)\.(\d+)\.(\d+)\S*\s*$", re.MULTILINE)
 # Where Go's own tarball installs it; not always on PATH (e.g. in a non-login shell).
 FALLBACK_GO = Path("/usr/local/go/bin/go")
 _PROGRESS_EVERY_S = 15.0
@@ -72,12 +77,33 @@ def go_binary() -> str:
     return found
 
 
+def kubernetes_version(source: Path) -> tuple[int, int, int]:
+    """The k8s.io/kubernetes release go.mod requires."""
+    found = _REQUIREMENT.search((source / "go.mod").read_text(encoding="utf-8"))
+    if found is None:
+        raise ControlPlaneBuildError(f"{source / 'go.mod'} requires no k8s.io/kubernetes release")
+    major, minor, patch = (int(part) for part in found.groups())
+    return major, minor, patch
+
+
+def build_flags(source: Path) -> list[str]:
+    major, minor, patch = kubernetes_version(source)
+    stamps = {
+        "gitVersion": f"v{major}.{minor}.{patch}",
+        "gitMajor": str(major),
+        "gitMinor": str(minor),
+        "gitTreeState": "clean",
+    }
+    ldflags = " ".join(["-s", "-w", *(f"-X {_VERSION_PACKAGE}.{k}={v}" for k, v in stamps.items())])
+    return [*_BUILD_FLAGS, f"-ldflags={ldflags}"]
+
+
 def build_key(source: Path, go: str) -> str:
     """Hash of what the binary is made of; a change to any of it means a new build."""
     version = _run_quiet([go, "version"], cwd=source)
     digest = hashlib.sha256()
     digest.update(version.encode())
-    digest.update(" ".join(_BUILD_FLAGS).encode())
+    digest.update(" ".join(build_flags(source)).encode())
     files = [source / "go.mod", source / "go.sum", *sorted(source.glob("*.go"))]
     for path in files:
         if path.name.endswith("_test.go"):
@@ -140,11 +166,25 @@ def _build(go: str, source: Path, binary: Path, progress: Progress) -> None:
     binary.parent.mkdir(parents=True, exist_ok=True)
     partial = binary.with_name(binary.name + ".partial")
     # -v lists each package as it is compiled: the progress lines count them.
-    command = [go, "build", "-v", *_BUILD_FLAGS, "-o", str(partial), "."]
+    command = [go, "build", "-v", *build_flags(source), "-o", str(partial), "."]
     _step("compiling", command, source, env, progress, failure="go build failed")
     partial.rename(binary)  # atomic: a binary in place is a complete one
+    _prune(binary.parent, progress)
     size = binary.stat().st_size / 1e6
     progress(f"control plane built in {time.monotonic() - started:.0f} s ({size:.0f} MB)")
+
+
+def _prune(current: Path, progress: Progress, keep: int = 2) -> None:
+    """Drop all but the `keep` newest builds (139 MB each); a running binary is unaffected."""
+    builds = [
+        folder
+        for folder in current.parent.iterdir()
+        if folder.is_dir() and (folder / BINARY_NAME).is_file()
+    ]
+    builds.sort(key=lambda folder: (folder / BINARY_NAME).stat().st_mtime, reverse=True)
+    for folder in [f for f in builds if f != current][keep - 1 :]:
+        shutil.rmtree(folder, ignore_errors=True)
+        progress(f"removed an older control plane build: {folder}")
 
 
 def _step(

