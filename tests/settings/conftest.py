@@ -1,12 +1,12 @@
-"""Fixtures for the settings tests: a fresh API emulator per test, and the session's Kafka broker
-with an admin gateway to it."""
+"""Fixtures for the settings tests: the session's cluster with a namespace per test, and the
+session's Kafka broker with an admin gateway to it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
-from tests.emulator_fixtures import api, kube  # noqa: F401  (fixtures, found by name)
+from tests.cluster_fixtures import cluster, kube, ns  # noqa: F401  (fixtures, found by name)
 from tests.kafka_brokers import shared_broker
 
 from rebalancer.clients.kafka_admin import AdminGateway, build_client_config

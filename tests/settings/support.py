@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -10,8 +11,6 @@ from kubernetes import client
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.settings_reconciling import SettingsTarget
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
-
-NS = "default"
 
 # Strimzi's Kafka kind as far as this feature touches it: spec.kafka.config is free-form.
 STRIMZI_CRD: dict[str, Any] = {
@@ -66,16 +65,29 @@ STRIMZI_CRD: dict[str, Any] = {
 
 
 def crds(kube: KubernetesApi, *bodies: dict[str, Any]) -> None:
+    """Install CRDs the session's cluster may have already (tests share it), and wait for them."""
     extensions = client.ApiextensionsV1Api(kube.api_client)
     for body in bodies:
-        extensions.create_custom_resource_definition(body, _preload_content=False)
+        try:
+            extensions.create_custom_resource_definition(body, _preload_content=False)
+        except client.ApiException as error:
+            if error.status != 409:
+                raise
+    for body in bodies:
+        deadline = time.monotonic() + 60
+        while True:
+            status = extensions.read_custom_resource_definition(body["metadata"]["name"]).status
+            if any(c.type == "Established" and c.status == "True" for c in status.conditions or ()):
+                break
+            assert time.monotonic() < deadline, f"{body['metadata']['name']} not Established"
+            time.sleep(0.2)
 
 
-def statefulset() -> dict[str, Any]:
+def statefulset(ns: str) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": {"name": "orders-consumer", "namespace": NS},
+        "metadata": {"name": "orders-consumer", "namespace": ns},
         "spec": {
             "replicas": 3,
             "serviceName": "orders-consumer",
@@ -96,10 +108,10 @@ def statefulset() -> dict[str, Any]:
     }
 
 
-def settings_target(bootstrap: str, **changes: Any) -> SettingsTarget:
+def settings_target(bootstrap: str, ns: str, **changes: Any) -> SettingsTarget:
     """The `orders` ConsumerGroup's reconcile target on its StatefulSet, with no policy set."""
     base = SettingsTarget(
-        namespace=NS,
+        namespace=ns,
         name="orders",
         uid=None,
         group_id="orders",

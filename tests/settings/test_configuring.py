@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +29,15 @@ from rebalancer.planning.settings_templates import SETTINGS_HASH_ANNOTATION, tem
 from rebalancer.structs.client_settings import SettingsPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
-NS = "default"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def consumer_group(kube: KubernetesApi) -> dict[str, Any]:
+def consumer_group(kube: KubernetesApi, ns: str) -> dict[str, Any]:
     crds(kube, yaml.safe_load((ROOT / "crds" / "consumergroups.rebalancer.dev.yaml").read_text()))
     body = {
         "apiVersion": "rebalancer.dev/v1alpha1",
         "kind": "ConsumerGroup",
-        "metadata": {"name": "orders", "namespace": NS},
+        "metadata": {"name": "orders", "namespace": ns},
         "spec": {
             "groupId": "orders",
             "kafka": {"bootstrapServers": ["127.0.0.1:9092"]},
@@ -46,14 +46,14 @@ def consumer_group(kube: KubernetesApi) -> dict[str, Any]:
         },
     }
     created: dict[str, Any] = kube.custom.create_namespaced_custom_object(
-        "rebalancer.dev", "v1alpha1", NS, "consumergroups", body
+        "rebalancer.dev", "v1alpha1", ns, "consumergroups", body
     )
     return created
 
 
-def inputs(workload: dict[str, Any], uid: str | None, **policy: Any) -> SettingsInputs:
+def inputs(workload: dict[str, Any], uid: str | None, ns: str, **policy: Any) -> SettingsInputs:
     return SettingsInputs(
-        namespace=NS,
+        namespace=ns,
         name="orders",
         uid=uid,
         policy=SettingsPolicy(session_timeout_ms=6000, max_poll_interval_ms=60000, **policy),
@@ -66,62 +66,65 @@ def inputs(workload: dict[str, Any], uid: str | None, **policy: Any) -> Settings
 
 
 async def test_configmap_is_created_kept_replaced_and_collected_with_its_owner(
-    kube: KubernetesApi,
+    kube: KubernetesApi, ns: str
 ) -> None:
-    owner = consumer_group(kube)
-    body = plan_settings(inputs(statefulset(), owner["metadata"]["uid"])).configmap
+    owner = consumer_group(kube, ns)
+    body = plan_settings(inputs(statefulset(ns), owner["metadata"]["uid"], ns)).configmap
     assert body is not None
     assert await apply_configmap(kube, body) is ConfigMapOutcome.CREATED
     assert await apply_configmap(kube, body) is ConfigMapOutcome.UNCHANGED
     # Someone else labels it; a settings change replaces the data and keeps their label.
     kube.core.patch_namespaced_config_map(
-        body["metadata"]["name"], NS, {"metadata": {"labels": {"team": "payments"}}}
+        body["metadata"]["name"], ns, {"metadata": {"labels": {"team": "payments"}}}
     )
     changed = plan_settings(
-        inputs(statefulset(), owner["metadata"]["uid"], properties=(("fetch.min.bytes", "1"),))
+        inputs(
+            statefulset(ns), owner["metadata"]["uid"], ns, properties=(("fetch.min.bytes", "1"),)
+        )
     ).configmap
     assert changed is not None
     assert await apply_configmap(kube, changed) is ConfigMapOutcome.REPLACED
-    stored = kube.core.read_namespaced_config_map(body["metadata"]["name"], NS)
+    stored = kube.core.read_namespaced_config_map(body["metadata"]["name"], ns)
     assert "fetch.min.bytes=1" in stored.data["consumer.properties"]
     assert stored.metadata.labels["team"] == "payments"
     assert stored.metadata.owner_references[0].uid == owner["metadata"]["uid"]
     # Deleting the ConsumerGroup collects its ConfigMap (the volume is optional, so the
     # consumers' pods still start).
     kube.custom.delete_namespaced_custom_object(
-        "rebalancer.dev", "v1alpha1", NS, "consumergroups", "orders"
+        "rebalancer.dev", "v1alpha1", ns, "consumergroups", "orders"
     )
-    for _ in range(50):
-        names = [c.metadata.name for c in kube.core.list_namespaced_config_map(NS).items]
+    # kube's garbage collector watches a kind once its discovery (every 30 s) has seen it.
+    for _ in range(400):
+        names = [c.metadata.name for c in kube.core.list_namespaced_config_map(ns).items]
         if body["metadata"]["name"] not in names:
             break
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.2)
     assert body["metadata"]["name"] not in names
 
 
-async def test_template_patch_is_guarded_and_idempotent(kube: KubernetesApi) -> None:
-    kube.apps.create_namespaced_stateful_set(NS, statefulset())
-    workload = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
+async def test_template_patch_is_guarded_and_idempotent(kube: KubernetesApi, ns: str) -> None:
+    kube.apps.create_namespaced_stateful_set(ns, statefulset(ns))
+    workload = await read_workload_body(kube, ns, WorkloadKind.STATEFULSET, "orders-consumer")
     assert workload is not None
-    plan = plan_settings(inputs(workload, None, static_membership=True))
+    plan = plan_settings(inputs(workload, None, ns, static_membership=True))
     assert plan.patch.changes and plan.rendered is not None
     # A write between our read and our patch: the guard refuses, nothing is half-applied.
     stale = copy.deepcopy(workload)
     kube.apps.patch_namespaced_stateful_set(
-        "orders-consumer", NS, {"metadata": {"labels": {"touched": "yes"}}}
+        "orders-consumer", ns, {"metadata": {"labels": {"touched": "yes"}}}
     )
     assert not await patch_workload(
-        kube, NS, WorkloadKind.STATEFULSET, "orders-consumer", list(plan.patch.ops)
+        kube, ns, WorkloadKind.STATEFULSET, "orders-consumer", list(plan.patch.ops)
     )
-    fresh = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
+    fresh = await read_workload_body(kube, ns, WorkloadKind.STATEFULSET, "orders-consumer")
     assert fresh is not None and template_hash(fresh) is None
     assert stale["metadata"]["resourceVersion"] != fresh["metadata"]["resourceVersion"]
     # Planned again from a fresh read, it applies; planned once more, there is nothing to do.
-    plan = plan_settings(inputs(fresh, None, static_membership=True))
+    plan = plan_settings(inputs(fresh, None, ns, static_membership=True))
     assert await patch_workload(
-        kube, NS, WorkloadKind.STATEFULSET, "orders-consumer", list(plan.patch.ops)
+        kube, ns, WorkloadKind.STATEFULSET, "orders-consumer", list(plan.patch.ops)
     )
-    after = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
+    after = await read_workload_body(kube, ns, WorkloadKind.STATEFULSET, "orders-consumer")
     assert after is not None and plan.rendered is not None
     template = after["spec"]["template"]
     assert template["metadata"]["annotations"][SETTINGS_HASH_ANNOTATION] == plan.rendered.hash
@@ -129,16 +132,19 @@ async def test_template_patch_is_guarded_and_idempotent(kube: KubernetesApi) -> 
     env = {e["name"]: e for e in template["spec"]["containers"][0]["env"]}
     assert env["KAFKA_GROUP_INSTANCE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert env["KAFKA_SESSION_TIMEOUT_MS"]["value"] == "6000"
-    assert plan_settings(inputs(after, None, static_membership=True)).patch.ops == ()
-    assert await read_workload_body(kube, NS, WorkloadKind.DEPLOYMENT, "missing") is None
+    again = plan_settings(inputs(after, None, ns, static_membership=True)).patch.ops
+    assert again == (), json.dumps(again, indent=1)
+    assert await read_workload_body(kube, ns, WorkloadKind.DEPLOYMENT, "missing") is None
 
 
-async def test_strimzi_delay_is_written_once_and_only_the_delay(kube: KubernetesApi) -> None:
+async def test_strimzi_delay_is_written_once_and_only_the_delay(
+    kube: KubernetesApi, ns: str
+) -> None:
     crds(kube, STRIMZI_CRD)
     kube.custom.create_namespaced_custom_object(
         "kafka.strimzi.io",
         "v1beta2",
-        NS,
+        ns,
         "kafkas",
         {
             "apiVersion": "kafka.strimzi.io/v1beta2",
@@ -147,16 +153,16 @@ async def test_strimzi_delay_is_written_once_and_only_the_delay(kube: Kubernetes
             "spec": {"kafka": {"replicas": 3, "config": {"offsets.topic.replication.factor": 3}}},
         },
     )
-    assert await read_strimzi_delay(kube, NS, "my-cluster") is None
-    first = await set_strimzi_delay(kube, NS, "my-cluster", strimzi_config_patch(8000))
+    assert await read_strimzi_delay(kube, ns, "my-cluster") is None
+    first = await set_strimzi_delay(kube, ns, "my-cluster", strimzi_config_patch(8000))
     assert (first.changed, first.previous) == (True, None)
     version = kube.custom.get_namespaced_custom_object(
-        "kafka.strimzi.io", "v1beta2", NS, "kafkas", "my-cluster"
+        "kafka.strimzi.io", "v1beta2", ns, "kafkas", "my-cluster"
     )["metadata"]["resourceVersion"]
-    again = await set_strimzi_delay(kube, NS, "my-cluster", strimzi_config_patch(8000))
+    again = await set_strimzi_delay(kube, ns, "my-cluster", strimzi_config_patch(8000))
     assert (again.changed, again.previous) == (False, "8000")
     stored = kube.custom.get_namespaced_custom_object(
-        "kafka.strimzi.io", "v1beta2", NS, "kafkas", "my-cluster"
+        "kafka.strimzi.io", "v1beta2", ns, "kafkas", "my-cluster"
     )
     # Unchanged means unwritten: every write would make Strimzi roll the brokers.
     assert stored["metadata"]["resourceVersion"] == version
@@ -164,6 +170,6 @@ async def test_strimzi_delay_is_written_once_and_only_the_delay(kube: Kubernetes
         "offsets.topic.replication.factor": 3,
         "group.initial.rebalance.delay.ms": 8000,
     }
-    assert await read_strimzi_delay(kube, NS, "my-cluster") == "8000"
-    with pytest.raises(ConfiguringFailed, match=r"Kafka default/other .* not found"):
-        await set_strimzi_delay(kube, NS, "other", strimzi_config_patch(8000))
+    assert await read_strimzi_delay(kube, ns, "my-cluster") == "8000"
+    with pytest.raises(ConfiguringFailed, match=rf"Kafka {ns}/other .* not found"):
+        await set_strimzi_delay(kube, ns, "other", strimzi_config_patch(8000))

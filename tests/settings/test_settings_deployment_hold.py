@@ -2,10 +2,10 @@
 its controller replaces no pod on its own, and the planner steps it batch by batch and resumes
 it at the end.
 
-Real parts: the API emulator, the lab cluster's Deployment controller and kubelet (pods are
-real processes), Apache Kafka for the settings reconcile's broker reads, reconcile_settings as the
-settings handler calls it, and the rollout planner and actuator in the operator's loop. The
-group is stood in for by the pods' readiness.
+Real parts: the Kubernetes control plane (its Deployment and ReplicaSet controllers), the lab
+kubelet (pods are real processes), Apache Kafka for the settings reconcile's broker reads,
+reconcile_settings as the settings handler calls it, and the rollout planner and actuator in the
+operator's loop. The group is stood in for by the pods' readiness.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,9 +22,7 @@ from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.rolling import Actuator, read_workload
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
-from rebalancer.lab.apiserver import ApiServerThread
 from rebalancer.lab.broker import KafkaBroker
-from rebalancer.lab.cluster import LabCluster
 from rebalancer.planning.gate_templates import GateOptions
 from rebalancer.planning.rollout_actions import Action, PauseDeployment, ResumeDeployment
 from rebalancer.planning.rollout_plans import RolloutSetup
@@ -40,7 +36,6 @@ from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView
 
 pytestmark = pytest.mark.e2e
-NS = "default"
 NAME = "web-consumer"
 SLEEPER = ["python", "-c", "import time; time.sleep(3600)"]
 
@@ -50,24 +45,11 @@ def broker() -> KafkaBroker:
     return shared_broker()
 
 
-@pytest.fixture
-def lab(api: ApiServerThread, tmp_path: Path) -> Iterator[LabCluster]:
-    # Pods take a second or two to start, as on a cluster: an instant pod would let the
-    # controller finish a step before any planner could look.
-    with LabCluster(
-        api.url,
-        tmp_path / "lab",
-        resync_seconds=1.0,
-        backoff_base=0.5,
-        stop_grace=3.0,
-        jitter="uniform(1,2)",
-        seed=3,
-    ) as cluster:
-        yield cluster
-
-
 def deployment(replicas: int) -> dict[str, Any]:
-    container = {"name": "consumer", "image": "x", "command": SLEEPER}
+    # Ready a second or two after it starts, as a consumer that needs a moment: an instant pod
+    # would let the controller finish a step before any planner could look.
+    probe = {"exec": {"command": ["true"]}, "initialDelaySeconds": 1, "periodSeconds": 1}
+    container = {"name": "consumer", "image": "x", "command": SLEEPER, "readinessProbe": probe}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -83,14 +65,14 @@ def deployment(replicas: int) -> dict[str, Any]:
     }
 
 
-def raw_deployment(kube: KubernetesApi) -> dict[str, Any]:
-    data = kube.apps.read_namespaced_deployment(NAME, NS, _preload_content=False).data
+def raw_deployment(kube: KubernetesApi, ns: str) -> dict[str, Any]:
+    data = kube.apps.read_namespaced_deployment(NAME, ns, _preload_content=False).data
     body: dict[str, Any] = json.loads(data)
     return body
 
 
-def pods(kube: KubernetesApi) -> dict[str, dict[str, Any]]:
-    items = json.loads(kube.core.list_namespaced_pod(NS, _preload_content=False).data)["items"]
+def pods(kube: KubernetesApi, ns: str) -> dict[str, dict[str, Any]]:
+    items = json.loads(kube.core.list_namespaced_pod(ns, _preload_content=False).data)["items"]
     return {
         item["metadata"]["uid"]: item
         for item in items
@@ -136,18 +118,18 @@ def group_of(workload: WorkloadView, now: float) -> GroupSnapshot:
 
 
 async def test_a_settings_change_to_a_deployment_is_held_then_stepped_by_the_planner(
-    api: ApiServerThread, kube: KubernetesApi, broker: KafkaBroker, lab: LabCluster
+    kube: KubernetesApi, ns: str, broker: KafkaBroker
 ) -> None:
-    kube.apps.create_namespaced_deployment(NS, deployment(4), _preload_content=False)
+    kube.apps.create_namespaced_deployment(ns, deployment(4), _preload_content=False)
     before = await eventually(
-        lambda: (found := pods(kube)) and len(found) == 4
+        lambda: (found := pods(kube, ns)) and len(found) == 4
         and all(ready(pod) for pod in found.values()) and found,
         40, "four Ready pods",
     )  # fmt: skip
 
     # What the settings handler does on a change of spec.policy.settings.
     target = SettingsTarget(
-        namespace=NS,
+        namespace=ns,
         name="web",
         uid=None,
         group_id="web",
@@ -169,16 +151,16 @@ async def test_a_settings_change_to_a_deployment_is_held_then_stepped_by_the_pla
     assert outcome.status is not None and outcome.status.get("applied"), outcome.status
 
     # Paused and marked in the template write itself: the controller replaces nothing.
-    body = raw_deployment(kube)
+    body = raw_deployment(kube, ns)
     assert body["spec"].get("paused") is True
     assert body["metadata"]["annotations"][ROLLOUT_HOLD_ANNOTATION] == "true"
     await asyncio.sleep(3.0)
-    assert set(pods(kube)) == set(before)
+    assert set(pods(kube, ns)) == set(before)
 
     # The operator's loop: the planner takes the held template over and steps it.
     policy = RolloutPolicy(settle_seconds=1, gate_joins=False)
     setup = RolloutSetup(policy, BrokerProfile.APACHE_KAFKA, 3.0)
-    actuator = Actuator(kube, NS, WorkloadKind.DEPLOYMENT, NAME, GateOptions())
+    actuator = Actuator(kube, ns, WorkloadKind.DEPLOYMENT, NAME, GateOptions())
     status: dict[str, Any] = {}
     done: list[Action] = []
     unaccounted: list[float] = []
@@ -187,18 +169,18 @@ async def test_a_settings_change_to_a_deployment_is_held_then_stepped_by_the_pla
     state = RolloutState()
     while time.monotonic() < deadline:
         state = RolloutState.from_status(json.loads(json.dumps(status)))
-        workload = await read_workload(kube, NS, WorkloadKind.DEPLOYMENT, NAME)
+        workload = await read_workload(kube, ns, WorkloadKind.DEPLOYMENT, NAME)
         assert workload is not None
         now = time.time()
         state, actions = step(state, Observation(setup, workload, group_of(workload, now)), now)
         done += await actuator.apply(actions)
         status = state.to_status()
-        body = raw_deployment(kube)
+        body = raw_deployment(kube, ns)
         if body["spec"].get("paused"):
             # Paused, the Deployment is the planner's: a rollout in progress holds it.
             if not (state.phase.active and state.holding_deployment):
                 unaccounted.append(now)
-            replaced_while_paused.add(sum(1 for uid in pods(kube) if uid not in before))
+            replaced_while_paused.add(sum(1 for uid in pods(kube, ns) if uid not in before))
         if state.phase in (RolloutPhase.COMPLETED, RolloutPhase.FAILED):
             break
         await asyncio.sleep(0.4)
@@ -215,11 +197,11 @@ async def test_a_settings_change_to_a_deployment_is_held_then_stepped_by_the_pla
     assert any(0 < replaced < 4 for replaced in replaced_while_paused), replaced_while_paused
 
     # Resumed, unmarked, every pod replaced once, running the new template.
-    body = raw_deployment(kube)
+    body = raw_deployment(kube, ns)
     assert not body["spec"].get("paused")
     assert ROLLOUT_HOLD_ANNOTATION not in (body["metadata"].get("annotations") or {})
     after = await eventually(
-        lambda: (found := pods(kube)) and len(found) == 4
+        lambda: (found := pods(kube, ns)) and len(found) == 4
         and all(ready(pod) for pod in found.values()) and found,
         30, "four Ready pods after the rollout",
     )  # fmt: skip

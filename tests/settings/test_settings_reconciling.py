@@ -25,48 +25,47 @@ from rebalancer.structs.client_settings import (
 )
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
-NS = "default"
 
-
-def target(broker: KafkaBroker, **changes: Any) -> SettingsTarget:
+def target(broker: KafkaBroker, ns: str, **changes: Any) -> SettingsTarget:
     defaults: dict[str, Any] = dict(
         settings=SettingsPolicy(session_timeout_ms=6000, max_poll_interval_ms=60000),
     )
-    return settings_target(broker.bootstrap, **{**defaults, **changes})
+    return settings_target(broker.bootstrap, ns, **{**defaults, **changes})
 
 
 async def test_settings_are_delivered_once_and_reported(
-    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker, ns: str
 ) -> None:
-    kube.apps.create_namespaced_stateful_set(NS, statefulset())
-    first = await reconcile_settings(kube, gateway, target(broker), {}, {})
+    kube.apps.create_namespaced_stateful_set(ns, statefulset(ns))
+    first = await reconcile_settings(kube, gateway, target(broker, ns), {}, {})
     status = first.status
     assert status is not None
     assert (status["applied"], status["protocol"], status["rolledOut"]) == (True, "classic", False)
     assert status["sessionLimits"]["source"] == "broker"  # Kafka describes its configs
     assert [n.reason for n in first.notices] == ["SettingsApplied"]
-    assert kube.core.read_namespaced_config_map("orders-consumer-settings", NS).data
-    body = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
+    assert kube.core.read_namespaced_config_map("orders-consumer-settings", ns).data
+    body = await read_workload_body(kube, ns, WorkloadKind.STATEFULSET, "orders-consumer")
     assert body is not None and template_hash(body) == status["hash"]
-    again = await reconcile_settings(kube, gateway, target(broker), status, {})
+    again = await reconcile_settings(kube, gateway, target(broker, ns), status, {})
     assert again.status == status and again.notices == () and again.retry_after is None
     assert settings_conditions(status) == []
     # Settings removed: the operator takes its part out of the template again.
-    gone = await reconcile_settings(kube, gateway, target(broker, settings=None), status, {})
+    gone = await reconcile_settings(kube, gateway, target(broker, ns, settings=None), status, {})
     assert gone.status is None and [n.reason for n in gone.notices] == ["SettingsRemoved"]
-    body = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
+    body = await read_workload_body(kube, ns, WorkloadKind.STATEFULSET, "orders-consumer")
     assert body is not None and template_hash(body) is None
 
 
 async def test_a_refusal_is_reported_once_and_patches_nothing(
-    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker, ns: str
 ) -> None:
-    deployment = statefulset()
+    deployment = statefulset(ns)
     deployment["kind"] = "Deployment"
     del deployment["spec"]["serviceName"]
-    kube.apps.create_namespaced_deployment(NS, deployment)
+    kube.apps.create_namespaced_deployment(ns, deployment)
     refused = target(
         broker,
+        ns,
         workload_kind=WorkloadKind.DEPLOYMENT,
         settings=SettingsPolicy(session_timeout_ms=3000, static_membership=True),
     )
@@ -78,31 +77,31 @@ async def test_a_refusal_is_reported_once_and_patches_nothing(
     assert [c.reason for c in settings_conditions(first.status)] == ["SettingsRefused"]
     again = await reconcile_settings(kube, gateway, refused, first.status, {})
     assert again.notices == ()
-    body = await read_workload_body(kube, NS, WorkloadKind.DEPLOYMENT, "orders-consumer")
+    body = await read_workload_body(kube, ns, WorkloadKind.DEPLOYMENT, "orders-consumer")
     assert body is not None and template_hash(body) is None
 
 
 async def test_kip848_group_configs_are_applied_and_read_back(
-    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker, ns: str
 ) -> None:
-    kube.apps.create_namespaced_stateful_set(NS, statefulset())
-    kip848 = target(broker, protocol_choice=ProtocolChoice.CONSUMER, settings=SettingsPolicy())
+    kube.apps.create_namespaced_stateful_set(ns, statefulset(ns))
+    kip848 = target(broker, ns, protocol_choice=ProtocolChoice.CONSUMER, settings=SettingsPolicy())
     outcome = await reconcile_settings(kube, gateway, kip848, {}, {})
     status = outcome.status
     assert status is not None and status["protocol"] == "consumer"
     assert status["groupConfigs"]["state"] == "applied", status["groupConfigs"]
     assert "assignors" not in status
-    body = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
+    body = await read_workload_body(kube, ns, WorkloadKind.STATEFULSET, "orders-consumer")
     assert body is not None
     env = {e["name"] for e in body["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert "KAFKA_GROUP_PROTOCOL" in env and "KAFKA_SESSION_TIMEOUT_MS" not in env
 
 
 async def test_altering_the_static_delay_on_apache_kafka_is_refused_not_reported_done(
-    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker, ns: str
 ) -> None:
     policy = BrokerDelayPolicy(DelayMode.ALTER_CONFIGS, 8000, 30000)
-    delayed = target(broker, settings=None, delay=policy)
+    delayed = target(broker, ns, settings=None, delay=policy)
     outcome = await reconcile_settings(kube, gateway, delayed, {}, {})
     assert outcome.status is not None
     delay = outcome.status["brokerDelay"]
@@ -113,20 +112,20 @@ async def test_altering_the_static_delay_on_apache_kafka_is_refused_not_reported
 
 
 async def test_the_cluster_delay_goes_into_the_strimzi_resource_by_the_rule(
-    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker, ns: str
 ) -> None:
     crds(kube, STRIMZI_CRD)
     kube.custom.create_namespaced_custom_object(
         "kafka.strimzi.io",
         "v1beta2",
-        NS,
+        ns,
         "kafkas",
         {"apiVersion": "kafka.strimzi.io/v1beta2", "kind": "Kafka",
          "metadata": {"name": "my-cluster"}, "spec": {"kafka": {"config": {}}}},
     )  # fmt: skip
     policy = BrokerDelayPolicy(DelayMode.STRIMZI, 3000, 30000, StrimziRef("my-cluster"))
     # The profile is set, as on a real Strimzi cluster.
-    mine = target(broker, settings=None, delay=policy, profile=BrokerProfile.APACHE_KAFKA)
+    mine = target(broker, ns, settings=None, delay=policy, profile=BrokerProfile.APACHE_KAFKA)
     first = await reconcile_settings(kube, gateway, mine, {}, {})
     assert first.want is not None
     billing = DelayWant("shop", "billing", first.want.cluster, 8000, 30000, DelayMode.RECOMMEND)
@@ -139,7 +138,7 @@ async def test_the_cluster_delay_goes_into_the_strimzi_resource_by_the_rule(
     )
     assert "shop/billing wants 8000 (this group 3000)" in delay["message"]
     assert [n.reason for n in second.notices] == ["DelayPatched"]
-    assert await read_strimzi_delay(kube, NS, "my-cluster") == "8000"
+    assert await read_strimzi_delay(kube, ns, "my-cluster") == "8000"
     third = await reconcile_settings(kube, gateway, mine, second.status or {}, {}, [billing])
     assert (third.status or {})["brokerDelay"]["outcome"] == "unchanged"
     assert third.notices == ()

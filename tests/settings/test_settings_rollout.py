@@ -1,6 +1,6 @@
 """A settings change reaches running consumers through a staggered rollout, end to end.
 
-Real parts: Apache Kafka, the API emulator, the lab cluster's StatefulSet controller and
+Real parts: Apache Kafka, the Kubernetes control plane (its StatefulSet controller), the lab
 kubelet (each pod a real `python -m rebalancer.lab.consumer` process that reads the mounted
 ConfigMap and its env), the settings plan, ConfigMap and template patch, and the rollout
 planner and actuator in the loop the operator runs. The group is stood in for by the pods'
@@ -13,20 +13,18 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.kafka_brokers import shared_broker
+from tests.kube_clusters import SharedCluster
 
 from rebalancer.clients.configuring import apply_configmap, patch_workload, read_workload_body
 from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.rolling import Actuator, read_workload
-from rebalancer.lab.apiserver import ApiServerThread
 from rebalancer.lab.broker import KafkaBroker
-from rebalancer.lab.cluster import LabCluster
 from rebalancer.planning.rollout_actions import Action, SetStatefulSetPartition
 from rebalancer.planning.rollout_plans import RolloutSetup
 from rebalancer.planning.rollout_policies import ConsumerTimings, RolloutPolicy
@@ -40,21 +38,12 @@ from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import WorkloadView
 
 pytestmark = pytest.mark.e2e
-NS = "default"
 NAME = "orders-consumer"
 
 
 @pytest.fixture
 def broker() -> KafkaBroker:
     return shared_broker()
-
-
-@pytest.fixture
-def lab(api: ApiServerThread, tmp_path: Path) -> Iterator[LabCluster]:
-    with LabCluster(
-        api.url, tmp_path / "lab", resync_seconds=1.0, backoff_base=0.5, stop_grace=3.0
-    ) as cluster:
-        yield cluster
 
 
 def consumers(bootstrap: str, group: str) -> dict[str, Any]:
@@ -89,14 +78,14 @@ def consumers(bootstrap: str, group: str) -> dict[str, Any]:
     }
 
 
-def pods(kube: KubernetesApi) -> dict[str, dict[str, Any]]:
-    items = json.loads(kube.core.list_namespaced_pod(NS, _preload_content=False).data)["items"]
+def pods(kube: KubernetesApi, ns: str) -> dict[str, dict[str, Any]]:
+    items = json.loads(kube.core.list_namespaced_pod(ns, _preload_content=False).data)["items"]
     return {item["metadata"]["name"]: item for item in items}
 
 
 def log_of(state: Path, pod: dict[str, Any]) -> str:
     meta = pod["metadata"]
-    folder = state / "logs" / "pods" / f"{NS}_{meta['name']}_{meta['uid']}" / "consumer"
+    folder = state / f"{meta['namespace']}_{meta['name']}_{meta['uid']}" / "consumer"
     return "".join(path.read_text(errors="replace") for path in sorted(folder.glob("*.log")))
 
 
@@ -146,20 +135,20 @@ def group_of(workload: WorkloadView, members: set[str], now: float) -> GroupSnap
 
 
 async def roll_out(
-    kube: KubernetesApi, state_dir: Path, policy: RolloutPolicy, seconds: float
+    kube: KubernetesApi, ns: str, state_dir: Path, policy: RolloutPolicy, seconds: float
 ) -> tuple[RolloutState, list[Action]]:
     setup = RolloutSetup(policy, BrokerProfile.APACHE_KAFKA, 3.0)
-    actuator = Actuator(kube, NS, WorkloadKind.STATEFULSET, NAME)
+    actuator = Actuator(kube, ns, WorkloadKind.STATEFULSET, NAME)
     status: dict[str, Any] = {}
     done: list[Action] = []
     deadline = time.monotonic() + seconds
     state = RolloutState.from_status(status)
     while time.monotonic() < deadline:
         state = RolloutState.from_status(json.loads(json.dumps(status)))
-        workload = await read_workload(kube, NS, WorkloadKind.STATEFULSET, NAME)
+        workload = await read_workload(kube, ns, WorkloadKind.STATEFULSET, NAME)
         assert workload is not None
         now = time.time()
-        members = {name for name, pod in pods(kube).items() if joined(state_dir, pod)}
+        members = {name for name, pod in pods(kube, ns).items() if joined(state_dir, pod)}
         group = group_of(workload, members, now)
         state, actions = step(state, Observation(setup, workload, group), now)
         done += await actuator.apply(actions)
@@ -171,8 +160,9 @@ async def roll_out(
 
 
 async def test_a_settings_change_rolls_out_in_batches_and_the_consumers_run_it(
-    api: ApiServerThread, kube: KubernetesApi, broker: KafkaBroker, lab: LabCluster
+    cluster: SharedCluster, kube: KubernetesApi, ns: str, broker: KafkaBroker
 ) -> None:
+    logs = cluster.pod_logs()
     group = f"orders-{uuid.uuid4().hex[:8]}"
     admin = AdminGateway(build_client_config([broker.bootstrap], None))
     try:
@@ -180,19 +170,19 @@ async def test_a_settings_change_rolls_out_in_batches_and_the_consumers_run_it(
     finally:
         admin.close()
     kube.apps.create_namespaced_stateful_set(
-        NS, consumers(broker.bootstrap, group), _preload_content=False
+        ns, consumers(broker.bootstrap, group), _preload_content=False
     )
     before = await eventually(
-        lambda: (found := pods(kube)) and len(found) == 2
-        and all(joined(lab.state_dir, pod) for pod in found.values()) and found,
+        lambda: (found := pods(kube, ns)) and len(found) == 2
+        and all(joined(logs, pod) for pod in found.values()) and found,
         30, "two consumers in the group",
     )  # fmt: skip
     for pod in before.values():
-        line = settings_line(lab.state_dir, pod) or ""
+        line = settings_line(logs, pod) or ""
         assert "session.timeout.ms=6000" in line and "heartbeat.interval.ms" not in line, line
 
     # The settings change: what the handler does on an update of spec.policy.settings.
-    workload = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, NAME)
+    workload = await read_workload_body(kube, ns, WorkloadKind.STATEFULSET, NAME)
     assert workload is not None
     # The session stays; the rest changes visibly.
     policy = SettingsPolicy(
@@ -204,7 +194,7 @@ async def test_a_settings_change_rolls_out_in_batches_and_the_consumers_run_it(
     )
     plan = plan_settings(
         SettingsInputs(
-            namespace=NS,
+            namespace=ns,
             name="orders",
             uid=None,
             policy=policy,
@@ -212,17 +202,17 @@ async def test_a_settings_change_rolls_out_in_batches_and_the_consumers_run_it(
             container=None,
             protocol_choice=ProtocolChoice.AUTO,
             workload=workload,
-            view=await read_workload(kube, NS, WorkloadKind.STATEFULSET, NAME),
+            view=await read_workload(kube, ns, WorkloadKind.STATEFULSET, NAME),
             observed={"state": "Stable", "members": 2, "assignor": "cooperative-sticky"},
         )
     )
     assert plan.problems == () and plan.configmap is not None and plan.rendered is not None
     await apply_configmap(kube, plan.configmap)
-    assert await patch_workload(kube, NS, WorkloadKind.STATEFULSET, NAME, list(plan.patch.ops))
+    assert await patch_workload(kube, ns, WorkloadKind.STATEFULSET, NAME, list(plan.patch.ops))
 
     # Parked in the same patch: no pod is replaced until the planner releases it.
     await asyncio.sleep(2.0)
-    assert {p["metadata"]["uid"] for p in pods(kube).values()} == {
+    assert {p["metadata"]["uid"] for p in pods(kube, ns).values()} == {
         p["metadata"]["uid"] for p in before.values()
     }
 
@@ -232,7 +222,7 @@ async def test_a_settings_change_rolls_out_in_batches_and_the_consumers_run_it(
         gate_joins=False,
         consumers=consumer_timings(plan, ConsumerTimings()),
     )
-    state, done = await roll_out(kube, lab.state_dir, rollout, 45)
+    state, done = await roll_out(kube, ns, logs, rollout, 45)
     assert state.phase is RolloutPhase.COMPLETED, state.message
     assert state.mechanism is Mechanism.STATEFULSET_REPLACE
     # One pod per batch, the highest ordinal first, then parked again: never every pod at once.
@@ -242,11 +232,11 @@ async def test_a_settings_change_rolls_out_in_batches_and_the_consumers_run_it(
 
     # Every consumer was replaced, joined the group (the planner waited for that between the
     # batches), and runs the new settings.
-    after = pods(kube)
+    after = pods(kube, ns)
     for name, pod in after.items():
         assert pod["metadata"]["uid"] != before[name]["metadata"]["uid"]
-        assert joined(lab.state_dir, pod)
-        line = settings_line(lab.state_dir, pod) or ""
+        assert joined(logs, pod)
+        line = settings_line(logs, pod) or ""
         assert "session.timeout.ms=6000" in line, line
         assert "heartbeat.interval.ms=1500" in line, line
         assert "max.poll.interval.ms=60000" in line, line

@@ -29,21 +29,20 @@ from rebalancer.structs.client_settings import SettingsPolicy
 from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.specs import WorkloadKind
 
-NS = "default"
 ROOT = Path(__file__).resolve().parents[2]
 INJECT = SidecarPolicy(inject=True, port=8091, token_secret="orders-token")
 
 
-def target(broker: KafkaBroker, **changes: Any) -> SettingsTarget:
+def target(broker: KafkaBroker, ns: str, **changes: Any) -> SettingsTarget:
     defaults: dict[str, Any] = dict(
         sidecar=INJECT,
         sidecar_options=SidecarOptions(image="ghcr.io/rebalancer-dev/rebalancer:9.9"),
     )
-    return settings_target(broker.bootstrap, **{**defaults, **changes})
+    return settings_target(broker.bootstrap, ns, **{**defaults, **changes})
 
 
-async def workload(kube: KubernetesApi) -> dict[str, Any]:
-    body = await read_workload_body(kube, NS, WorkloadKind.STATEFULSET, "orders-consumer")
+async def workload(kube: KubernetesApi, ns: str) -> dict[str, Any]:
+    body = await read_workload_body(kube, ns, WorkloadKind.STATEFULSET, "orders-consumer")
     assert body is not None
     return body
 
@@ -53,10 +52,10 @@ def containers(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 async def test_inject_adds_the_sidecar_once_and_off_takes_it_out(
-    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker, ns: str
 ) -> None:
-    kube.apps.create_namespaced_stateful_set(NS, statefulset())
-    first = await reconcile_settings(kube, gateway, target(broker), {}, {})
+    kube.apps.create_namespaced_stateful_set(ns, statefulset(ns))
+    first = await reconcile_settings(kube, gateway, target(broker, ns), {}, {})
     assert first.status is not None
     sidecar = first.status["sidecar"]
     assert (sidecar["injected"], sidecar["reason"], sidecar["rolledOut"]) == (
@@ -66,7 +65,7 @@ async def test_inject_adds_the_sidecar_once_and_off_takes_it_out(
     )
     assert [n.reason for n in first.notices] == ["SidecarInjected"]
     assert "applied" not in first.status  # no settings managed, none reported
-    body = await workload(kube)
+    body = await workload(kube, ns)
     assert list(containers(body)) == ["consumer", SIDECAR_CONTAINER]
     added = containers(body)[SIDECAR_CONTAINER]
     assert added["image"] == "ghcr.io/rebalancer-dev/rebalancer:9.9"
@@ -76,11 +75,11 @@ async def test_inject_adds_the_sidecar_once_and_off_takes_it_out(
     assert body["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 3  # parked
     generation = body["metadata"]["generation"]
 
-    again = await reconcile_settings(kube, gateway, target(broker), first.status, {})
+    again = await reconcile_settings(kube, gateway, target(broker, ns), first.status, {})
     assert again.status == first.status and again.notices == () and again.retry_after is None
-    assert (await workload(kube))["metadata"]["generation"] == generation
+    assert (await workload(kube, ns))["metadata"]["generation"] == generation
 
-    off = target(broker, sidecar=SidecarPolicy())
+    off = target(broker, ns, sidecar=SidecarPolicy())
     removed = await reconcile_settings(kube, gateway, off, first.status, {})
     assert removed.status is not None
     assert (removed.status["sidecar"]["injected"], removed.status["sidecar"]["reason"]) == (
@@ -88,26 +87,28 @@ async def test_inject_adds_the_sidecar_once_and_off_takes_it_out(
         "SidecarRemoved",
     )
     assert [n.reason for n in removed.notices] == ["SidecarRemoved"]
-    body = await workload(kube)
+    body = await workload(kube, ns)
     assert list(containers(body)) == ["consumer"] and sidecar_hash(body) is None
-    assert TOKEN_VOLUME not in {v["name"] for v in body["spec"]["template"]["spec"]["volumes"]}
+    assert TOKEN_VOLUME not in {
+        v["name"] for v in body["spec"]["template"]["spec"].get("volumes") or ()
+    }
     quiet = await reconcile_settings(kube, gateway, off, removed.status, {})
     assert quiet.notices == () and quiet.status == removed.status
 
 
 async def test_settings_and_sidecar_go_in_one_write_and_the_sidecar_copies_the_settings(
-    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker, ns: str
 ) -> None:
-    kube.apps.create_namespaced_stateful_set(NS, statefulset())
-    generation = (await workload(kube))["metadata"]["generation"]
+    kube.apps.create_namespaced_stateful_set(ns, statefulset(ns))
+    generation = (await workload(kube, ns))["metadata"]["generation"]
     both = target(
-        broker, settings=SettingsPolicy(session_timeout_ms=6000, heartbeat_interval_ms=1500)
+        broker, ns, settings=SettingsPolicy(session_timeout_ms=6000, heartbeat_interval_ms=1500)
     )
     outcome = await reconcile_settings(kube, gateway, both, {}, {})
     assert outcome.status is not None
     assert [n.reason for n in outcome.notices] == ["SettingsApplied", "SidecarInjected"]
     assert outcome.status["applied"] is True and outcome.status["sidecar"]["injected"] is True
-    body = await workload(kube)
+    body = await workload(kube, ns)
     # One template revision, so one staggered rollout carries both.
     assert body["metadata"]["generation"] == generation + 1
     assert template_hash(body) == outcome.status["hash"]
@@ -125,17 +126,17 @@ async def test_settings_and_sidecar_go_in_one_write_and_the_sidecar_copies_the_s
     moved = await reconcile_settings(kube, gateway, changed, outcome.status, {})
     assert moved.status is not None
     assert moved.status["sidecar"]["hash"] != outcome.status["sidecar"]["hash"]
-    body = await workload(kube)
+    body = await workload(kube, ns)
     assert body["metadata"]["generation"] == generation + 2
     env = {e["name"]: e.get("value") for e in containers(body)[SIDECAR_CONTAINER]["env"]}
     assert env["KAFKA_SESSION_TIMEOUT_MS"] == "9000"
 
 
 async def test_without_managed_rollouts_injection_is_refused_once_and_changes_nothing(
-    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker, ns: str
 ) -> None:
-    kube.apps.create_namespaced_stateful_set(NS, statefulset())
-    unmanaged = target(broker, staggered=False)
+    kube.apps.create_namespaced_stateful_set(ns, statefulset(ns))
+    unmanaged = target(broker, ns, staggered=False)
     first = await reconcile_settings(kube, gateway, unmanaged, {}, {})
     assert first.status is not None
     sidecar = first.status["sidecar"]
@@ -146,17 +147,17 @@ async def test_without_managed_rollouts_injection_is_refused_once_and_changes_no
     assert condition.reason == "SidecarRefused"
     again = await reconcile_settings(kube, gateway, unmanaged, first.status, {})
     assert again.notices == ()
-    assert list(containers(await workload(kube))) == ["consumer"]
+    assert list(containers(await workload(kube, ns))) == ["consumer"]
 
 
-def test_the_crd_refuses_inject_without_a_token_secret(kube: KubernetesApi) -> None:
+def test_the_crd_refuses_inject_without_a_token_secret(kube: KubernetesApi, ns: str) -> None:
     crds(kube, yaml.safe_load((ROOT / "crds" / "consumergroups.rebalancer.dev.yaml").read_text()))
 
     def group(name: str, sidecar: dict[str, Any]) -> dict[str, Any]:
         return {
             "apiVersion": "rebalancer.dev/v1alpha1",
             "kind": "ConsumerGroup",
-            "metadata": {"name": name, "namespace": NS},
+            "metadata": {"name": name, "namespace": ns},
             "spec": {
                 "groupId": name,
                 "kafka": {"bootstrapServers": ["127.0.0.1:9092"]},
@@ -168,16 +169,16 @@ def test_the_crd_refuses_inject_without_a_token_secret(kube: KubernetesApi) -> N
 
     with pytest.raises(client.ApiException) as refused:
         kube.custom.create_namespaced_custom_object(
-            "rebalancer.dev", "v1alpha1", NS, "consumergroups", group("a", {"inject": True})
+            "rebalancer.dev", "v1alpha1", ns, "consumergroups", group("a", {"inject": True})
         )
     assert refused.value.status == 422
     assert "inject needs tokenSecretRef" in str(refused.value.body)
     created = kube.custom.create_namespaced_custom_object(
-        "rebalancer.dev", "v1alpha1", NS, "consumergroups",
+        "rebalancer.dev", "v1alpha1", ns, "consumergroups",
         group("b", {"inject": True, "tokenSecretRef": {"name": "t"}}),
     )  # fmt: skip
     assert created["spec"]["policy"]["enforce"]["sidecar"]["inject"] is True
     defaulted = kube.custom.create_namespaced_custom_object(
-        "rebalancer.dev", "v1alpha1", NS, "consumergroups", group("c", {"port": 9000})
+        "rebalancer.dev", "v1alpha1", ns, "consumergroups", group("c", {"port": 9000})
     )
     assert defaulted["spec"]["policy"]["enforce"]["sidecar"]["inject"] is False

@@ -112,7 +112,7 @@ def test_env_names_follow_the_convention(env: EnvPolicy, session_var: str, stati
     body = patched(workload(), rendered(policy))
     variables = env_of(body)
     assert variables[session_var] == "6000"
-    assert variables[static_var] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert variables[static_var] == {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}
     assert variables["KAFKA_CONFIG_FILE"] == "/etc/rebalancer/consumer.properties"
 
 

@@ -177,14 +177,40 @@ async def patch_workload(
             _preload_content=False,
         )
     except ApiException as error:
-        if error.status in (409, 422) and "test" in str(error.body or "").lower():
-            return False
         if error.status == 409:
+            return False
+        if error.status == 422 and await _moved_on(api, namespace, kind, name, ops):
             return False
         raise ConfiguringFailed(
             f"patching {kind.value} {namespace}/{name}: {_detail(error)}"
         ) from None
     return True
+
+
+async def _moved_on(
+    api: KubernetesApi,
+    namespace: str,
+    kind: WorkloadKind,
+    name: str,
+    ops: Sequence[Mapping[str, Any]],
+) -> bool:
+    """Whether a refused patch lost the race its resourceVersion test guards against.
+
+    kube-apiserver answers a failed `test` op with a bare 422 ("the server rejected our request
+    due to an error in our request", no details), as it answers any patch it cannot apply; only
+    a fresh read tells whether the workload changed since it was read."""
+    guard = next(
+        (
+            op.get("value")
+            for op in ops
+            if op.get("op") == "test" and op.get("path") == "/metadata/resourceVersion"
+        ),
+        None,
+    )
+    if guard is None:
+        return False
+    current = await read_workload_body(api, namespace, kind, name)
+    return current is None or (current.get("metadata") or {}).get("resourceVersion") != guard
 
 
 @dataclass(frozen=True)

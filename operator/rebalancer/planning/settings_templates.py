@@ -48,7 +48,10 @@ class EnvVar:
 
     def manifest(self) -> Body:
         if self.field_path is not None:
-            return {"name": self.name, "valueFrom": {"fieldRef": {"fieldPath": self.field_path}}}
+            # apiVersion as the API server defaults it: what is read back then equals what was
+            # written, and a second reconcile finds nothing to change.
+            field = {"apiVersion": "v1", "fieldPath": self.field_path}
+            return {"name": self.name, "valueFrom": {"fieldRef": field}}
         return {"name": self.name, "value": self.value or ""}
 
 
