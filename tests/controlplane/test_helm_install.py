@@ -208,6 +208,40 @@ def test_install_runs_the_operator_as_its_service_account(
     assert "payments" in printed
 
 
+# (verb, resource, namespace or "" for cluster-wide, allowed) for the operator's ServiceAccount,
+# as the real RBAC authorizer answers; the chart watches namespace `apps` only.
+PERMISSIONS = [
+    ("get", "secrets", APPS, True),  # TLS and SASL material named by spec.kafka
+    ("list", "secrets", APPS, False),  # by name only: it cannot go looking
+    ("watch", "secrets", APPS, False),
+    ("get", "secrets", "kube-system", False),  # nothing outside the watched namespaces
+    ("get", "secrets", "default", False),
+    ("list", "secrets", "", False),
+    ("watch", "consumergroups.rebalancer.dev", APPS, True),
+    ("patch", "consumergroups.rebalancer.dev/status", APPS, True),
+    ("delete", "consumergroups.rebalancer.dev", APPS, False),
+    ("patch", "statefulsets.apps", APPS, True),
+    ("delete", "statefulsets.apps", APPS, False),
+    ("create", "pods", APPS, False),
+    ("delete", "pods", APPS, True),  # a batch's pods are replaced, uid-guarded
+    ("patch", "pods", "default", False),
+    ("create", "configmaps", APPS, True),
+    ("delete", "configmaps", APPS, False),
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io", "", False),
+    ("create", "serviceaccounts/token", APPS, False),
+]
+
+
+@pytest.mark.parametrize(("verb", "resource", "namespace", "allowed"), PERMISSIONS)
+def test_the_operator_may_do_what_the_chart_grants_and_nothing_else(
+    kubectl: Kubectl, verb: str, resource: str, namespace: str, allowed: bool
+) -> None:
+    scope = ["-n", namespace] if namespace else ["--all-namespaces"]
+    account = f"system:serviceaccount:{NAMESPACE}:rebalancer"
+    answer = kubectl("auth", "can-i", verb, resource, *scope, f"--as={account}", check=False)
+    assert answer.stdout.strip() == ("yes" if allowed else "no"), (answer.stdout, answer.stderr)
+
+
 def test_upgrade_keeps_managing_the_resources_applied_before(
     lab_cluster: LabCluster,
     helm: Callable[..., subprocess.CompletedProcess[str]],

@@ -1,9 +1,10 @@
 """librdkafka's built-in mock cluster as a second lab broker, driven through its C API.
 
-The mock is the only broker on this machine that speaks KIP-848 (`group.protocol=consumer`)
-and that has Apache Kafka's `group.initial.rebalance.delay.ms`, so the enforcement benchmark and
-tests use it next to Tansu. It lives inside this process: its brokers listen on 127.0.0.1 and
-other processes connect to `bootstrap` like to any broker, but it dies with the process.
+The mock starts in milliseconds and speaks KIP-848 (`group.protocol=consumer`) as well as the
+classic protocol, so fast tests of client behaviour and the enforcement benchmark's second
+opinion use it next to Apache Kafka. It lives inside this process: its brokers listen on
+127.0.0.1 and other processes connect to `bootstrap` like to any broker, but it dies with the
+process.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The lab's producer: `python -m rebalancer.lab.producer --topic orders --rate 50`.
 
 Sends numbered messages (key "<n>", value {"n": n, "ts": ...}) at a steady rate, creating the
-topic with --partitions partitions if it is absent. One record per batch: Tansu's high
-watermarks are wrong for batches of several records, and lag is computed from them.
+topic with --partitions partitions if it is absent.
 """
 
 from __future__ import annotations
@@ -25,9 +24,6 @@ from rebalancer.clients.kafka_admin import AdminGateway, KafkaGatewayError, buil
 
 logger = logging.getLogger("rebalancer.lab.producer")
 
-SINGLE_RECORD_BATCHES = {"linger.ms": "0", "batch.num.messages": "1"}
-
-
 async def ensure_topic(bootstrap: str, topic: str, partitions: int) -> int:
     """Create `topic` if absent; return its partition count."""
     gateway = AdminGateway(build_client_config(bootstrap.split(","), None))
@@ -45,7 +41,6 @@ class NumberedProducer:
     def __init__(self, bootstrap: str, topic: str, extra: dict[str, str] | None = None) -> None:
         config: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": "lab-producer"}
         config.update(extra or {})
-        config.update(SINGLE_RECORD_BATCHES)
         config["logger"] = logging.getLogger("rebalancer.lab.producer.librdkafka")
         self.producer = Producer(config)
         self.topic = topic
