@@ -24,6 +24,7 @@ from rebalancer.clients.kafka_admin import AdminGateway, KafkaGatewayError, buil
 
 logger = logging.getLogger("rebalancer.lab.producer")
 
+
 async def ensure_topic(bootstrap: str, topic: str, partitions: int) -> int:
     """Create `topic` if absent; return its partition count."""
     gateway = AdminGateway(build_client_config(bootstrap.split(","), None))
