@@ -56,6 +56,7 @@ class SimPod:
     batch: str | None = None
     held_at: float | None = None
     deleted_at: float | None = None
+    unnoticed: bool = False  # the scheduler ignores it: it never starts
 
     def consumer_start(self) -> float | None:
         if not self.gated:
@@ -85,6 +86,8 @@ class World:
     ready_s: float = 0.3  # from consumer start until it is Ready
     settle_s: float = 3.5  # from the last join until the group is settled
     names_known: bool = True  # members report their pod names
+    # Incarnations the scheduler never looks at (kubernetes/kubernetes#93062), per pod name.
+    unnoticed: Callable[[str, int], bool] = lambda _name, _incarnation: False
     pods: dict[str, SimPod] = field(default_factory=dict)
     incarnations: dict[str, int] = field(default_factory=dict)
     log: list[tuple[float, Action]] = field(default_factory=list)
@@ -105,7 +108,10 @@ class World:
             gated=self.gate_installed,
             created_at=now,
             arrives_at=now + self.start_delay(name, incarnation),
+            unnoticed=self.unnoticed(name, incarnation),
         )
+        if self.pods[name].unnoticed:
+            self.pods[name].arrives_at = float("inf")
 
     def scale_to(self, replicas: int, now: float) -> None:
         self.replicas = replicas
@@ -187,6 +193,7 @@ class World:
                     ready=start is not None and now >= start + self.ready_s,
                     terminating=pod.deleted_at is not None,
                     created_at=pod.created_at,
+                    unnoticed=pod.unnoticed,
                 )
             )
         return WorkloadView(

@@ -31,7 +31,13 @@ from rebalancer.planning.rollout_states import (
     RolloutState,
     allowed,
 )
-from rebalancer.planning.rollouts import GATHER_RECHECK_SECONDS, Observation, step, trace_step
+from rebalancer.planning.rollouts import (
+    GATHER_RECHECK_SECONDS,
+    UNNOTICED_POD_SECONDS,
+    Observation,
+    step,
+    trace_step,
+)
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.gates import GateState
 from rebalancer.structs.snapshots import GroupSnapshot, Source
@@ -220,6 +226,24 @@ def test_statefulset_update_lowers_the_partition_then_replaces_each_batch() -> N
     # Dynamic members: each batch is released together once all its pods wait at the gate.
     opens = [a.pods for _, a in of(world, OpenGate)]  # type: ignore[attr-defined]
     assert opens == deletes
+    assert {pod.revision for pod in world.pods.values()} == {"r2"}
+
+
+def test_a_replacement_the_scheduler_never_looks_at_is_created_again() -> None:
+    # orders-4's replacement is lost to the scheduler (recreated while its watch was down).
+    world = with_pods(World(replicas=6, partition=6), T0)
+    world.revision = "r2"
+    world.unnoticed = lambda name, incarnation: name == "orders-4" and incarnation == 2
+    setup = setup_for(RolloutPolicy(max_batch_size=2, settle_seconds=2, gather_seconds=120))
+    state, _ = drive(world, setup, seconds=400, until=done)
+    assert state.phase is Phase.COMPLETED, state.message
+    deletes = [(at, a.pods, a.uids) for at, a in of(world, DeletePods)]  # type: ignore[attr-defined]
+    nudges = [(at, pods, uids) for at, pods, uids in deletes if uids == ("orders-4#2",)]
+    [(at, pods, _)] = nudges
+    assert pods == ("orders-4",)
+    created = 2.0 + deletes[0][0]  # the first delete, then the controller's restart time
+    assert at - created >= UNNOTICED_POD_SECONDS
+    assert world.incarnations["orders-4"] == 3
     assert {pod.revision for pod in world.pods.values()} == {"r2"}
 
 

@@ -254,3 +254,24 @@ def test_gate_goes_after_the_other_init_containers() -> None:
         }
     ]
     assert {"name": "REBALANCER_API_SERVER", "value": "http://lab:1"} in ops[0]["value"]["env"]
+
+
+@pytest.mark.parametrize(
+    ("node", "scheduled", "unnoticed"),
+    [
+        (None, None, True),  # no scheduler has looked at it
+        (None, {"status": "False", "reason": "Unschedulable"}, False),  # judged: no room
+        ("node-1", {"status": "True"}, False),
+        ("node-1", None, False),  # bound by hand (spec.nodeName) without a scheduler
+    ],
+)
+def test_a_pod_no_scheduler_looked_at_is_unnoticed(
+    node: str | None, scheduled: dict[str, str] | None, unnoticed: bool
+) -> None:
+    body = pod("web-1")
+    if node is not None:
+        body["spec"]["nodeName"] = node
+    if scheduled is not None:
+        body["status"]["conditions"].append({"type": "PodScheduled", **scheduled})
+    [view] = view_workload(statefulset(), [body]).pods
+    assert view.unnoticed is unnoticed

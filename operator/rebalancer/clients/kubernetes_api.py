@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
 
@@ -24,6 +25,36 @@ class KubernetesApi:
         self.api_client.close()
 
 
+# (connect, read) seconds for every request that does not set its own. The client's default is
+# none: a request that reached an API server while it restarted could then wait forever, and
+# the handler or daemon that made it with it (a rollout stalled that way in
+# tests/reliability/test_control_plane_faults.py). The operator makes no streaming requests
+# through this client (kopf watches with its own), so no answer takes a minute.
+REQUEST_TIMEOUT = (10.0, 60.0)
+
+
+class TimedApiClient(client.ApiClient):  # type: ignore[misc]
+    """An ApiClient whose requests time out unless they say otherwise."""
+
+    def call_api(
+        self,
+        method: str,
+        url: str,
+        header_params: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        return super().call_api(
+            method,
+            url,
+            header_params=header_params,
+            body=body,
+            post_params=post_params,
+            _request_timeout=_request_timeout or REQUEST_TIMEOUT,
+        )
+
+
 def connect(kubeconfig: Path | None, context: str | None = None) -> KubernetesApi:
     """In-cluster config inside a pod, else the given or default kubeconfig."""
     configuration = client.Configuration()
@@ -35,7 +66,7 @@ def connect(kubeconfig: Path | None, context: str | None = None) -> KubernetesAp
             context=context,
             client_configuration=configuration,
         )
-    api_client = client.ApiClient(configuration)
+    api_client = TimedApiClient(configuration)
     return KubernetesApi(
         core=client.CoreV1Api(api_client),
         apps=client.AppsV1Api(api_client),

@@ -92,6 +92,9 @@ GATHER_RECHECK_SECONDS = 0.5
 # an operator outage, and its timers move on by the gap.
 SEEN_EVERY_SECONDS = 30.0
 ABSENCE_SECONDS = 90.0
+# A batch's new pod that no scheduler has looked at for this long is created again (see
+# unnoticed_replacements); a scheduler judges a new pod within a second or two.
+UNNOTICED_POD_SECONDS = 20.0
 
 _EVENT_REASONS = {
     Phase.IDLE: "RolloutIdle",
@@ -436,7 +439,29 @@ class _Step:
             waiting += [name for name in self.strays(workload) if name not in waiting]
             opens: list[Action] = [OpenGate(label, tuple(waiting))] if waiting else []
             return self.released(state, names), actions + opens
-        return state, actions
+        return state, actions + self.unnoticed_replacements(batch_pods)
+
+    def unnoticed_replacements(self, pods: Sequence[PodView]) -> list[Action]:
+        """Delete a batch's new pods the scheduler has ignored for UNNOTICED_POD_SECONDS, so
+        that their controller creates them again.
+
+        kube-scheduler never schedules a StatefulSet pod that was deleted and created again
+        under the same name while its pod watch was down (an API server restart): the relist
+        shows it an update of the old, bound pod, and the new one stays Pending with no
+        PodScheduled condition (kubernetes/kubernetes#93062; measured with v1.37.2 in
+        tests/reliability/test_control_plane_faults.py). A pod the scheduler did judge
+        (PodScheduled False: no room) is left alone: deleting it would not help."""
+        stuck = [
+            pod
+            for pod in pods
+            if pod.unnoticed
+            and pod.updated
+            and not pod.terminating
+            and self.now - pod.created_at >= UNNOTICED_POD_SECONDS
+        ]
+        if not stuck:
+            return []
+        return [DeletePods(tuple(p.name for p in stuck), tuple(p.uid for p in stuck))]
 
     def strays(self, workload: WorkloadView) -> tuple[str, ...]:
         """New pods at their gates that no later batch will release: replaced by their

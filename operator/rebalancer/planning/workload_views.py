@@ -104,6 +104,14 @@ def _ready(pod: Raw) -> bool:
     )
 
 
+def _unnoticed(pod: Raw) -> bool:
+    """Not bound to a node and never judged by a scheduler (no PodScheduled condition)."""
+    if _get(pod, "spec", "nodeName"):
+        return False
+    conditions = _get(pod, "status", "conditions") or []
+    return not any(_get(item, "type") == "PodScheduled" for item in conditions)
+
+
 def _ordinal(name: str, workload: str) -> int | None:
     prefix = f"{workload}-"
     if name.startswith(prefix) and name[len(prefix) :].isdigit():
@@ -135,6 +143,7 @@ def view_pod(pod: Raw, workload: str, kind: WorkloadKind, revision: str) -> PodV
         or phase in ("Succeeded", "Failed"),
         created_at=parse_timestamp(metadata.get("creationTimestamp")) or 0.0,
         lifecycle=pod_lifecycle(pod),
+        unnoticed=_unnoticed(pod),
     )
 
 

@@ -37,6 +37,8 @@ class PodView:
     created_at: float
     # The consumer container's runs, for the history's pod-start and pod-stop records.
     lifecycle: PodLifecycle = field(default_factory=PodLifecycle)
+    # No node and no PodScheduled condition: the scheduler has not looked at it (yet).
+    unnoticed: bool = False
 
     @property
     def sort_key(self) -> tuple[int, float, str]:

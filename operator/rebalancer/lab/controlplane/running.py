@@ -18,7 +18,7 @@ import shutil
 import ssl
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -65,18 +65,23 @@ class ControlPlane:
         binary: Path | None = None,
         progress: Progress = print,
         start_timeout: float = 120.0,
+        extra_flags: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
+        """`extra_flags`: more flags per component (`{"kube-scheduler": ["-v=4"]}`)."""
         self.state_dir = Path(state_dir)
         self.host = host
         self.nodes = tuple(nodes)
         self.binary = binary
         self.progress = progress
         self.start_timeout = start_timeout
+        self.extra_flags = {name: list(flags) for name, flags in (extra_flags or {}).items()}
         self.pki = self.state_dir / "pki"
         self.children: list[Child] = []
         # Seconds to build (0 when cached), then from launching etcd to each component healthy.
         self.timings: dict[str, float] = {}
         self._port = 0
+        # How each component shows it is healthy, for restart().
+        self._healthy: dict[str, Callable[[], bool]] = {}
 
     # -- what clients need ------------------------------------------------------------------
 
@@ -164,7 +169,8 @@ class ControlPlane:
             f"--listen-peer-urls=http://{host}:{free_port(host)}",
             "--unsafe-no-fsync",
         )
-        self._await(etcd, lambda: probe(f"{etcd_url}/health")[0] == 200, started)
+        self._healthy["etcd"] = lambda: probe(f"{etcd_url}/health")[0] == 200
+        self._await(etcd, self._healthy["etcd"], started)
 
         apiserver = self._spawn(
             binary,
@@ -198,7 +204,8 @@ class ControlPlane:
             "--profiling=false",
         )
         admin = client_context(str(pki / "ca.crt"), str(pki / "admin.crt"), str(pki / "admin.key"))
-        self._await(apiserver, lambda: probe(f"{self.server}/readyz", admin)[0] == 200, started)
+        self._healthy["kube-apiserver"] = lambda: probe(f"{self.server}/readyz", admin)[0] == 200
+        self._await(apiserver, self._healthy["kube-apiserver"], started)
 
         authn = [
             f"--bind-address={host}",
@@ -234,12 +241,27 @@ class ControlPlane:
         # Both serve self-signed certificates; /healthz needs no credentials.
         insecure = client_context(None, None, None)
         for child, port in ((controller_manager, controller_port), (scheduler, scheduler_port)):
-            self._await(child, _answers_ok(f"https://{host}:{port}/healthz", insecure), started)
+            self._healthy[child.name] = _answers_ok(f"https://{host}:{port}/healthz", insecure)
+            self._await(child, self._healthy[child.name], started)
         self.timings["all healthy"] = time.monotonic() - started
         self.progress(
             f"control plane at {self.server} healthy in {self.timings['all healthy']:.1f} s; "
             f"kubeconfig {self.kubeconfig}"
         )
+
+    def restart(self, name: str = "kube-apiserver", down_seconds: float = 0.0) -> float:
+        """Stop one component (SIGTERM, then SIGKILL after 15 s), leave it down `down_seconds`,
+        start it again with the same flags and port; seconds from the stop until it is healthy.
+
+        What an upgrade or a crash of that component looks like to its clients: connections
+        refused, watches ended, then the same endpoint again."""
+        [child] = [c for c in self.children if c.name == name]
+        started = time.monotonic()
+        stop_all([child], 15.0)
+        time.sleep(down_seconds)
+        child.start()
+        self._await(child, self._healthy[name], time.monotonic())
+        return time.monotonic() - started
 
     def _component_kubeconfigs(self, identity: str) -> list[str]:
         # The same identity authenticates callers of its /metrics and delegates authorization;
@@ -269,7 +291,7 @@ class ControlPlane:
     def _spawn(self, binary: str, name: str, *flags: str) -> Child:
         child = Child(
             name,
-            [binary, name, *flags],
+            [binary, name, *flags, *self.extra_flags.get(name, ())],
             self.state_dir / f"{name}.log",
             env={"GOMEMLIMIT": _MEMORY_LIMITS[name]},
         )
