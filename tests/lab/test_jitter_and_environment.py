@@ -101,6 +101,19 @@ def test_a_container_without_command_uses_its_images_entrypoint() -> None:
         command_line({"name": "x", "image": "nginx:1"}, {}, "/py", images)
 
 
+def test_mounts_rewrite_the_containers_paths_but_never_the_labs_interpreter() -> None:
+    # The chart mounts an emptyDir at /tmp; a checkout under /tmp keeps its own Python.
+    python = "/tmp/checkout/.venv/bin/python"
+    root = Path("/state/rootfs/operator")
+    spec = {"name": "operator", "command": ["rebalancer"], "args": ["operator", "--dir=/tmp/h"]}
+
+    def rewrite(text: str) -> str:
+        return rewrite_paths(text, ["/tmp"], root)
+
+    argv = command_line(spec, {}, python, rewrite=rewrite)
+    assert argv == [python, "-m", "rebalancer", "operator", "--dir=/state/rootfs/operator/tmp/h"]
+
+
 def test_mount_paths_are_rewritten_only_where_they_start_a_path() -> None:
     root = Path("/state/rootfs/main")
     mounts = ["/etc/app", "/etc/app/secrets"]

@@ -30,7 +30,7 @@ import base64
 import os
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -371,9 +371,13 @@ def command_line(
     env: Mapping[str, str],
     python: str,
     images: Mapping[str, Sequence[str]] = DEFAULT_IMAGES,
+    rewrite: Callable[[str], str] = str,
 ) -> list[str]:
-    command = [expand(str(part), env) for part in container.get("command") or ()]
-    args = [expand(str(part), env) for part in container.get("args") or ()]
+    """The container's argv; `rewrite` maps paths in the container's own command and args (its
+    mounts), never the interpreter the lab runs them with: a project checked out under /tmp
+    must not have its Python rewritten into a pod's emptyDir mounted at /tmp."""
+    command = [rewrite(expand(str(part), env)) for part in container.get("command") or ()]
+    args = [rewrite(expand(str(part), env)) for part in container.get("args") or ()]
     if not command:
         image = str(container.get("image") or "")
         entrypoint = images.get(image) or images.get(_repository(image))

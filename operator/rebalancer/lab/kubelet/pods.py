@@ -496,10 +496,13 @@ class PodWorker:
             mounts = mount(c.spec, self.volumes, rootfs)
             own = {k: rewrite_paths(v, mounts, rootfs) for k, v in own.items()}
             env = {**base_env(self.pod, self.kubeconfig, rootfs), **own}
-            argv = [
-                rewrite_paths(a, mounts, rootfs)
-                for a in command_line(c.spec, env, self.settings.python, self.settings.images)
-            ]
+            argv = command_line(
+                c.spec,
+                env,
+                self.settings.python,
+                self.settings.images,
+                rewrite=lambda text: rewrite_paths(text, mounts, rootfs),
+            )
         except ConfigMissing as exc:
             c.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
             self._event("Warning", "Failed", f"Error: {exc}")
