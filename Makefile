@@ -34,7 +34,7 @@ kafka: $(STAMP) system-deps
 controlplane: $(STAMP)
 	$(BIN)/python -u -m rebalancer.lab.controlplane
 
-lab: kafka
+lab: kafka controlplane
 	$(BIN)/rebalancer lab
 
 lint: $(STAMP)
