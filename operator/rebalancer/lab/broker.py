@@ -22,6 +22,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -44,6 +45,34 @@ DEFAULT_HEAP = ("-Xmx512m", "-Xms256m")
 # A group the readiness probe describes: finding its coordinator makes the broker create
 # __consumer_offsets, which every first JoinGroup would otherwise wait for.
 _PROBE_GROUP = "rebalancer-lab-readiness"
+
+
+# Asked in a process of its own: librdkafka 2.16 aborts the whole process when a client whose
+# request went unanswered for want of a broker sees that broker again (an assertion in
+# rd_kafka_enq_once_del_source_return), which took a test session down with it once.
+_COORDINATOR_SCRIPT = """
+import sys
+from confluent_kafka.admin import AdminClient
+admin = AdminClient({"bootstrap.servers": sys.argv[1], "log_level": "0"})
+future = admin.describe_consumer_groups([sys.argv[2]], request_timeout=5)[sys.argv[2]]
+print(future.result(timeout=10).coordinator.id)
+"""
+
+
+def _ask_coordinator(bootstrap: str, group_id: str) -> int | None:
+    """The coordinator's node id, or None when no answer came (or the asking process died)."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _COORDINATOR_SCRIPT, bootstrap, group_id],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    answer = done.stdout.strip()
+    return int(answer) if done.returncode == 0 and answer.isdigit() else None
 
 
 class BrokerStartError(RuntimeError):
@@ -439,17 +468,15 @@ class KafkaCluster:
         9 s by default)."""
         deadline = time.monotonic() + timeout
         while True:
-            # A client of its own each time: librdkafka 2.16 aborts the process when a client
-            # whose request went unanswered for want of a broker sees that broker again (an
-            # assertion in rd_kafka_enq_once_del_source_return, met here too).
-            admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": "0"})
-            future = admin.describe_consumer_groups([group_id], request_timeout=5)[group_id]
-            try:
-                return int(future.result(timeout=10).coordinator.id)
-            except Exception:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.5)
+            found = _ask_coordinator(self.bootstrap, group_id)
+            if found is not None:
+                return found
+            if time.monotonic() >= deadline:
+                raise BrokerStartError(
+                    f"no coordinator of group {group_id!r} known at {self.bootstrap} within "
+                    f"{timeout:.0f} s"
+                )
+            time.sleep(0.5)
 
     # -- async and context-manager forms -----------------------------------------------------
 
