@@ -10,7 +10,9 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -62,3 +64,19 @@ def kubectl(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactor
         return done
 
     return run
+
+
+def eventually(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    """`check()`'s first true answer, polled every half second; the test fails after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def get_json(kubectl: Kubectl, *args: str) -> Any:
+    return json.loads(kubectl("get", *args, "-o", "json").stdout)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import ssl
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.controlplane.conftest import Kubectl
+from tests.controlplane.conftest import Kubectl, eventually, get_json
 
 from rebalancer.lab.controlplane import ControlPlane, building
 
@@ -58,18 +56,6 @@ spec:
                 - rule: self.min <= self.max
                   message: min must not exceed max
 """
-
-
-def eventually(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout:.0f} s")
-        time.sleep(0.5)
-
-
-def get_json(kubectl: Kubectl, *args: str) -> Any:
-    return json.loads(kubectl("get", *args, "-o", "json").stdout)
 
 
 def test_namespaces_are_listed(kubectl: Kubectl) -> None:

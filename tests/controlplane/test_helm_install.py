@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from tests.chart.support import CHART, find_helm
-from tests.controlplane.conftest import Kubectl
+from tests.controlplane.conftest import Kubectl, eventually, get_json
 from tests.e2e.support import free_port
 from tests.kafka_brokers import shared_broker
 
@@ -31,21 +31,6 @@ pytestmark = pytest.mark.timeout(3600)
 RELEASE = "rebalancer"
 NAMESPACE = "rebalancer"
 APPS = "apps"
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout:.0f} s")
-        time.sleep(0.5)
-
-
-def get_json(kubectl: Kubectl, *args: str) -> Any:
-    return json.loads(kubectl("get", *args, "-o", "json").stdout)
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +187,9 @@ def test_install_runs_the_operator_as_its_service_account(
     applied_at = time.time()
     kubectl("apply", "-n", APPS, "-f", "-", input=consumer_group("payments"))
     body = eventually(
-        lambda: observed_after(kubectl, "payments", applied_at), "the operator's first status"
+        lambda: observed_after(kubectl, "payments", applied_at),
+        "the operator's first status",
+        timeout=120,
     )
     assert body["status"]["conditions"], body["status"]
     printed = kubectl("get", "consumergroups", "-n", APPS).stdout
@@ -259,12 +246,14 @@ def test_upgrade_keeps_managing_the_resources_applied_before(
             and pod
         ),
         "the upgraded operator pod",
+        timeout=120,
     )
     assert "--log-level=DEBUG" in after["spec"]["containers"][0]["args"]
     upgraded_at = time.time()
     eventually(
         lambda: observed_after(kubectl, "payments", upgraded_at),
         "the upgraded operator writing the earlier ConsumerGroup's status",
+        timeout=120,
     )
 
 
@@ -274,7 +263,7 @@ def test_uninstall_leaves_the_crd_and_the_resources(
     kubectl: Kubectl,
 ) -> None:
     helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
-    eventually(lambda: operator_pod(kubectl) is None, "the operator pod going")
+    eventually(lambda: operator_pod(kubectl) is None, "the operator pod going", timeout=120)
     for kind in ("deployment", "serviceaccount", "service"):
         left = kubectl("get", kind, "-n", NAMESPACE, "-l", "app.kubernetes.io/name=rebalancer")
         assert "No resources found" in left.stderr + left.stdout, left.stdout

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import pytest
 import yaml
-from tests.controlplane.conftest import Kubectl
+from tests.controlplane.conftest import Kubectl, eventually, get_json
 
 from rebalancer.lab.cluster import LabCluster
 from rebalancer.lab.controlplane import ControlPlane
@@ -59,21 +59,6 @@ def statefulset(version: str) -> str:
             },
         }
     )
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = 90) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout:.0f} s")
-        time.sleep(0.5)
-
-
-def get_json(kubectl: Kubectl, *args: str) -> Any:
-    return json.loads(kubectl("get", *args, "-o", "json").stdout)
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +116,7 @@ def test_statefulset_runs_and_rolls_through_the_real_controller(
 
     # OrderedReady: sleeper-1 is created only once sleeper-0 is Ready, so both Ready means the
     # kubelet's readiness reached the StatefulSet controller.
-    eventually(lambda: ready_replicas() == 2, "both pods Ready")
+    eventually(lambda: ready_replicas() == 2, "both pods Ready", timeout=90)
     first = {p["metadata"]["name"]: p for p in pods()}
     assert set(first) == {"sleeper-0", "sleeper-1"}
     for pod in first.values():
@@ -164,7 +149,9 @@ def test_statefulset_runs_and_rolls_through_the_real_controller(
         assert env["value"] == "2"
 
     kubectl("delete", "statefulset", "sleeper", "-n", NAMESPACE, "--wait=true")
-    eventually(lambda: pods() == [], "the garbage collector and the kubelet removing the pods")
+    eventually(
+        lambda: pods() == [], "the garbage collector and the kubelet removing the pods", timeout=90
+    )
     assert lab_cluster.kubelet is not None
     eventually(
         lambda: not any(w.alive() for w in lab_cluster.kubelet.workers.values()),
@@ -232,7 +219,9 @@ def test_pods_act_as_their_service_account_with_its_rbac(
         return int(state["state"]["terminated"]["exitCode"])
 
     def finished(name: str) -> int:
-        code: int = eventually(lambda: exit_code(name) is not None and [exit_code(name)], name)[0]
+        code: int = eventually(
+            lambda: exit_code(name) is not None and [exit_code(name)], name, timeout=90
+        )[0]
         return code
 
     kubectl("apply", "-f", "-", input=lister_pod("without-rbac", "lister"))
@@ -289,7 +278,7 @@ def test_the_gate_names_the_permission_it_lacks_and_waits_with_it(
         return "\n".join(p.read_text(errors="replace") for p in logs.rglob("*.log"))
 
     needs = f"needs get, list and watch on pods in namespace {NAMESPACE}"
-    eventually(lambda: needs in gate_said(), "the gate naming the missing permission")
+    eventually(lambda: needs in gate_said(), "the gate naming the missing permission", timeout=90)
     assert get_json(kubectl, "pod", "gated", "-n", NAMESPACE)["status"]["phase"] == "Pending"
 
     # What the chart's gate.serviceAccounts grants; then the operator's annotation opens it.
