@@ -40,7 +40,11 @@ async def test_settings_are_delivered_once_and_reported(
     first = await reconcile_settings(kube, gateway, target(broker, ns), {}, {})
     status = first.status
     assert status is not None
-    assert (status["applied"], status["protocol"], status["rolledOut"]) == (True, "classic", False)
+    assert (status["applied"], status["protocol"], status["rolledOut"]) == (
+        True,
+        "classic",
+        False,
+    ), status
     assert status["sessionLimits"]["source"] == "broker"  # Kafka describes its configs
     assert [n.reason for n in first.notices] == ["SettingsApplied"]
     assert kube.core.read_namespaced_config_map("orders-consumer-settings", ns).data
@@ -54,6 +58,48 @@ async def test_settings_are_delivered_once_and_reported(
     assert gone.status is None and [n.reason for n in gone.notices] == ["SettingsRemoved"]
     body = await read_workload_body(kube, ns, WorkloadKind.STATEFULSET, "orders-consumer")
     assert body is not None and template_hash(body) is None
+
+
+class _Interloper:
+    """AppsV1Api whose first StatefulSet patches each land just after another writer's: the
+    StatefulSet controller writes status right after a create or a scale, between the
+    operator's read and its patch."""
+
+    def __init__(self, apps: Any, races: int) -> None:
+        self._apps, self.races, self.patches = apps, races, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._apps, name)
+
+    def patch_namespaced_stateful_set(self, name: str, namespace: str, *a: Any, **kw: Any) -> Any:
+        self.patches += 1
+        if self.races:
+            self.races -= 1
+            self._apps.patch_namespaced_stateful_set(
+                name, namespace, {"metadata": {"labels": {"touched": str(self.patches)}}}
+            )
+        return self._apps.patch_namespaced_stateful_set(name, namespace, *a, **kw)
+
+
+async def test_a_lost_race_for_the_template_is_run_again_at_once(
+    kube: KubernetesApi, gateway: AdminGateway, broker: KafkaBroker, ns: str
+) -> None:
+    kube.apps.create_namespaced_stateful_set(ns, statefulset(ns))
+    apps = _Interloper(kube.apps, races=1)
+    raced = replace(kube, apps=apps)
+    outcome = await reconcile_settings(raced, gateway, target(broker, ns), {}, {})
+    assert outcome.status is not None and outcome.status["applied"] is True, outcome.status
+    assert outcome.retry_after is None and apps.patches == 2
+    assert [n.reason for n in outcome.notices] == ["SettingsApplied"]
+    # A writer that keeps winning: nothing is announced, and the handler is asked to come back.
+    apps.races = 10
+    lost = await reconcile_settings(raced, gateway, target(broker, ns, settings=None), {}, {})
+    assert lost.retry_after is not None and lost.notices == ()
+    body = await read_workload_body(kube, ns, WorkloadKind.STATEFULSET, "orders-consumer")
+    assert body is not None and template_hash(body) is not None  # still the operator's part
+    apps.races = 0
+    gone = await reconcile_settings(raced, gateway, target(broker, ns, settings=None), {}, {})
+    assert gone.retry_after is None and [n.reason for n in gone.notices] == ["SettingsRemoved"]
 
 
 async def test_a_refusal_is_reported_once_and_patches_nothing(

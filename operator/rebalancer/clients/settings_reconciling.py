@@ -67,7 +67,10 @@ from rebalancer.structs.client_settings import BrokerDelayPolicy, SettingsPolicy
 from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
-# A lost race with another writer of the workload: look again this soon.
+# A lost race with another writer of the workload: read and plan again at once, this many times
+# in all (a workload's own controller writes its status right after it is created or scaled, so
+# one lost race is common and says nothing); after that, look again this soon.
+CONFLICT_ATTEMPTS = 3
 RETRY_SECONDS = 2.0
 
 
@@ -146,8 +149,12 @@ async def reconcile_settings(
     cluster = await gateway.describe_cluster()
     profile = target.profile or gateway.profile
     limits = await read_broker_limits(gateway)
-    notices: list[Notice] = []
-    status, retry = await _deliver(kube, gateway, target, previous, observed, limits, notices)
+    for _ in range(CONFLICT_ATTEMPTS):
+        # A lost attempt wrote nothing to the template: what it would have announced is dropped.
+        notices: list[Notice] = []
+        status, retry = await _deliver(kube, gateway, target, previous, observed, limits, notices)
+        if retry is None:
+            break
     want = delay_want(target, cluster.cluster_id)
     if want is not None and target.delay is not None:
         delay = await _delay(kube, gateway, target.delay, want, wants, profile, limits, previous)
@@ -184,8 +191,8 @@ async def _deliver(
     where = f"{target.workload_kind.value} {target.namespace}/{target.workload_name}"
     sidecar_wanted = _wants_sidecar_work(target, previous, body)
     if target.settings is None and not sidecar_wanted:
-        if body is not None:
-            await _withdraw(kube, target, body, notices)
+        if body is not None and not await _withdraw(kube, target, body, notices):
+            return None, RETRY_SECONDS
         return None, None
     if body is None:
         message = f"{where} not found; create it or fix spec.workload.name"
@@ -363,13 +370,18 @@ def _hold(
 
 async def _withdraw(
     kube: KubernetesApi, target: SettingsTarget, body: Mapping[str, Any], notices: list[Notice]
-) -> None:
+) -> bool:
+    """Take the operator's part out of the template; False when the workload changed meanwhile."""
     ops = _withdrawal_ops(target, body)
-    ops += _hold(target, body, ops) if ops else []
-    if ops and await patch_workload(
+    if not ops:
+        return True
+    ops += _hold(target, body, ops)
+    if not await patch_workload(
         kube, target.namespace, target.workload_kind, target.workload_name, ops
     ):
-        notices.append(_REMOVED)
+        return False
+    notices.append(_REMOVED)
+    return True
 
 
 @dataclass(frozen=True)
