@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from rebalancer.lab.apiserver.patching import PatchFailed, json_patch
 from rebalancer.planning.consumer_settings import SettingsContext, resolve_settings
 from rebalancer.planning.rollout_policies import ConsumerTimings
 from rebalancer.planning.settings_plans import (
@@ -33,6 +32,7 @@ from rebalancer.planning.settings_templates import (
     render_settings,
     render_template_patch,
 )
+from rebalancer.planning.sidecar_templates import PatchFailed, apply_ops
 from rebalancer.structs.broker_configs import ApplyState, BrokerLimits, ConfigOutcome
 from rebalancer.structs.client_settings import (
     EnvConvention,
@@ -87,7 +87,7 @@ def patched(body: Body, settings: RenderedSettings | None, **options: Any) -> Bo
     kind = WorkloadKind(body["kind"])
     patch = render_template_patch(body, settings, kind=kind, **options)
     assert patch.problem is None
-    return json_patch(copy.deepcopy(body), list(patch.ops)) if patch.ops else body
+    return apply_ops(body, patch.ops) if patch.ops else body
 
 
 # (convention policy, expected variable for session.timeout.ms, static variable)
@@ -194,7 +194,7 @@ def test_a_config_file_variable_the_user_sets_is_kept() -> None:
         {"name": "KAFKA_CONFIG_FILE", "value": "/app/base.properties"}
     )
     patch = render_template_patch(body, rendered(), kind=WorkloadKind.STATEFULSET)
-    after = json_patch(copy.deepcopy(body), list(patch.ops))
+    after = apply_ops(body, patch.ops)
     assert env_of(after)["KAFKA_CONFIG_FILE"] == "/app/base.properties"
     assert any("sets KAFKA_CONFIG_FILE itself" in note for note in patch.notes)
 
@@ -250,7 +250,7 @@ def test_a_stale_read_cannot_be_patched() -> None:
     newer = copy.deepcopy(body)
     newer["metadata"]["resourceVersion"] = "8"
     with pytest.raises(PatchFailed):
-        json_patch(newer, list(patch.ops))
+        apply_ops(newer, patch.ops)
 
 
 def test_configmap_carries_the_file_the_owner_and_the_hash() -> None:
@@ -302,7 +302,7 @@ def test_the_plan_and_its_status() -> None:
     assert status["sessionLimits"]["source"] == "default"
     assert status["rolledOut"] is False
     # The same inputs on the patched workload plan no patch.
-    after = json_patch(copy.deepcopy(body), list(plan.patch.ops))
+    after = apply_ops(body, plan.patch.ops)
     assert plan_settings(replace(inputs, workload=after)).patch.ops == ()
 
 

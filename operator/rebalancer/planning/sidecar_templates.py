@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import jsonpatch
+
 from rebalancer.planning.gate_templates import DEFAULT_IMAGE
 from rebalancer.planning.settings_templates import (
     TemplatePatch,
@@ -367,47 +369,11 @@ def consumer_container(
 # Applying a patch to a body in memory ------------------------------------------------------
 
 
-class PatchFailed(ValueError):
-    """An operation does not apply to the body (a path that is not there, a failed test)."""
-
-
-def _unpointer(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")
+PatchFailed = jsonpatch.JsonPatchException  # an op does not apply (missing path, failed test)
 
 
 def apply_ops(body: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]) -> Body:
-    """`body` with the JSON-patch `ops` (add, remove, replace, test) applied, as the API server
-    would: to render one change on top of another and send both in one write."""
-    result: Body = copy.deepcopy(dict(body))
-    for op in ops:
-        tokens = [_unpointer(token) for token in str(op["path"]).split("/")[1:]]
-        if not tokens:
-            raise PatchFailed(f"cannot {op['op']} the whole document")
-        parent: Any = result
-        for token in tokens[:-1]:
-            parent = parent[int(token)] if isinstance(parent, list) else parent.get(token)
-            if parent is None:
-                raise PatchFailed(f"{op['path']}: no such path")
-        last = tokens[-1]
-        kind = op["op"]
-        if kind == "test":
-            current = parent[int(last)] if isinstance(parent, list) else parent.get(last)
-            if current != op["value"]:
-                raise PatchFailed(f"{op['path']}: test failed")
-        elif isinstance(parent, list):
-            if kind == "add":
-                position = len(parent) if last == "-" else int(last)
-                parent.insert(position, copy.deepcopy(op["value"]))
-            elif kind == "remove":
-                del parent[int(last)]
-            else:
-                parent[int(last)] = copy.deepcopy(op["value"])
-        elif kind == "remove":
-            if last not in parent:
-                raise PatchFailed(f"{op['path']}: no such member")
-            del parent[last]
-        else:
-            if kind == "replace" and last not in parent:
-                raise PatchFailed(f"{op['path']}: no such member")
-            parent[last] = copy.deepcopy(op["value"])
+    """`body` with the JSON-patch `ops` applied (RFC 6902, as the API server applies them): to
+    render one change on top of another and send both in one write."""
+    result: Body = jsonpatch.apply_patch(dict(body), [dict(op) for op in ops])
     return result
