@@ -23,7 +23,7 @@ from kubernetes import client, config
 from rebalancer.clients.kubernetes_api import KubernetesApi, connect
 from rebalancer.lab.cluster import LabCluster
 from rebalancer.lab.controlplane import ControlPlane
-from rebalancer.lab.manifests import crds
+from rebalancer.lab.crd_install import install_crds
 
 
 @dataclass
@@ -91,20 +91,7 @@ def shared_cluster() -> SharedCluster:
 def _install_crds(cluster: SharedCluster) -> None:
     api_client = cluster.api_client()
     try:
-        extensions = client.ApiextensionsV1Api(api_client)
-        for crd in crds():
-            extensions.create_custom_resource_definition(crd)
-        for crd in crds():
-            name = crd["metadata"]["name"]
-            deadline = time.monotonic() + 60
-            while True:
-                status = extensions.read_custom_resource_definition(name).status
-                conditions = {c.type: c.status for c in (status.conditions or ())}
-                if conditions.get("Established") == "True":
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"CRD {name} was not Established within 60 s")
-                time.sleep(0.2)
+        install_crds(api_client)
     finally:
         api_client.close()
 

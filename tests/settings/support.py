@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from typing import Any
 
-from kubernetes import client
-
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.settings_reconciling import SettingsTarget
+from rebalancer.lab.crd_install import install_crds
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
 # Strimzi's Kafka kind as far as this feature touches it: spec.kafka.config is free-form.
@@ -66,21 +64,7 @@ STRIMZI_CRD: dict[str, Any] = {
 
 def crds(kube: KubernetesApi, *bodies: dict[str, Any]) -> None:
     """Install CRDs the session's cluster may have already (tests share it), and wait for them."""
-    extensions = client.ApiextensionsV1Api(kube.api_client)
-    for body in bodies:
-        try:
-            extensions.create_custom_resource_definition(body, _preload_content=False)
-        except client.ApiException as error:
-            if error.status != 409:
-                raise
-    for body in bodies:
-        deadline = time.monotonic() + 60
-        while True:
-            status = extensions.read_custom_resource_definition(body["metadata"]["name"]).status
-            if any(c.type == "Established" and c.status == "True" for c in status.conditions or ()):
-                break
-            assert time.monotonic() < deadline, f"{body['metadata']['name']} not Established"
-            time.sleep(0.2)
+    install_crds(kube.api_client, bodies)
 
 
 def statefulset(ns: str) -> dict[str, Any]:
