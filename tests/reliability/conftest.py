@@ -1,12 +1,16 @@
-"""One lab (broker, API emulator, operator) for the lab tests of a module; no Prometheus.
+"""Fixtures of the reliability tests.
 
-The lab starts a broker of its own: some of these tests stop it."""
+`lab`: one lab (Apache Kafka, Kubernetes' own control plane, the operator) for the lab tests of
+a module; no Prometheus. The lab starts a broker of its own: some of these tests stop it.
+`cluster`, `kube`, `ns`: the session's cluster and a namespace per test, for tests that need an
+API server and no lab."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from tests.cluster_fixtures import cluster, kube, ns  # noqa: F401  (fixtures, found by name)
 from tests.e2e.support import running_lab
 
 from rebalancer.lab.running import Lab

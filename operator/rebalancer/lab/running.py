@@ -116,13 +116,27 @@ class Lab:
             else:
                 self.cluster = LabCluster(self.kubeconfig, state, jitter=jitter)
             self.cluster.start()
+        self.start_operator()
+        self.start_prometheus()
+        if fleet:
+            self.apply_examples()
+            self.start_producer()
+            if self.cluster is None:
+                self.start_consumers()
+
+    def start_operator(self, kubeconfig: Path | None = None) -> None:
+        """`rebalancer operator` as its own process, talking to the API server as `kubeconfig`
+        says (default: the lab's own, the admin's). Tests that put a proxy between the operator
+        and the API server (tests/api_faults.py) stop the lab's operator and start it again
+        with the proxy's kubeconfig."""
+        state = self.config.state_dir
         self.operator = ChildProcess(
             "operator",
             python_module(
                 "rebalancer",
                 "operator",
                 "--kubeconfig",
-                str(self.kubeconfig),
+                str(kubeconfig or self.kubeconfig),
                 "--reports-host",
                 self.config.host,
                 "--reports-port",
@@ -136,12 +150,6 @@ class Lab:
         )
         self.operator.start()
         logger.info("operator started (log: %s)", self.operator.log_path)
-        self.start_prometheus()
-        if fleet:
-            self.apply_examples()
-            self.start_producer()
-            if self.cluster is None:
-                self.start_consumers()
 
     def start_kubernetes(self) -> None:
         state = self.config.state_dir
