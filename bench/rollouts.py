@@ -2,8 +2,10 @@
 
     .venv/bin/python bench/rollouts.py --pods 12 --partitions 24 --jitter 'uniform(0,6)'
 
-On the lab (Apache Kafka, the API emulator, the lab cluster's controllers and kubelet, the operator
-process), real `python -m rebalancer.lab.consumer` pods run each scenario twice:
+On the lab (Apache Kafka; Kubernetes' own control plane, whose kube-controller-manager runs the
+StatefulSet, Deployment and ReplicaSet controllers and whose kube-scheduler binds the pods; the
+lab's kubelet, which runs each pod as local processes; the operator process), real
+`python -m rebalancer.lab.consumer` pods run each scenario twice:
 
 - naive: a plain StatefulSet or Deployment, no gate, no rollout policy: what Kubernetes does;
 - managed: the same workload with the join gate in its template and a ConsumerGroup whose

@@ -1,15 +1,22 @@
-"""Scale: many ConsumerGroups against the lab's API emulator and broker, then a soak.
+"""Scale: many ConsumerGroups against the lab's Kubernetes control plane and broker, then a soak.
 
     .venv/bin/python bench/scale.py [--groups 1000] [--soak 300] [--interval 30] [--png PATH]
 
-The lab's real pieces: the Kubernetes API emulator, an Apache Kafka broker, and
-`rebalancer operator` as its own process. The groups have no consumers (each names a topic that
-exists on the broker), so every reconcile is the operator's full path: parse, describe the group
-and its topic on the broker, write status. Measured:
+The lab's real pieces: Kubernetes' own control plane (etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler), an Apache Kafka broker, and `rebalancer operator` as
+its own process. The groups have no consumers (each names a topic that exists on the broker), so
+every reconcile is the operator's full path: parse, describe the group and its topic on the
+broker, write status. Measured:
 
 1. Time from creating all groups to every one having status written (status.group.observedAt),
    and per group the latency from its creation to its first status (p50, p90, p99).
-2. API requests the operator makes per reconcile, counted inside the emulator by method and kind.
+2. API requests the operator makes per reconcile, by method and kind. The operator talks to
+   kube-apiserver through a counting proxy with no faults (tests/api_faults.py), which sees its
+   requests and no one else's: the bench's own creates and lists go to the API server directly.
+   kube-apiserver's own count (apiserver_request_total on its /metrics, by verb and resource)
+   over the same windows is reported beside it; it counts every client (the bench, the
+   controller manager, the scheduler) and is the check on the proxy's count: only the operator
+   writes status, so both must agree on PATCH consumergroups/status.
 3. Operator RSS, threads and open files after the reconcile, and over a soak of SOAK seconds
    (sampled every 10 s): growth in the second half of the soak, where nothing changes, is what
    an unbounded leak would look like.
@@ -24,13 +31,14 @@ import argparse
 import asyncio
 import json
 import os
+import re
+import ssl
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -40,8 +48,10 @@ from kubernetes import client
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.api_faults import Fault, FaultyApi  # noqa: E402
 from tests.e2e.support import free_port  # noqa: E402
 
+from rebalancer.lab.controlplane import ControlPlane  # noqa: E402
 from rebalancer.lab.producer import ensure_topic  # noqa: E402
 from rebalancer.lab.running import Lab, LabConfig  # noqa: E402
 
@@ -53,33 +63,54 @@ def say(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
 
 
-class RequestCounter:
-    """Every API request the emulator serves, by method and resource kind; the emulator asks its
-    fault list about each request, which is where this listens."""
+class CountingProxy(FaultyApi):
+    """A FaultyApi with no faults that counts every request it passes on, by method and kind."""
 
-    def __init__(self, lab: Lab) -> None:
-        assert lab.api is not None
+    def __init__(self, plane: ControlPlane) -> None:
+        super().__init__(plane)
         self.counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        faults = lab.api.faults
-        original: Callable[[str, str], Any] = faults.take
+        self._count_lock = threading.Lock()
 
-        def counted(method: str, path: str) -> Any:
-            with self._lock:
-                self.counts[f"{method} {_kind(path)}"] += 1
-            return original(method, path)
-
-        faults.take = counted  # type: ignore[method-assign]
+    def _take_fault(self, method: str, path: str) -> Fault | None:
+        # The proxy asks its fault list about every request before passing it on: the one
+        # place that sees each request once, watches included.
+        with self._count_lock:
+            self.counts[f"{method} {_kind(path)}"] += 1
+        return super()._take_fault(method, path)
 
     def snapshot(self) -> Counter[str]:
-        with self._lock:
+        with self._count_lock:
             return Counter(self.counts)
+
+
+_SAMPLE = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def apiserver_requests(plane: ControlPlane) -> Counter[str]:
+    """The requests kube-apiserver has served since it started, all clients together, by verb
+    and resource (apiserver_request_total on its /metrics, read as the admin)."""
+    context = ssl.create_default_context(cafile=str(plane.ca_file))
+    context.load_cert_chain(str(plane.pki / "admin.crt"), str(plane.pki / "admin.key"))
+    with urllib.request.urlopen(f"{plane.server}/metrics", context=context, timeout=30) as reply:
+        text = reply.read().decode()
+    counts: Counter[str] = Counter()
+    for line in text.splitlines():
+        sample = _SAMPLE.match(line)
+        if sample is None:
+            continue
+        labels = dict(_LABEL.findall(sample["labels"]))
+        # Non-resource paths (/healthz, /version, discovery) have an empty resource.
+        resource = labels.get("resource") or "(non-resource)"
+        if labels.get("subresource"):
+            resource += "/" + labels["subresource"]
+        counts[f"{labels.get('verb', '?')} {resource}"] += round(float(sample["value"]))
+    return counts
 
 
 def _kind(path: str) -> str:
     parts = [p for p in path.split("/") if p]
     if "consumergroups" in parts:
-        parts.index("consumergroups")
         return "consumergroups/status" if parts[-1] == "status" else "consumergroups"
     for kind in ("events", "secrets", "statefulsets", "deployments", "configmaps", "leases"):
         if kind in parts:
@@ -136,20 +167,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         prometheus_port=None,
     )
     lab = Lab(config)
-    lab.start(fleet=False)
     try:
-        return measure(lab, args)
+        lab.start(fleet=False)
+        assert lab.plane is not None and lab.operator is not None
+        with CountingProxy(lab.plane) as proxy:
+            # The lab's operator again, through the proxy: from here on every request it makes
+            # is counted, and nothing else is.
+            lab.operator.stop(grace=15)
+            lab.start_operator(proxy.write_kubeconfig(state / "operator-kubeconfig"))
+            try:
+                return measure(lab, lab.plane, proxy, args)
+            finally:
+                # Before the proxy it talks through goes, not after it with the lab.
+                lab.operator.stop(grace=15)
     finally:
         lab.stop()
 
 
-def measure(lab: Lab, args: argparse.Namespace) -> dict[str, Any]:
+def measure(
+    lab: Lab, plane: ControlPlane, counter: CountingProxy, args: argparse.Namespace
+) -> dict[str, Any]:
     assert lab.api_client is not None and lab.operator is not None
     assert lab.operator.process is not None
     pid = lab.operator.process.pid
     api = client.CustomObjectsApi(lab.api_client)
     asyncio.run(ensure_topic(lab.bootstrap, TOPIC, 4))
-    counter = RequestCounter(lab)
     # Idle means started: the operator answers /healthz once kopf and its handlers are loaded.
     health = f"http://{lab.config.host}:{lab.config.reports_port}/healthz"
     for _ in range(120):
@@ -164,6 +206,7 @@ def measure(lab: Lab, args: argparse.Namespace) -> dict[str, Any]:
 
     created: dict[str, float] = {}
     before = counter.snapshot()
+    server_before = apiserver_requests(plane)
     started = time.monotonic()
 
     def create(index: int) -> None:
@@ -196,12 +239,9 @@ def measure(lab: Lab, args: argparse.Namespace) -> dict[str, Any]:
         )
         time.sleep(1.0)
     reconciled_in = time.monotonic() - started
-    after = counter.snapshot()
-    operator_requests = after - before
-    # Ours: the creates and the polling lists, not the operator's.
-    operator_requests["POST consumergroups"] -= args.groups
-    operator_requests["GET consumergroups"] -= polls
-    total_operator = sum(v for v in operator_requests.values() if v > 0)
+    operator_requests = counter.snapshot() - before
+    server_requests = apiserver_requests(plane) - server_before
+    total_operator = sum(operator_requests.values())
     latencies = [first_status[name] - created[name] for name in first_status]
     loaded = process_sample(pid)
     say(
@@ -209,11 +249,18 @@ def measure(lab: Lab, args: argparse.Namespace) -> dict[str, Any]:
         f"p50 {percentile(latencies, 50):.1f} s, p99 {percentile(latencies, 99):.1f} s; "
         f"{total_operator / max(1, len(first_status)):.1f} API requests per reconcile"
     )
+    say(
+        f"PATCH consumergroups/status: {operator_requests['PATCH consumergroups/status']} "
+        f"through the proxy, {server_requests['PATCH consumergroups/status']} at kube-apiserver; "
+        f"kube-apiserver served {sum(server_requests.values())} requests in all "
+        f"(every client: the bench's {args.groups} creates and {polls} lists among them)"
+    )
 
     # Soak: nothing changes; the operator keeps observing every group every interval.
     samples: list[dict[str, float]] = []
     soak_start = time.monotonic()
     soak_before = counter.snapshot()
+    server_soak_before = apiserver_requests(plane)
     while time.monotonic() - soak_start < args.soak:
         time.sleep(10)
         sample = {"t": time.monotonic() - soak_start, **process_sample(pid)}
@@ -224,6 +271,7 @@ def measure(lab: Lab, args: argparse.Namespace) -> dict[str, Any]:
             f"CPU {sample['cpu_s']:.0f} s"
         )
     soak_requests = counter.snapshot() - soak_before
+    server_soak_requests = apiserver_requests(plane) - server_soak_before
     soak_seconds = max(1e-9, time.monotonic() - soak_start)
     soak_total = sum(soak_requests.values())
     half = [s for s in samples if s["t"] >= args.soak / 2] or samples
@@ -241,6 +289,7 @@ def measure(lab: Lab, args: argparse.Namespace) -> dict[str, Any]:
             sorted((k, v) for k, v in operator_requests.items() if v > 0)
         ),
         "requests_per_reconcile": round(total_operator / max(1, len(first_status)), 2),
+        "apiserver_requests_during_reconcile_all_clients": dict(sorted(server_requests.items())),
         "rss_mb": {"idle": round(idle["rss_mb"], 1), "after_reconcile": round(loaded["rss_mb"], 1)},
         "soak_s": args.soak,
         "soak_requests_per_s": round(soak_total / soak_seconds, 1),
@@ -248,6 +297,9 @@ def measure(lab: Lab, args: argparse.Namespace) -> dict[str, Any]:
             soak_total / soak_seconds * args.interval / max(1, args.groups), 2
         ),
         "soak_requests": dict(sorted(soak_requests.items())),
+        "apiserver_soak_requests_per_s_all_clients": round(
+            sum(server_soak_requests.values()) / soak_seconds, 1
+        ),
         "soak_rss_growth_second_half_mb": round(growth, 1),
         "soak_rss_growth_mb_per_min": round(growth / span_min, 2),
         "soak_threads": [int(s["threads"]) for s in samples],
