@@ -1,3 +1,4 @@
-"""Fixtures for the join gate and the rollout actuator: a fresh API emulator per test."""
+"""Fixtures for the join gate and the rollout actuator: the session's cluster, an admin client
+of it, and a namespace per test."""
 
-from tests.emulator_fixtures import api, kube  # noqa: F401  (fixtures, found by name)
+from tests.cluster_fixtures import cluster, kube, ns  # noqa: F401  (fixtures, found by name)

@@ -1,4 +1,8 @@
-"""The join gate against the lab's API emulator: opening, batch mates, timeout, bypass, faults."""
+"""The join gate against the real API server: opening, batch mates, timeout, bypass, faults.
+
+The pods are parked (tests.rollouts.support): the tests run the gates themselves, in process or
+as `rebalancer gate` processes with the admin's kubeconfig, and no kubelet runs the pods.
+"""
 
 from __future__ import annotations
 
@@ -11,28 +15,33 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.rollouts.support import create_pods
+from tests.api_faults import FaultyApi
+from tests.kube_clusters import SharedCluster
+from tests.rollouts.support import create_pods, until
 
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.rolling import Actuator
 from rebalancer.commands.gate import resolve_endpoint
 from rebalancer.gate.verdicts import GateLimits, Verdict, decide
 from rebalancer.gate.waiting import ApiEndpoint, wait_at_gate
-from rebalancer.lab.apiserver import ApiServerThread
 from rebalancer.structs.gates import GATE_HELD_ANNOTATION
 from rebalancer.structs.specs import WorkloadKind
-
-NS = "default"
 
 
 def quiet(_message: str) -> None:
     return None
 
 
-def annotate(kube: KubernetesApi, pod: str, annotations: dict[str, str]) -> None:
+@pytest.fixture
+def endpoint(cluster: SharedCluster) -> ApiEndpoint:
+    """The API server as the admin's kubeconfig reaches it (TLS, client certificate)."""
+    return resolve_endpoint(None, cluster.kubeconfig, {})
+
+
+def annotate(kube: KubernetesApi, ns: str, pod: str, annotations: dict[str, str]) -> None:
     kube.core.patch_namespaced_pod(
         pod,
-        NS,
+        ns,
         {"metadata": {"annotations": annotations}},
         _content_type="application/merge-patch+json",
         _preload_content=False,
@@ -66,101 +75,107 @@ def test_recheck_is_the_nearest_limit() -> None:
 
 
 async def test_gate_opens_when_its_annotation_says_so(
-    api: ApiServerThread, kube: KubernetesApi
+    endpoint: ApiEndpoint, kube: KubernetesApi, ns: str
 ) -> None:
-    create_pods(kube, "orders-0")
+    create_pods(kube, ns, "orders-0")
     started = time.monotonic()
     opener = asyncio.create_task(
-        later(0.6, annotate, kube, "orders-0", {"rebalancer.dev/gate": "open"})
+        later(0.6, annotate, kube, ns, "orders-0", {"rebalancer.dev/gate": "open"})
     )
-    outcome = await wait_at_gate(ApiEndpoint(api.url), NS, "orders-0", GateLimits(20, 0), quiet)
+    outcome = await wait_at_gate(endpoint, ns, "orders-0", GateLimits(20, 0), quiet)
     await opener
     assert outcome.verdict is Verdict.OPEN
     assert 0.5 < time.monotonic() - started < 3.0
 
 
 async def test_a_pod_opened_before_its_gate_started_goes_at_once(
-    api: ApiServerThread, kube: KubernetesApi
+    endpoint: ApiEndpoint, kube: KubernetesApi, ns: str
 ) -> None:
-    create_pods(kube, "orders-0")
-    annotate(kube, "orders-0", {"rebalancer.dev/gate": "open", "rebalancer.dev/gate-batch": "a/1"})
-    outcome = await wait_at_gate(ApiEndpoint(api.url), NS, "orders-0", GateLimits(5, 0), quiet)
+    create_pods(kube, ns, "orders-0")
+    opened = {"rebalancer.dev/gate": "open", "rebalancer.dev/gate-batch": "a/1"}
+    annotate(kube, ns, "orders-0", opened)
+    outcome = await wait_at_gate(endpoint, ns, "orders-0", GateLimits(5, 0), quiet)
     assert outcome.verdict is Verdict.OPEN
     assert "batch a/1" in outcome.message
     assert outcome.waited_s < 1.0
 
 
-async def test_the_gate_times_out(api: ApiServerThread, kube: KubernetesApi) -> None:
-    create_pods(kube, "orders-0")
-    outcome = await wait_at_gate(ApiEndpoint(api.url), NS, "orders-0", GateLimits(1.0, 0), quiet)
+async def test_the_gate_times_out(endpoint: ApiEndpoint, kube: KubernetesApi, ns: str) -> None:
+    create_pods(kube, ns, "orders-0")
+    outcome = await wait_at_gate(endpoint, ns, "orders-0", GateLimits(1.0, 0), quiet)
     assert outcome.verdict is Verdict.TIMEOUT
     assert "gave up after 1 s" in outcome.message
     assert 1.0 <= outcome.waited_s < 2.0
 
 
 async def test_the_gate_bypasses_itself_when_the_operator_is_absent(
-    api: ApiServerThread, kube: KubernetesApi
+    endpoint: ApiEndpoint, kube: KubernetesApi, ns: str
 ) -> None:
-    create_pods(kube, "orders-0")
-    outcome = await wait_at_gate(ApiEndpoint(api.url), NS, "orders-0", GateLimits(30, 1.0), quiet)
+    create_pods(kube, ns, "orders-0")
+    outcome = await wait_at_gate(endpoint, ns, "orders-0", GateLimits(30, 1.0), quiet)
     assert outcome.verdict is Verdict.BYPASS
     assert "no sign of the operator" in outcome.message
 
 
 async def test_holds_keep_the_gate_closed_until_it_opens(
-    api: ApiServerThread, kube: KubernetesApi
+    endpoint: ApiEndpoint, kube: KubernetesApi, ns: str
 ) -> None:
-    create_pods(kube, "orders-0")
+    create_pods(kube, ns, "orders-0")
 
     async def operator() -> None:
         for index in range(6):
             await asyncio.sleep(0.5)
-            await asyncio.to_thread(
-                annotate, kube, "orders-0", {GATE_HELD_ANNOTATION: f"2024-01-01T00:00:0{index}Z"}
-            )
-        await asyncio.to_thread(annotate, kube, "orders-0", {"rebalancer.dev/gate": "open"})
+            held = {GATE_HELD_ANNOTATION: f"2024-01-01T00:00:0{index}Z"}
+            await asyncio.to_thread(annotate, kube, ns, "orders-0", held)
+        await asyncio.to_thread(annotate, kube, ns, "orders-0", {"rebalancer.dev/gate": "open"})
 
     task = asyncio.create_task(operator())
-    outcome = await wait_at_gate(ApiEndpoint(api.url), NS, "orders-0", GateLimits(30, 1.2), quiet)
+    outcome = await wait_at_gate(endpoint, ns, "orders-0", GateLimits(30, 1.2), quiet)
     await task
     assert outcome.verdict is Verdict.OPEN
     assert outcome.waited_s > 3.0  # longer than the bypass time, held all along
 
 
 async def test_the_gate_rewatches_after_dropped_streams_and_errors(
-    api: ApiServerThread, kube: KubernetesApi
+    cluster: SharedCluster, kube: KubernetesApi, ns: str
 ) -> None:
-    create_pods(kube, "orders-0")
+    create_pods(kube, ns, "orders-0")
     messages: list[str] = []
+    with FaultyApi(cluster.plane) as faulty:
 
-    async def trouble() -> None:
-        await asyncio.sleep(0.5)
-        api.faults.drop_watches()
-        api.faults.inject(status=503, method="GET", path_regex="/pods", times=3)
-        api.faults.drop_watches()
-        await asyncio.sleep(1.0)
-        await asyncio.to_thread(annotate, kube, "orders-0", {"rebalancer.dev/gate": "open"})
+        async def trouble() -> None:
+            # Once the gate watches through the proxy: cut the watch, fail what comes next.
+            await until(faulty.drop_watches, "the gate's watch", 10)
+            faulty.inject(status=503, method="GET", path_regex="/pods", times=3)
+            faulty.drop_watches()
+            await asyncio.sleep(1.0)
+            await asyncio.to_thread(annotate, kube, ns, "orders-0", {"rebalancer.dev/gate": "open"})
 
-    task = asyncio.create_task(trouble())
-    outcome = await wait_at_gate(
-        ApiEndpoint(api.url), NS, "orders-0", GateLimits(20, 0), messages.append
-    )
-    await task
+        task = asyncio.create_task(trouble())
+        outcome = await wait_at_gate(
+            ApiEndpoint(faulty.url), ns, "orders-0", GateLimits(20, 0), messages.append
+        )
+        await task
+        assert not faulty.active(), "the gate did not meet all three errors"
     assert outcome.verdict is Verdict.OPEN
     assert any("HTTP 503" in message and "retrying" in message for message in messages)
 
 
-async def test_a_deleted_pod_ends_the_wait(api: ApiServerThread, kube: KubernetesApi) -> None:
-    create_pods(kube, "orders-0")
-    deleter = asyncio.create_task(later(0.5, kube.core.delete_namespaced_pod, "orders-0", NS))
-    outcome = await wait_at_gate(ApiEndpoint(api.url), NS, "orders-0", GateLimits(20, 0), quiet)
+async def test_a_deleted_pod_ends_the_wait(
+    endpoint: ApiEndpoint, kube: KubernetesApi, ns: str
+) -> None:
+    create_pods(kube, ns, "orders-0")
+    deleter = asyncio.create_task(later(0.5, kube.core.delete_namespaced_pod, "orders-0", ns))
+    outcome = await wait_at_gate(endpoint, ns, "orders-0", GateLimits(20, 0), quiet)
     await deleter
     assert outcome.gone
     assert "deleted" in outcome.message
 
 
-def gate_process(api: ApiServerThread, pod: str, *extra: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "POD_NAME": pod, "POD_NAMESPACE": NS, "REBALANCER_API_SERVER": api.url}
+def gate_process(cluster: SharedCluster, ns: str, pod: str, *extra: str) -> subprocess.Popen[str]:
+    """`rebalancer gate` for `pod`, reaching the API server with the admin's kubeconfig."""
+    env = {k: v for k, v in os.environ.items() if k != "REBALANCER_API_SERVER"}
+    env.update(POD_NAME=pod, POD_NAMESPACE=ns, KUBECONFIG=str(cluster.kubeconfig))
     return subprocess.Popen(
         [sys.executable, "-m", "rebalancer", "gate", *extra],
         env=env,
@@ -188,18 +203,18 @@ def logged_at(line: str) -> float:
 
 
 async def test_batch_mates_leave_their_gates_within_milliseconds(
-    api: ApiServerThread, kube: KubernetesApi
+    cluster: SharedCluster, kube: KubernetesApi, ns: str
 ) -> None:
     """Six `rebalancer gate` processes that started at different times; one OpenGate."""
     names = [f"orders-{index}" for index in range(6)]
-    create_pods(kube, *names)
+    create_pods(kube, ns, *names)
     processes = []
     for name in names:
-        processes.append(gate_process(api, name, "--timeout", "60"))
+        processes.append(gate_process(cluster, ns, name, "--timeout", "60"))
         await asyncio.sleep(0.3)  # the pods reach their gates at different moments
     for process in processes:
         wait_for_line(process, "waiting for the operator")
-    actuator = Actuator(kube, NS, WorkloadKind.STATEFULSET, "orders")
+    actuator = Actuator(kube, ns, WorkloadKind.STATEFULSET, "orders")
     await actuator.open_gates("r1/1", names)
     lines = [
         wait_for_line(process, "gate opened by the operator (batch r1/1)") for process in processes
@@ -211,16 +226,16 @@ async def test_batch_mates_leave_their_gates_within_milliseconds(
 
 
 def test_the_command_exits_1_on_timeout_and_2_without_a_pod_name(
-    api: ApiServerThread, kube: KubernetesApi
+    cluster: SharedCluster, kube: KubernetesApi, ns: str
 ) -> None:
-    create_pods(kube, "orders-0")
-    process = gate_process(api, "orders-0", "--timeout", "1")
+    create_pods(kube, ns, "orders-0")
+    process = gate_process(cluster, ns, "orders-0", "--timeout", "1")
     assert process.wait(timeout=30) == 1
     assert process.stderr is not None
     assert "gave up after" in process.stderr.read()
     env = {k: v for k, v in os.environ.items() if k not in ("POD_NAME", "POD_NAMESPACE")}
     done = subprocess.run(
-        [sys.executable, "-m", "rebalancer", "gate", "--server", api.url],
+        [sys.executable, "-m", "rebalancer", "gate", "--kubeconfig", str(cluster.kubeconfig)],
         env=env,
         capture_output=True,
         text=True,
@@ -231,17 +246,19 @@ def test_the_command_exits_1_on_timeout_and_2_without_a_pod_name(
     assert "set POD_NAME and POD_NAMESPACE from the downward API" in done.stderr
 
 
-def test_the_command_exits_3_for_a_pod_that_is_not_there(api: ApiServerThread) -> None:
-    process = gate_process(api, "nobody-0", "--timeout", "10")
+def test_the_command_exits_3_for_a_pod_that_is_not_there(cluster: SharedCluster, ns: str) -> None:
+    process = gate_process(cluster, ns, "nobody-0", "--timeout", "10")
     assert process.wait(timeout=30) == 3
 
 
-def test_endpoint_from_the_environment(api: ApiServerThread, tmp_path: Path) -> None:
+def test_endpoint_from_the_environment(cluster: SharedCluster) -> None:
     plain = resolve_endpoint(None, None, {"REBALANCER_API_SERVER": "http://127.0.0.1:1/"})
     assert plain == ApiEndpoint("http://127.0.0.1:1")
-    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
-    from_file = resolve_endpoint(None, None, {"KUBECONFIG": str(kubeconfig)})
-    assert from_file.server == api.url
+    from_file = resolve_endpoint(None, None, {"KUBECONFIG": str(cluster.kubeconfig)})
+    assert from_file.server == cluster.plane.server
+    # The admin's kubeconfig authenticates with a client certificate, checked against its CA.
+    assert from_file.cert_file and from_file.key_file and from_file.ca_file
+    assert from_file.token is None and not from_file.insecure
     in_cluster = resolve_endpoint(
         None, None, {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
     )
@@ -250,16 +267,16 @@ def test_endpoint_from_the_environment(api: ApiServerThread, tmp_path: Path) -> 
 
 
 async def test_a_batch_opens_in_one_wave_even_when_the_default_executor_is_busy(
-    kube: KubernetesApi,
+    kube: KubernetesApi, ns: str
 ) -> None:
     """Other handlers may hold every thread of asyncio's default executor; the batch's patches
     must not queue behind them."""
     names = [f"wave-{index}" for index in range(12)]
-    create_pods(kube, *names)
+    create_pods(kube, ns, *names)
     loop = asyncio.get_running_loop()
     busy = [loop.run_in_executor(None, time.sleep, 2.0) for _ in range(64)]
     await asyncio.sleep(0.05)
-    actuator = Actuator(kube, NS, WorkloadKind.STATEFULSET, "wave")
+    actuator = Actuator(kube, ns, WorkloadKind.STATEFULSET, "wave")
 
     started = time.monotonic()
     await actuator.open_gates("w1/1", names)
@@ -267,7 +284,7 @@ async def test_a_batch_opens_in_one_wave_even_when_the_default_executor_is_busy(
 
     assert took < 1.5, f"opening 12 gates took {took:.2f} s behind a busy default executor"
     for name in names:
-        pod = kube.core.read_namespaced_pod(name, NS)
+        pod = kube.core.read_namespaced_pod(name, ns)
         assert pod.metadata.annotations["rebalancer.dev/gate"] == "open"
     await asyncio.gather(*busy)
 
@@ -294,19 +311,20 @@ def test_an_open_gate_waits_for_its_batchs_release_moment(
 
 
 async def test_gates_opened_seconds_apart_let_go_together_at_the_release_moment(
-    api: ApiServerThread, kube: KubernetesApi
+    cluster: SharedCluster, kube: KubernetesApi, ns: str
 ) -> None:
     """A slow API delivers a batch's patches over a second or more; the gates still go at the
     one moment the operator wrote."""
     names = ["late-0", "late-1", "late-2"]
-    create_pods(kube, *names)
-    processes = [gate_process(api, name, "--timeout", "60") for name in names]
+    create_pods(kube, ns, *names)
+    processes = [gate_process(cluster, ns, name, "--timeout", "60") for name in names]
     for process in processes:
         wait_for_line(process, "waiting for the operator")
     moment = time.time() + 2.5
     for name in names:
         annotate(
             kube,
+            ns,
             name,
             {
                 "rebalancer.dev/gate": "open",

@@ -1,23 +1,23 @@
-"""Managed rollouts on the lab cluster: its kubelet runs the pods (the gate as a real init
-container process) and its StatefulSet controller recreates them; the planner and actuator run
-the operator's loop. The group is stood in for by the pods' readiness (no broker here): the
-Kafka side is the benchmark's."""
+"""Managed rollouts on the real control plane: the lab kubelet runs the pods (the gate as a real
+init container process, acting as the pod's ServiceAccount) and the real StatefulSet and
+Deployment controllers create and replace them; the planner and actuator run the operator's
+loop. The group is stood in for by the pods' readiness (no broker here): the Kafka side is the
+benchmark's."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
+import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.rollouts.support import SLEEPER, grant_gates, until
 
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.rolling import Actuator, read_workload
-from rebalancer.lab.apiserver import ApiServerThread
-from rebalancer.lab.cluster import LabCluster
 from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer.planning.rollout_actions import Action, InstallGate, OpenGate
 from rebalancer.planning.rollout_plans import RolloutSetup
@@ -25,23 +25,26 @@ from rebalancer.planning.rollout_policies import RolloutPolicy
 from rebalancer.planning.rollout_states import Mechanism, RolloutKind, RolloutPhase, RolloutState
 from rebalancer.planning.rollouts import Observation, step
 from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.gates import GATE_CONTAINER
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import WorkloadView
 
 pytestmark = pytest.mark.e2e
-NS = "default"
-SLEEPER = ["python", "-c", "import time; time.sleep(3600)"]
-
-
-@pytest.fixture
-def lab(api: ApiServerThread, tmp_path: Path) -> Iterator[LabCluster]:
-    with LabCluster(api.url, tmp_path / "lab", jitter="uniform(0,5)", seed=7) as cluster:
-        yield cluster
+# Gated pods reach their gates at different moments, up to 4.5 s apart: a StatefulSet's 1.5 s
+# per ordinal, a Deployment's by its name's hash. A first init container waits that long (the
+# kubelet sets HOSTNAME to the pod's name).
+STAGGER = """
+import os, re, time, zlib
+name = os.environ["HOSTNAME"]
+ordinal = re.fullmatch(r"orders-(\\d+)", name)
+time.sleep(1.5 * (int(ordinal[1]) if ordinal else zlib.crc32(name.encode()) % 4))
+"""
 
 
 def statefulset(replicas: int, gated: bool, version: str = "1") -> dict[str, Any]:
     template_spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 2,
         "containers": [
             {
                 "name": "app",
@@ -49,10 +52,13 @@ def statefulset(replicas: int, gated: bool, version: str = "1") -> dict[str, Any
                 "command": SLEEPER,
                 "env": [{"name": "V", "value": version}],
             }
-        ]
+        ],
     }
     if gated:
-        template_spec["initContainers"] = [gate_container(GateOptions(timeout_seconds=300))]
+        template_spec["initContainers"] = [
+            {"name": "stagger", "image": "s", "command": [sys.executable, "-c", STAGGER]},
+            gate_container(GateOptions(timeout_seconds=300)),
+        ]
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -92,6 +98,7 @@ def group_of(workload: WorkloadView, now: float) -> GroupSnapshot:
 
 async def run_rollouts(
     kube: KubernetesApi,
+    ns: str,
     policy: RolloutPolicy,
     status: dict[str, Any],
     seconds: float,
@@ -100,14 +107,14 @@ async def run_rollouts(
 ) -> tuple[RolloutState, dict[str, Any], list[Action]]:
     """The operator's loop until a rollout completes or fails; the state lives in `status`."""
     setup = RolloutSetup(policy, BrokerProfile.APACHE_KAFKA, 3.0)
-    actuator = Actuator(kube, NS, kind, name, GateOptions())
+    actuator = Actuator(kube, ns, kind, name, GateOptions())
     done: list[Action] = []
     deadline = time.monotonic() + seconds
     state = RolloutState.from_status(status)
     before = state.rollout_id
     while time.monotonic() < deadline:
         state = RolloutState.from_status(json.loads(json.dumps(status)))
-        workload = await read_workload(kube, NS, kind, name)
+        workload = await read_workload(kube, ns, kind, name)
         assert workload is not None
         now = time.time()
         state, actions = step(state, Observation(setup, workload, group_of(workload, now)), now)
@@ -120,30 +127,40 @@ async def run_rollouts(
     return state, status, done
 
 
-def pods(kube: KubernetesApi) -> dict[str, dict[str, Any]]:
-    items = json.loads(kube.core.list_namespaced_pod(NS, _preload_content=False).data)["items"]
+def pods(kube: KubernetesApi, ns: str) -> dict[str, dict[str, Any]]:
+    items = json.loads(kube.core.list_namespaced_pod(ns, _preload_content=False).data)["items"]
     return {item["metadata"]["name"]: item for item in items}
+
+
+def gates_started_apart(found: dict[str, dict[str, Any]]) -> float:
+    """Seconds between the first and the last gate's start (the kubelet's whole seconds)."""
+    starts = []
+    for pod in found.values():
+        [gate] = [s for s in pod["status"]["initContainerStatuses"] if s["name"] == GATE_CONTAINER]
+        stamp = gate["state"]["terminated"]["startedAt"]
+        starts.append(datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+    return max(starts) - min(starts)
 
 
 def opens(actions: list[Action]) -> list[tuple[str, ...]]:
     return [action.pods for action in actions if isinstance(action, OpenGate) and action.pods]
 
 
-async def test_cold_start_then_rolling_update_on_the_lab(
-    lab: LabCluster, kube: KubernetesApi
-) -> None:
-    kube.apps.create_namespaced_stateful_set(NS, statefulset(4, gated=True), _preload_content=False)
-    state, status, done = await run_rollouts(kube, RolloutPolicy(settle_seconds=1), {}, 90)
+async def test_cold_start_then_rolling_update_on_the_lab(kube: KubernetesApi, ns: str) -> None:
+    grant_gates(kube, ns)
+    kube.apps.create_namespaced_stateful_set(ns, statefulset(4, gated=True), _preload_content=False)
+    state, status, done = await run_rollouts(kube, ns, RolloutPolicy(settle_seconds=1), {}, 90)
     assert state.phase is RolloutPhase.COMPLETED, state.message
     assert state.kind is RolloutKind.COLD_START
-    # Pods started up to 5 s apart; all four were released together.
+    # Pods reached their gates up to 4.5 s apart; all four were released together.
+    assert gates_started_apart(pods(kube, ns)) >= 3
     assert [sorted(batch) for batch in opens(done)] == [[f"orders-{i}" for i in range(4)]]
     first_revision = {
-        p["metadata"]["labels"]["controller-revision-hash"] for p in pods(kube).values()
+        p["metadata"]["labels"]["controller-revision-hash"] for p in pods(kube, ns).values()
     }
     kube.apps.patch_namespaced_stateful_set(
         "orders",
-        NS,
+        ns,
         {
             "spec": {
                 "template": {
@@ -154,14 +171,14 @@ async def test_cold_start_then_rolling_update_on_the_lab(
         _preload_content=False,
     )
     policy = RolloutPolicy(settle_seconds=1, max_batch_size=2)
-    state, status, done = await run_rollouts(kube, policy, status, 120)
+    state, status, done = await run_rollouts(kube, ns, policy, status, 120)
     assert state.phase is RolloutPhase.COMPLETED, state.message
     assert state.mechanism is Mechanism.STATEFULSET_REPLACE
     assert [sorted(batch) for batch in opens(done)] == [
         ["orders-2", "orders-3"],
         ["orders-0", "orders-1"],
     ]
-    final = pods(kube)
+    final = pods(kube, ns)
     revisions = {p["metadata"]["labels"]["controller-revision-hash"] for p in final.values()}
     assert len(revisions) == 1 and revisions != first_revision
     assert {p["metadata"]["annotations"]["rebalancer.dev/gate-batch"] for p in final.values()} == {
@@ -169,37 +186,39 @@ async def test_cold_start_then_rolling_update_on_the_lab(
         f"{state.rollout_id}/2",
     }
     sts = json.loads(
-        kube.apps.read_namespaced_stateful_set("orders", NS, _preload_content=False).data
+        kube.apps.read_namespaced_stateful_set("orders", ns, _preload_content=False).data
     )
     assert sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 4  # parked again
 
 
+def all_running(kube: KubernetesApi, ns: str, replicas: int) -> bool:
+    found = pods(kube, ns)
+    phases = [p.get("status", {}).get("phase") for p in found.values()]
+    return len(found) == replicas and phases == ["Running"] * replicas
+
+
 async def test_the_gate_is_injected_into_a_running_statefulset(
-    lab: LabCluster, kube: KubernetesApi
+    kube: KubernetesApi, ns: str
 ) -> None:
+    grant_gates(kube, ns)
     kube.apps.create_namespaced_stateful_set(
-        NS, statefulset(3, gated=False), _preload_content=False
+        ns, statefulset(3, gated=False), _preload_content=False
     )
-    for _ in range(100):
-        if (
-            all(p.get("status", {}).get("phase") == "Running" for p in pods(kube).values())
-            and len(pods(kube)) == 3
-        ):
-            break
-        await asyncio.sleep(0.3)
+    await until(lambda: all_running(kube, ns, 3), "three running pods", 30)
     policy = RolloutPolicy(settle_seconds=1, max_batch_size=3, inject_gate=True)
-    state, _, done = await run_rollouts(kube, policy, {}, 120)
+    state, _, done = await run_rollouts(kube, ns, policy, {}, 120)
     assert state.phase is RolloutPhase.COMPLETED, state.message
     assert InstallGate() in done
     # The injection is a template change, rolled out as one batch behind the parked partition.
     assert [sorted(batch) for batch in opens(done)] == [["orders-0", "orders-1", "orders-2"]]
-    for pod in pods(kube).values():
+    for pod in pods(kube, ns).values():
         assert [c["name"] for c in pod["spec"]["initContainers"]] == ["rebalancer-gate"]
 
 
 async def test_gated_deployment_update_in_batches_its_surge_allows(
-    lab: LabCluster, kube: KubernetesApi
+    kube: KubernetesApi, ns: str
 ) -> None:
+    grant_gates(kube, ns)
     spec = statefulset(4, gated=True)["spec"]["template"]["spec"]
     deployment = {
         "apiVersion": "apps/v1",
@@ -212,17 +231,17 @@ async def test_gated_deployment_update_in_batches_its_surge_allows(
             "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec},
         },
     }
-    kube.apps.create_namespaced_deployment(NS, deployment, _preload_content=False)
+    kube.apps.create_namespaced_deployment(ns, deployment, _preload_content=False)
     policy = RolloutPolicy(settle_seconds=1)
     deploy = {"kind": WorkloadKind.DEPLOYMENT, "name": "web"}
-    state, status, done = await run_rollouts(kube, policy, {}, 60, **deploy)  # type: ignore[arg-type]
+    state, status, done = await run_rollouts(kube, ns, policy, {}, 60, **deploy)  # type: ignore[arg-type]
     assert state.phase is RolloutPhase.COMPLETED, state.message
     assert [len(batch) for batch in opens(done)] == [4]
     env = [{"name": "V", "value": "2"}]
     patch = {"spec": {"template": {"spec": {"containers": [{"name": "app", "env": env}]}}}}
-    kube.apps.patch_namespaced_deployment("web", NS, patch, _preload_content=False)
+    kube.apps.patch_namespaced_deployment("web", ns, patch, _preload_content=False)
     policy = RolloutPolicy(settle_seconds=1, max_batch_size=4)
-    state, status, done = await run_rollouts(kube, policy, status, 120, **deploy)  # type: ignore[arg-type]
+    state, status, done = await run_rollouts(kube, ns, policy, status, 120, **deploy)  # type: ignore[arg-type]
     assert state.phase is RolloutPhase.COMPLETED, state.message
     assert state.kind is RolloutKind.ROLLING_UPDATE
     assert state.mechanism is Mechanism.GATE_QUEUE

@@ -1,6 +1,7 @@
-"""The operator's rollout daemon against the API emulator: woken by a settings write instead of
+"""The operator's rollout daemon on the real control plane: woken by a settings write instead of
 waiting out its resting poll, and handing back a Deployment paused for a planner that was
-turned off before it took the hold over (an operator restarted in between)."""
+turned off before it took the hold over (an operator restarted in between). The Deployment
+controller is the real one; the Deployment has no replicas, so no pod runs."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any, cast
 
 import kopf
 import pytest
-from kubernetes import client
+from tests.rollouts.support import until
 
 from rebalancer.clients.enforcing import SidecarClient
 from rebalancer.clients.kafka_admin import AdminPool
@@ -24,11 +25,10 @@ from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
 from rebalancer.handlers import rollouts
 from rebalancer.handlers.dependencies import Dependencies
-from rebalancer.lab.manifests import crds
 from rebalancer.settings import OperatorSettings
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION
 
-NS, NAME, WORKLOAD = "default", "web", "web-consumer"
+NAME, WORKLOAD = "web", "web-consumer"
 GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 
 
@@ -66,13 +66,10 @@ def dependencies(kube: KubernetesApi, tmp_path: Path) -> Dependencies:
     )
 
 
-def install(kube: KubernetesApi, rollout: dict[str, Any]) -> kopf.Body:
-    extensions = client.ApiextensionsV1Api(kube.api_client)
-    for crd in crds():
-        extensions.create_custom_resource_definition(crd)
+async def install(kube: KubernetesApi, ns: str, rollout: dict[str, Any]) -> kopf.Body:
     container = {"name": "consumer", "image": "x", "command": ["sleep", "3600"]}
     kube.apps.create_namespaced_deployment(
-        NS,
+        ns,
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -87,11 +84,11 @@ def install(kube: KubernetesApi, rollout: dict[str, Any]) -> kopf.Body:
             },
         },
     )
-    caught_up(kube)
+    await caught_up(kube, ns)
     body = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "ConsumerGroup",
-        "metadata": {"name": NAME, "namespace": NS},
+        "metadata": {"name": NAME, "namespace": ns},
         "spec": {
             "groupId": NAME,
             "kafka": {"bootstrapServers": ["kafka:9092"]},
@@ -100,18 +97,11 @@ def install(kube: KubernetesApi, rollout: dict[str, Any]) -> kopf.Body:
             "policy": {"rollout": rollout},
         },
     }
-    for attempt in range(50):
-        try:
-            created = kube.custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body)
-            return kopf.Body(created)
-        except client.ApiException as error:
-            if error.status != 404 or attempt == 49:  # the CRD is served a moment later
-                raise
-            time.sleep(0.1)
-    raise AssertionError("unreachable")
+    created = kube.custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+    return kopf.Body(created)
 
 
-def hold(kube: KubernetesApi, image: str) -> None:
+async def hold(kube: KubernetesApi, ns: str, image: str) -> None:
     """What the settings write does to a Deployment under managed rollouts (rollout_holds)."""
     patch = {
         "metadata": {"annotations": {ROLLOUT_HOLD_ANNOTATION: "true"}},
@@ -120,28 +110,33 @@ def hold(kube: KubernetesApi, image: str) -> None:
             "template": {"spec": {"containers": [{"name": "consumer", "image": image}]}},
         },
     }
-    kube.apps.patch_namespaced_deployment(WORKLOAD, NS, patch)
-    caught_up(kube)
+    kube.apps.patch_namespaced_deployment(WORKLOAD, ns, patch)
+    await caught_up(kube, ns)
 
 
-def caught_up(kube: KubernetesApi) -> None:
-    """The Deployment controller's part: it has seen the latest spec (no pods at 0 replicas)."""
-    generation = deployment(kube)["metadata"]["generation"]
-    status = {"status": {"observedGeneration": generation, "replicas": 0}}
-    kube.apps.patch_namespaced_deployment_status(WORKLOAD, NS, status)
+async def caught_up(kube: KubernetesApi, ns: str) -> None:
+    """The Deployment controller has seen the latest spec, as the planner waits for."""
+
+    def observed() -> bool:
+        got = deployment(kube, ns)
+        return bool(
+            got["metadata"]["generation"] == (got.get("status") or {}).get("observedGeneration")
+        )
+
+    await until(observed, "the Deployment controller's observing the spec", 20)
 
 
-def deployment(kube: KubernetesApi) -> dict[str, Any]:
-    got = kube.apps.read_namespaced_deployment(WORKLOAD, NS, _preload_content=False)
+def deployment(kube: KubernetesApi, ns: str) -> dict[str, Any]:
+    got = kube.apps.read_namespaced_deployment(WORKLOAD, ns, _preload_content=False)
     return cast(dict[str, Any], json.loads(got.data))
 
 
-def rollout_status(kube: KubernetesApi) -> dict[str, Any]:
-    got = kube.custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, NAME)
+def rollout_status(kube: KubernetesApi, ns: str) -> dict[str, Any]:
+    got = kube.custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME)
     return dict((got.get("status") or {}).get("rollout") or {})
 
 
-async def until(probe: Callable[[], bool], limit: float) -> float:
+async def seconds_until(probe: Callable[[], bool], limit: float) -> float:
     started = time.monotonic()
     while not probe():
         if time.monotonic() - started > limit:
@@ -150,50 +145,51 @@ async def until(probe: Callable[[], bool], limit: float) -> float:
     return time.monotonic() - started
 
 
-def handed_back(kube: KubernetesApi) -> bool:
-    got = deployment(kube)
+def handed_back(kube: KubernetesApi, ns: str) -> bool:
+    got = deployment(kube, ns)
     annotations = got["metadata"].get("annotations") or {}
     return not got["spec"].get("paused") and ROLLOUT_HOLD_ANNOTATION not in annotations
 
 
 async def test_a_deployment_held_for_a_planner_turned_off_meanwhile_is_handed_back(
-    kube: KubernetesApi, tmp_path: Path
+    kube: KubernetesApi, ns: str, tmp_path: Path
 ) -> None:
     # Rollouts off (no `enabled`), and a hold the planner never took over: the settings write
     # paused the Deployment, then the user turned rollouts off while the operator was down.
-    body = install(kube, {"maxBatchSize": 1})
-    hold(kube, "y")
-    assert not handed_back(kube)
+    body = await install(kube, ns, {"maxBatchSize": 1})
+    await hold(kube, ns, "y")
+    assert not handed_back(kube, ns)
     deps = dependencies(kube, tmp_path)
     stopped = Stopped()
     daemon = asyncio.create_task(
-        rollouts._roll_out_forever(deps, body, NS, NAME, cast(kopf.DaemonStopped, stopped))
+        rollouts._roll_out_forever(deps, body, ns, NAME, cast(kopf.DaemonStopped, stopped))
     )
     try:
-        await until(lambda: handed_back(kube), 20)
-        assert deployment(kube)["spec"]["template"]["spec"]["containers"][0]["image"] == "y"
+        await seconds_until(lambda: handed_back(kube, ns), 20)
+        assert deployment(kube, ns)["spec"]["template"]["spec"]["containers"][0]["image"] == "y"
     finally:
         stopped.event.set()
         await asyncio.wait_for(daemon, 10)
 
 
 async def test_a_settings_write_wakes_the_rollout_daemon_at_rest(
-    kube: KubernetesApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kube: KubernetesApi, ns: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A resting poll far longer than the bound below: only the wake-up can meet it.
     monkeypatch.setattr(rollouts, "RESTING_POLL_SECONDS", 120.0)
-    body = install(kube, {"enabled": True, "maxBatchSize": 1})
+    body = await install(kube, ns, {"enabled": True, "maxBatchSize": 1})
     deps = dependencies(kube, tmp_path)
     stopped = Stopped()
     daemon = asyncio.create_task(
-        rollouts._roll_out_forever(deps, body, NS, NAME, cast(kopf.DaemonStopped, stopped))
+        rollouts._roll_out_forever(deps, body, ns, NAME, cast(kopf.DaemonStopped, stopped))
     )
     try:
-        await until(lambda: bool(rollout_status(kube)), 20)  # the first step, then at rest
+        # The first step, then at rest.
+        await seconds_until(lambda: bool(rollout_status(kube, ns)), 20)
         await asyncio.sleep(1.0)
-        hold(kube, "y")
-        deps.rollout_wakeup(NS, NAME).set()  # what the settings handler does after its write
-        taken = await until(lambda: handed_back(kube), 20)
+        await hold(kube, ns, "y")
+        deps.rollout_wakeup(ns, NAME).set()  # what the settings handler does after its write
+        taken = await seconds_until(lambda: handed_back(kube, ns), 20)
         assert taken < 10, f"the held Deployment was taken over only after {taken:.1f} s"
         assert not daemon.done(), daemon
     finally:
