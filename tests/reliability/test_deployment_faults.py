@@ -4,8 +4,9 @@ mid-rollout, and a consumer pod hard-killed during a batch.
 A settings change on the ConsumerGroup is written to the Deployment's template paused, with the
 rebalancer.dev/held-for-rollout annotation; the planner takes the hold over and steps the
 Deployment batch by batch, resuming it for a batch and pausing it again once the batch's pods
-are in, until the group has settled with them. Real parts: Apache Kafka, the API emulator, the lab's
-Deployment and ReplicaSet controllers and kubelet, the operator as its own process.
+are in, until the group has settled with them. Real parts: Apache Kafka, Kubernetes' control
+plane (its Deployment and ReplicaSet controllers), the lab's kubelet, the operator as its own
+process.
 
 For each fault the rollout must open every batch once and in order, replace every pod once, end
 with the Deployment unpaused and the hold annotation gone, say at rest that nothing progresses

@@ -2,8 +2,9 @@
 consumer pod hard-killed during a batch, the enforcement sidecar unreachable, the broker
 stopped mid-batch; and no message lost through a managed rolling update and scale-up.
 
-Real parts: Apache Kafka, the API emulator, the lab's StatefulSet controller and kubelet (each pod a
-`rebalancer gate` init container, then a consumer process), the operator as its own process.
+Real parts: Apache Kafka, Kubernetes' control plane (its StatefulSet controller), the lab's
+kubelet (each pod a `rebalancer gate` init container, then a consumer process), the operator as
+its own process.
 For each fault the rollout must finish without repeating or skipping a batch, the workload
 must never stay held without a condition saying why and how to resume, and status must say
 what happened. The tests share one lab and run in the file's order; the broker goes last (it
