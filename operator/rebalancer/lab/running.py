@@ -24,7 +24,8 @@ from rebalancer.lab.apiserver import ApiServerThread
 from rebalancer.lab.broker import KafkaBroker, KafkaCluster
 from rebalancer.lab.cluster import LabCluster, with_container_env
 from rebalancer.lab.controlplane import ControlPlane
-from rebalancer.lab.manifests import crds, examples, gate_rbac
+from rebalancer.lab.crd_install import install_crds
+from rebalancer.lab.manifests import examples, gate_rbac
 from rebalancer.lab.processes import ChildProcess, python_module, stop_all
 from rebalancer.lab.prometheus import find_prometheus, prometheus_process, wait_ready
 
@@ -230,11 +231,7 @@ class Lab:
 
     def install_crds(self) -> None:
         assert self.api_client is not None
-        extensions = client.ApiextensionsV1Api(self.api_client)
-        for crd in crds():
-            extensions.create_custom_resource_definition(crd)
-        for crd in crds():
-            _wait_for_discovery(self.api_client, crd)
+        install_crds(self.api_client)
 
     def apply(self, documents: list[dict[str, Any]]) -> None:
         assert self.api_client is not None
@@ -386,19 +383,3 @@ def _client(kubeconfig: Path) -> client.ApiClient:
     configuration = client.Configuration()
     config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
     return client.ApiClient(configuration)
-
-
-def _wait_for_discovery(
-    api_client: client.ApiClient, crd: dict[str, Any], timeout: float = 60
-) -> None:
-    group = crd["spec"]["group"]
-    version = crd["spec"]["versions"][0]["name"]
-    plural = crd["spec"]["names"]["plural"]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            client.CustomObjectsApi(api_client).list_cluster_custom_object(group, version, plural)
-            return
-        except client.ApiException:
-            time.sleep(0.1)
-    raise RuntimeError(f"CRD {plural}.{group} did not appear in the API within {timeout}s")
