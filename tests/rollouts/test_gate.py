@@ -274,7 +274,10 @@ async def test_a_batch_opens_in_one_wave_even_when_the_default_executor_is_busy(
     names = [f"wave-{index}" for index in range(12)]
     create_pods(kube, ns, *names)
     loop = asyncio.get_running_loop()
-    busy = [loop.run_in_executor(None, time.sleep, 2.0) for _ in range(64)]
+    # Twice what asyncio's default executor holds (min(32, cores + 4) threads): every thread
+    # busy for 2 s, and as many again queued behind them.
+    threads = min(32, (os.cpu_count() or 1) + 4)
+    busy = [loop.run_in_executor(None, time.sleep, 2.0) for _ in range(2 * threads)]
     await asyncio.sleep(0.05)
     actuator = Actuator(kube, ns, WorkloadKind.STATEFULSET, "wave")
 
