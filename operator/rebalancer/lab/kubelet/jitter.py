@@ -14,6 +14,9 @@ the kubelet sees the pods, from a seeded generator, so a run can be repeated exa
                                        values get every value, whatever came before them)
 
 A pod annotated `lab.rebalancer.dev/start-delay-seconds: "2.5"` waits exactly that long instead.
+A pod annotated `lab.rebalancer.dev/start-jitter: "uniform(0,20)"` draws its delay from that
+distribution instead (one generator per distribution, seeded like the kubelet's), so workloads
+with different spreads can run on one lab; an annotation that does not parse is ignored.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import threading
 from dataclasses import dataclass, field
 
 DELAY_ANNOTATION = "lab.rebalancer.dev/start-delay-seconds"
+JITTER_ANNOTATION = "lab.rebalancer.dev/start-jitter"
 # The reason of the Event the kubelet records with each pod's delay once it has waited it.
 START_DELAY_REASON = "StartDelayed"
 
@@ -41,6 +45,10 @@ class Jitter:
     _random: random.Random = field(init=False, repr=False)
     _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
     _drawn: int = field(init=False, repr=False, default=0)
+    # The distributions pods named in JITTER_ANNOTATION (None: the text did not parse).
+    _named: dict[str, Jitter | None] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         if self.kind in _VARIADIC:
@@ -102,14 +110,28 @@ class Jitter:
             return max(0.0, self._random.gauss(*self.params))
 
     def delay_for(self, annotations: dict[str, str] | None) -> float:
-        """The pod's own annotated delay, else the next sample."""
-        value = (annotations or {}).get(DELAY_ANNOTATION)
+        """The pod's own annotated delay, else a sample of its annotated distribution, else the
+        next sample."""
+        annotations = annotations or {}
+        value = annotations.get(DELAY_ANNOTATION)
         if value is not None:
             try:
                 return max(0.0, float(value))
             except ValueError:
                 pass
-        return self.sample()
+        named = self._distribution(annotations.get(JITTER_ANNOTATION))
+        return (named or self).sample()
+
+    def _distribution(self, text: str | None) -> Jitter | None:
+        if text is None:
+            return None
+        with self._lock:
+            if text not in self._named:
+                try:
+                    self._named[text] = Jitter.parse(text, self.seed)
+                except ValueError:
+                    self._named[text] = None
+            return self._named[text]
 
 
 def _names() -> str:
