@@ -1,4 +1,5 @@
-"""Builders and watchers for the lab cluster's tests: tiny processes, real API, real watches."""
+"""Builders and watchers for the lab kubelet's tests: tiny processes, the real API server, real
+watches, each test in a namespace of its own."""
 
 from __future__ import annotations
 
@@ -11,18 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rebalancer.lab.cluster import LabCluster
 from rebalancer.lab.kube.informing import Change, Informer
 from rebalancer.lab.kube.objects import condition, is_terminating
-from rebalancer.lab.kube.requesting import Api
+from rebalancer.lab.kube.requesting import Api, resource_path
 
 Body = dict[str, Any]
 T = TypeVar("T")
 
 SLEEP = ["python", "-c", "import time; time.sleep(600)"]
-PODS = "/api/v1/namespaces/default/pods"
-STATEFULSETS = "/apis/apps/v1/namespaces/default/statefulsets"
-DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
-REPLICASETS = "/apis/apps/v1/namespaces/default/replicasets"
+# Tolerated by a test's pods only: the Node of a kubelet of the test's own carries it.
+OWN_NODE_TAINT = "lab.rebalancer.dev/test-node"
+_API_VERSIONS = {"statefulsets": "apps/v1", "deployments": "apps/v1", "replicasets": "apps/v1"}
 
 
 def wait_for(probe: Callable[[], T | None], timeout: float = 10.0, what: str = "condition") -> T:
@@ -34,6 +35,58 @@ def wait_for(probe: Callable[[], T | None], timeout: float = 10.0, what: str = "
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.03)
+
+
+@dataclass
+class Lab:
+    """A test's namespace, the admin's client, and the kubelet (node) that runs its pods."""
+
+    api: Api
+    namespace: str
+    kubelet: LabCluster
+    # The kubelet's state folder: pods' volumes under pods/, their logs under logs/pods/.
+    state: Path
+    node: str = "lab"
+
+    def path(self, plural: str, name: str | None = None) -> str:
+        version = _API_VERSIONS.get(plural, "v1")
+        return resource_path(version, plural, self.namespace, name)
+
+    @property
+    def pods(self) -> str:
+        return self.path("pods")
+
+    def get(self, name: str) -> Body:
+        found = self.api.get(self.path("pods", name))
+        assert found is not None, f"pod {name} is gone"
+        return found
+
+    def find(self, name: str) -> Body | None:
+        return self.api.get(self.path("pods", name))
+
+    def phase_of(self, name: str) -> str | None:
+        found = self.find(name)
+        return None if found is None else found["status"].get("phase")
+
+    def create(self, body: Body) -> Body:
+        """Create a pod, placed on this kubelet's node."""
+        return self.api.create(self.pods, self.placed(body))
+
+    def placed(self, body: Body) -> Body:
+        """A pod or pod template that only this kubelet's node takes, through the scheduler."""
+        placed = copy.deepcopy(body)
+        spec = placed["spec"]
+        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), "kubernetes.io/hostname": self.node}
+        toleration = {"key": OWN_NODE_TAINT, "operator": "Equal", "value": self.node}
+        spec["tolerations"] = [*spec.get("tolerations", []), toleration]
+        return placed
+
+    def logs(self, pod_name: str, container_name: str) -> str:
+        pattern = f"logs/pods/{self.namespace}_{pod_name}_*/{container_name}/*.log"
+        return "".join(f.read_text() for f in sorted(self.state.glob(pattern)))
+
+    def volume(self, pod_name: str, volume: str) -> Path:
+        return next(self.state.glob(f"pods/{self.namespace}_{pod_name}_*/volumes/{volume}"))
 
 
 def container(name: str = "main", command: list[str] | None = None, **extra: Any) -> Body:
@@ -73,7 +126,7 @@ def template(
     }
 
 
-def statefulset(name: str, replicas: int, **spec: Any) -> Body:
+def statefulset(lab: Lab, name: str, replicas: int, **spec: Any) -> Body:
     tmpl = spec.pop("template", None) or template(labels={"app": name})
     return {
         "apiVersion": "apps/v1",
@@ -83,13 +136,13 @@ def statefulset(name: str, replicas: int, **spec: Any) -> Body:
             "replicas": replicas,
             "serviceName": name,
             "selector": {"matchLabels": {"app": name}},
-            "template": tmpl,
+            "template": lab.placed(tmpl),
             **spec,
         },
     }
 
 
-def deployment(name: str, replicas: int, **spec: Any) -> Body:
+def deployment(lab: Lab, name: str, replicas: int, **spec: Any) -> Body:
     tmpl = spec.pop("template", None) or template(labels={"app": name})
     return {
         "apiVersion": "apps/v1",
@@ -98,7 +151,7 @@ def deployment(name: str, replicas: int, **spec: Any) -> Body:
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
-            "template": tmpl,
+            "template": lab.placed(tmpl),
             **spec,
         },
     }
@@ -109,6 +162,27 @@ def new_version(obj: Body, version: str) -> Body:
     tmpl = copy.deepcopy(obj["spec"]["template"])
     tmpl["spec"]["containers"][0]["env"] = [{"name": "VERSION", "value": version}]
     return {"spec": {"template": tmpl}}
+
+
+def live_pods(lab: Lab) -> list[Body]:
+    return [p for p in lab.api.list(lab.pods)["items"] if not is_terminating(p)]
+
+
+def complete(lab: Lab, name: str) -> Body | None:
+    """The Deployment once its rollout is complete, as `kubectl rollout status` decides."""
+    found = lab.api.get(lab.path("deployments", name))
+    assert found is not None
+    st = found.get("status") or {}
+    replicas = found["spec"]["replicas"]
+    done = (
+        st.get("observedGeneration") == found["metadata"]["generation"]
+        and st.get("updatedReplicas", 0) == replicas
+        and st.get("replicas", 0) == replicas
+        and st.get("availableReplicas", 0) == replicas
+        and len([p for p in live_pods(lab) if p["metadata"]["labels"].get("app") == name])
+        == replicas
+    )
+    return found if done else None
 
 
 def is_ready(body: Body) -> bool:
@@ -137,9 +211,10 @@ class Event:
 
 @dataclass
 class PodWatch:
-    """Every pod event in order, and checks evaluated on the cache after each one."""
+    """Every event of the namespace's pods in order, and checks evaluated on the cache after
+    each one."""
 
-    api: Api
+    lab: Lab
     events: list[Event] = field(default_factory=list)
     checks: list[Callable[[list[Body]], None]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -147,10 +222,10 @@ class PodWatch:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __enter__(self) -> PodWatch:
-        self.informer = Informer(self.api, "/api/v1/pods", name="test-pods")
+        self.informer = Informer(self.lab.api, self.lab.pods, name="test-pods")
         self.informer.add_handler(self._record)
         self.informer.start()
-        self.informer.wait_synced()
+        assert self.informer.wait_synced(), "the test's pod watch did not sync"
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -161,7 +236,7 @@ class PodWatch:
         assert self.informer is not None
         with self._lock:
             self.events.append(Event(time.monotonic(), change.type, change.object))
-            pods = self.informer.items("default")
+            pods = self.informer.items(self.lab.namespace)
             for check in self.checks:
                 try:
                     check(pods)

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.lab.support import PODS, alive, container, pid_of, pod, wait_for
+from tests.lab.support import Lab, alive, container, pid_of, pod, wait_for
 
-from rebalancer.lab.cluster import LabCluster
-from rebalancer.lab.kube.requesting import Api
+from rebalancer.lab.kube.requesting import resource_path
 from rebalancer.lab.kubelet.forking import ForkServer
 from rebalancer.lab.kubelet.processes import ContainerProcess
+from rebalancer.lab.manifests import gate_rbac
 from rebalancer.structs.gates import GATE_ANNOTATION, GATE_OPEN
 
 PROBE = textwrap.dedent(
@@ -155,9 +155,11 @@ def test_other_commands_are_started_on_their_own(forker: ForkServer, tmp_path: P
     assert forker.module_of([sys.executable, "-m", "fork_probe"], other) is None
 
 
-def test_a_gate_pod_runs_forked_and_goes_on_when_its_gate_opens(
-    api: Api, cluster: LabCluster
-) -> None:
+def test_a_gate_pod_runs_forked_and_goes_on_when_its_gate_opens(lab: Lab) -> None:
+    # The pod acts as its ServiceAccount: it gets what the chart gives a gated fleet's.
+    for document in gate_rbac(lab.namespace):
+        kind = "roles" if document["kind"] == "Role" else "rolebindings"
+        lab.api.create(resource_path("rbac.authorization.k8s.io/v1", kind, lab.namespace), document)
     gate = container(
         "gate",
         ["python", "-m", "rebalancer", "gate", "--timeout", "60"],
@@ -169,24 +171,22 @@ def test_a_gate_pod_runs_forked_and_goes_on_when_its_gate_opens(
             },
         ],
     )
-    body = pod("gated", container(), initContainers=[gate])
-    api.create(PODS, body)
+    lab.create(pod("gated", container(), initContainers=[gate]))
 
     def gate_pid() -> int | None:
-        found = api.get(f"{PODS}/gated") or {}
-        statuses = (found.get("status") or {}).get("initContainerStatuses") or [{}]
+        statuses = (lab.get("gated").get("status") or {}).get("initContainerStatuses") or [{}]
         return pid_of(statuses[0]) if "running" in statuses[0].get("state", {}) else None
 
     pid = wait_for(gate_pid, what="the gate running")
-    assert cluster.kubelet is not None and cluster.kubelet.forker is not None
+    assert lab.kubelet.kubelet is not None and lab.kubelet.kubelet.forker is not None
     parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[1]
     assert int(parent) != os.getpid(), "the gate should be a child of the fork server"
 
-    api.patch(f"{PODS}/gated", {"metadata": {"annotations": {GATE_ANNOTATION: GATE_OPEN}}})
+    annotations = {"metadata": {"annotations": {GATE_ANNOTATION: GATE_OPEN}}}
+    lab.api.patch(lab.path("pods", "gated"), annotations)
 
     def main_running() -> bool:
-        found = api.get(f"{PODS}/gated") or {}
-        status = found.get("status") or {}
+        status = lab.get("gated").get("status") or {}
         inits = status.get("initContainerStatuses") or [{}]
         mains = status.get("containerStatuses") or [{}]
         exited = (inits[0].get("state") or {}).get("terminated") or {}

@@ -9,14 +9,11 @@ import ipaddress
 import socket
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
-from tests.lab.conftest import MakeCluster
-from tests.lab.support import PODS, container, is_ready, pod, python_script, wait_for
+from tests.lab.conftest import OwnKubelet
+from tests.lab.support import Lab, container, is_ready, pod, python_script, wait_for
 
-from rebalancer.lab.cluster import LabCluster
-from rebalancer.lab.kube.requesting import Api
 from rebalancer.lab.kubelet.addresses import PodAddresses
 
 # Answers every GET with "<pod name> <POD_IP>", listening where $LISTEN says.
@@ -70,14 +67,12 @@ def refused(host: str, port: int) -> bool:
     return False
 
 
-def status_of(api: Api, name: str) -> dict:
-    found = api.get(f"{PODS}/{name}")
-    assert found is not None, f"pod {name} is gone"
-    return dict(found.get("status") or {})
+def status_of(lab: Lab, name: str) -> dict:
+    return dict(lab.get(name).get("status") or {})
 
 
 def test_pods_listening_on_one_port_each_have_their_address_and_are_probed_there(
-    api: Api, cluster: LabCluster
+    lab: Lab,
 ) -> None:
     port = free_port()
     names = ["one", "two", "three"]
@@ -88,10 +83,10 @@ def test_pods_listening_on_one_port_each_have_their_address_and_are_probed_there
         "livenessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 1, "failureThreshold": 1},
     }
     for name in names:
-        api.create(PODS, server(name, port, f"$(POD_IP):{port}", **probes))
+        lab.create(server(name, port, f"$(POD_IP):{port}", **probes))
 
     def all_ready() -> list[dict] | None:
-        bodies = [api.get(f"{PODS}/{name}") for name in names]
+        bodies = [lab.find(name) for name in names]
         return bodies if all(b is not None and is_ready(b) for b in bodies) else None
 
     bodies = wait_for(all_ready, 30, "three pods on one port, Ready")
@@ -107,27 +102,27 @@ def test_pods_listening_on_one_port_each_have_their_address_and_are_probed_there
     assert refused("127.0.0.1", port), "no pod listens on the node's address"
     # Probes kept passing: the liveness probe went to each pod's address, not to the node's.
     time.sleep(2.5)
-    restarts = {n: status_of(api, n)["containerStatuses"][0]["restartCount"] for n in names}
+    restarts = {n: status_of(lab, n)["containerStatuses"][0]["restartCount"] for n in names}
     assert restarts == {"one": 0, "two": 0, "three": 0}
-    assert cluster.kubelet is not None
-    assert sorted(cluster.kubelet.addresses.held().values()) == sorted(addresses)
+    assert lab.kubelet.kubelet is not None
+    held = lab.kubelet.kubelet.addresses.held()
+    # The session's kubelet holds other tests' pods' addresses too.
+    assert [held[b["metadata"]["uid"]] for b in bodies] == addresses
 
 
-def test_a_pod_listening_on_loopback_only_is_not_ready_as_on_a_cluster(
-    api: Api, cluster: LabCluster
-) -> None:
+def test_a_pod_listening_on_loopback_only_is_not_ready_as_on_a_cluster(lab: Lab) -> None:
     port = free_port()
     readiness = {"httpGet": {"path": "/", "port": port}, "periodSeconds": 1, "failureThreshold": 1}
-    api.create(PODS, server("loopback", port, f"127.0.0.1:{port}", readinessProbe=readiness))
-    address = wait_for(lambda: status_of(api, "loopback").get("podIP"), 15, "a pod IP")
+    lab.create(server("loopback", port, f"127.0.0.1:{port}", readinessProbe=readiness))
+    address = wait_for(lambda: status_of(lab, "loopback").get("podIP"), 15, "a pod IP")
     # It serves on 127.0.0.1, but the kubelet probes the pod's address, where nothing listens.
     served = wait_for(lambda: _answer("127.0.0.1", port), 15, "the process serving on 127.0.0.1")
     assert served == f"loopback {address}"
     assert refused(address, port)
     # Three probe periods, each a failure: still not Ready.
     time.sleep(3)
-    body = api.get(f"{PODS}/loopback")
-    assert body is not None and not is_ready(body)
+    body = lab.get("loopback")
+    assert not is_ready(body)
     assert body["status"]["containerStatuses"][0]["restartCount"] == 0
 
 
@@ -139,44 +134,45 @@ def _answer(host: str, port: int) -> str | None:
 
 
 def test_an_address_lasts_for_the_pods_life_and_is_free_again_after_it(
-    api: Api, make_cluster: MakeCluster, state: Path
+    own_kubelet: OwnKubelet,
 ) -> None:
-    cluster = make_cluster()
-    assert cluster.kubelet is not None
-    api.create(PODS, pod("first", container()))
-    first = wait_for(lambda: status_of(api, "first").get("podIP"), 15, "first's address")
+    # A kubelet of its own: lowest free first is only predictable with no other test's pods.
+    lab = own_kubelet()
+    assert lab.kubelet.kubelet is not None
+    addresses = lab.kubelet.kubelet.addresses
+    lab.create(pod("first", container()))
+    first = wait_for(lambda: status_of(lab, "first").get("podIP"), 15, "first's address")
     # A container that exits at once and restarts: its pod keeps the address across restarts.
     echo = container(
         command=["sh", "-c", 'echo "$POD_IP"; sleep 0.2'],
         env=[{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
     )
-    api.create(PODS, pod("restarts", echo))
+    lab.create(pod("restarts", echo))
     wait_for(
         lambda: (
-            (s := status_of(api, "restarts").get("containerStatuses")) and s[0]["restartCount"] >= 2
+            (s := status_of(lab, "restarts").get("containerStatuses")) and s[0]["restartCount"] >= 2
         ),
         20,
         "two restarts",
     )
-    second = status_of(api, "restarts")["podIP"]
+    second = status_of(lab, "restarts")["podIP"]
     assert second != first
-    logs = sorted(state.glob("logs/pods/default_restarts_*/main/*.log"))
+    logs = sorted(lab.state.glob(f"logs/pods/{lab.namespace}_restarts_*/main/*.log"))
     assert len(logs) >= 2
     assert {log.read_text().strip() for log in logs} == {second}
 
     # A pod that ran to completion gives its address back, though the pod object stays.
     done = pod("done", container(command=["true"]), restartPolicy="Never")
-    uid = api.create(PODS, done)["metadata"]["uid"]
-    wait_for(lambda: status_of(api, "done").get("phase") == "Succeeded", 15, "done Succeeded")
-    held = cluster.kubelet.addresses.held
-    wait_for(lambda: uid not in held(), 5, "done's address freed")
+    uid = lab.create(done)["metadata"]["uid"]
+    wait_for(lambda: status_of(lab, "done").get("phase") == "Succeeded", 15, "done Succeeded")
+    wait_for(lambda: uid not in addresses.held(), 5, "done's address freed")
 
     # Deleted: once its processes are gone its address is the next pod's (lowest free first).
-    api.delete(f"{PODS}/first")
-    wait_for(lambda: api.get(f"{PODS}/first") is None, 15, "first gone")
-    assert first not in cluster.kubelet.addresses.held().values()
-    api.create(PODS, pod("after", container()))
-    assert wait_for(lambda: status_of(api, "after").get("podIP"), 15, "after's address") == first
+    lab.api.delete(lab.path("pods", "first"))
+    wait_for(lambda: lab.find("first") is None, 15, "first gone")
+    assert first not in addresses.held().values()
+    lab.create(pod("after", container()))
+    assert wait_for(lambda: status_of(lab, "after").get("podIP"), 15, "after's address") == first
 
 
 def test_addresses_are_lowest_free_first_never_the_nodes_and_kept_per_pod() -> None:

@@ -1,32 +1,114 @@
-"""The lab cluster rides out API errors and dropped watches, as kube's components do."""
+"""The lab kubelet rides out errors on its own API requests and dropped watches, as a kubelet
+does: a kubelet of the test's own reaches the API server through a proxy that fails chosen
+requests (tests/api_faults.py).
+
+Only the kubelet's requests pass the proxy: kube-controller-manager talks to the API server
+directly, so faults on the controllers' requests cannot be injected here.
+"""
 
 from __future__ import annotations
 
-from tests.lab.support import DEPLOYMENTS, PODS, deployment, new_version, wait_for
-from tests.lab.test_deployments import complete
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
 
-from rebalancer.lab.apiserver import ApiServerThread
-from rebalancer.lab.cluster import LabCluster
-from rebalancer.lab.kube.requesting import Api
+import pytest
+from tests.api_faults import FaultyApi
+from tests.kube_clusters import SharedCluster
+from tests.lab.conftest import OwnKubelet, register_tainted_node
+from tests.lab.support import (
+    Lab,
+    complete,
+    deployment,
+    new_version,
+    wait_for,
+)
+
+from rebalancer.lab.kube.objects import condition
+from rebalancer.lab.kube.requesting import Api, resource_path
+from rebalancer.lab.kubelet.node import LEASE_NAMESPACE, NodeAgent
+
+# The kubelet's own writes, by path.
+POD_STATUS = r"/pods/[^/]+/status$"
+# Its pod informer's list and watch (the field selector is in the query, not the path).
+ALL_PODS = r"^/api/v1/pods$"
 
 
-def test_a_rollout_completes_through_api_errors_and_dropped_watches(
-    api: Api, apiserver: ApiServerThread, cluster: LabCluster
+@pytest.fixture
+def faulty(cluster: SharedCluster) -> Iterator[FaultyApi]:
+    # Requested before own_kubelet: it outlives the kubelet, which stops talking through it.
+    with FaultyApi(cluster.plane) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def behind_proxy(faulty: FaultyApi, own_kubelet: OwnKubelet, tmp_path: Path) -> Lab:
+    """A kubelet of the test's own whose every request goes through the proxy."""
+    return own_kubelet(faulty.write_kubeconfig(tmp_path / "faulty.kubeconfig"))
+
+
+def test_a_rollout_completes_through_errors_on_the_kubelets_requests_and_dropped_watches(
+    faulty: FaultyApi, behind_proxy: Lab
 ) -> None:
-    created = api.create(DEPLOYMENTS, deployment("app", 3))
-    wait_for(lambda: complete(api, "app"), what="first rollout")
+    lab = behind_proxy
+    created = lab.api.create(lab.path("deployments"), deployment(lab, "app", 3))
+    wait_for(lambda: complete(lab, "app"), 30, "first rollout")
 
-    faults = apiserver.faults
-    faults.inject(status=500, method="PUT", path_regex=r"/pods/[^/]+/status$", times=6)
-    faults.inject(status=500, method="POST", path_regex=r"/pods$", times=2)
-    faults.inject(status=503, method="PATCH", path_regex=r"/replicasets/", times=2)
-    faults.inject(status=500, method="PATCH", path_regex=r"/pods/[^/]+$", times=2)
-    api.patch(f"{DEPLOYMENTS}/app", new_version(created, "2"))
-    faults.drop_watches()
-    wait_for(lambda: complete(api, "app"), timeout=30, what="the rollout despite the faults")
-    faults.drop_watches()
+    faulty.inject(status=500, method="PUT", path_regex=POD_STATUS, times=6)
+    faulty.inject(status=503, method="GET", path_regex=ALL_PODS, times=2)
+    lab.api.patch(lab.path("deployments", "app"), new_version(created, "2"))
+    faulty.drop_watches()
+    wait_for(lambda: complete(lab, "app"), 30, "the rollout despite the faults")
+    faulty.drop_watches()
 
+    wait_for(
+        lambda: len(lab.api.list(lab.pods)["items"]) == 3, 30, "every old pod stopped and removed"
+    )
     # No pod process was lost on the way: every container runs its first incarnation.
-    for pod in api.list(PODS)["items"]:
-        assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
-    assert not faults.active(), "every injected fault was met"
+    for body in lab.api.list(lab.pods)["items"]:
+        assert body["status"]["containerStatuses"][0]["restartCount"] == 0
+    assert not faulty.active(), f"faults never met: {faulty.active()}"
+
+
+@pytest.fixture
+def agent(faulty: FaultyApi, lab: Lab, tmp_path: Path) -> Iterator[NodeAgent]:
+    """The kubelet's node agent on a Node of its own, through the proxy, renewing every 0.2 s
+    and posting its status every 0.4 s: a LabCluster's renews every 10 s (a kubelet's default),
+    so two renewals, one failed and one after it, would cost the test 20 s."""
+    name = f"agent-{uuid.uuid4().hex[:6]}"
+    register_tainted_node(lab.api, name)
+    api = Api.connect(faulty.write_kubeconfig(tmp_path / "agent.kubeconfig"))
+    node = NodeAgent(api, name, renew_every=0.2, status_every=0.4)
+    node.start()
+    yield node
+    node.stop()
+    api.close()
+    lab.api.delete(resource_path("v1", "nodes", name=name))
+
+
+def renewed_at(lab: Lab, node: str) -> datetime:
+    lease = lab.api.get(resource_path("coordination.k8s.io/v1", "leases", LEASE_NAMESPACE, node))
+    assert lease is not None
+    return datetime.fromisoformat(lease["spec"]["renewTime"].replace("Z", "+00:00"))
+
+
+def heartbeat(lab: Lab, node: str) -> str:
+    found = lab.api.get(resource_path("v1", "nodes", name=node))
+    assert found is not None
+    ready = condition(found, "Ready")
+    assert ready is not None and ready["status"] == "True", ready
+    return str(ready["lastHeartbeatTime"])
+
+
+def test_the_node_renews_its_lease_and_posts_its_status_after_failed_attempts(
+    faulty: FaultyApi, lab: Lab, agent: NodeAgent
+) -> None:
+    faulty.inject(status=503, method="PATCH", path_regex=f"/leases/{agent.name}$", times=3)
+    faulty.inject(status=500, method="PATCH", path_regex=f"/nodes/{agent.name}/status$", times=2)
+    wait_for(lambda: not faulty.active(), 10, "the failed renewals and status posts")
+    renewed, beat = renewed_at(lab, agent.name), heartbeat(lab, agent.name)
+
+    wait_for(lambda: renewed_at(lab, agent.name) > renewed, 10, "the Lease renewed again")
+    # Heartbeats are stamped to the second.
+    wait_for(lambda: heartbeat(lab, agent.name) > beat, 10, "the Ready condition posted again")
