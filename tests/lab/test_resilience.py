@@ -20,8 +20,11 @@ from tests.lab.conftest import OwnKubelet, register_tainted_node
 from tests.lab.support import (
     Lab,
     complete,
+    container,
     deployment,
+    is_ready,
     new_version,
+    pod,
     wait_for,
 )
 
@@ -31,6 +34,7 @@ from rebalancer.lab.kubelet.node import LEASE_NAMESPACE, NodeAgent
 
 # The kubelet's own writes, by path.
 POD_STATUS = r"/pods/[^/]+/status$"
+POD = r"/pods/[^/]+$"
 # Its pod informer's list and watch (the field selector is in the query, not the path).
 ALL_PODS = r"^/api/v1/pods$"
 
@@ -56,6 +60,8 @@ def test_a_rollout_completes_through_errors_on_the_kubelets_requests_and_dropped
     wait_for(lambda: complete(lab, "app"), 30, "first rollout")
 
     faulty.inject(status=500, method="PUT", path_regex=POD_STATUS, times=6)
+    # The kubelet's final delete (grace 0) of the pods the ReplicaSet controller deleted.
+    faulty.inject(status=500, method="DELETE", path_regex=POD, times=2)
     faulty.inject(status=503, method="GET", path_regex=ALL_PODS, times=2)
     lab.api.patch(lab.path("deployments", "app"), new_version(created, "2"))
     faulty.drop_watches()
@@ -112,3 +118,38 @@ def test_the_node_renews_its_lease_and_posts_its_status_after_failed_attempts(
     wait_for(lambda: renewed_at(lab, agent.name) > renewed, 10, "the Lease renewed again")
     # Heartbeats are stamped to the second.
     wait_for(lambda: heartbeat(lab, agent.name) > beat, 10, "the Ready condition posted again")
+
+
+def test_a_finished_pods_status_is_written_though_the_first_writes_fail(
+    faulty: FaultyApi, behind_proxy: Lab, tmp_path: Path
+) -> None:
+    lab = behind_proxy
+    flag = tmp_path / "finish"
+    command = ["sh", "-c", f"while ! test -e {flag}; do sleep 0.05; done"]
+    lab.create(pod("once", container(command=command), restartPolicy="Never"))
+    # Ready is the last write of its start: the faults below meet the writes of its end.
+    wait_for(lambda: is_ready(lab.get("once")), 15, "Ready")
+
+    # The writes of the pod's end fail: no later event of the pod would bring them again.
+    faulty.inject(status=500, method="PUT", path_regex=r"/pods/once/status$", times=3)
+    flag.touch()
+    wait_for(lambda: lab.phase_of("once") == "Succeeded", 15, "Succeeded in the API")
+    assert not faulty.active(), "the status was written before the faults were met"
+    terminated = lab.get("once")["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 0
+
+
+def test_a_deleted_pod_is_removed_though_the_kubelets_last_writes_fail(
+    faulty: FaultyApi, behind_proxy: Lab
+) -> None:
+    lab = behind_proxy
+    lab.create(pod("doomed", container()))
+    wait_for(lambda: is_ready(lab.get("doomed")), 15, "Ready")
+
+    # Its last status writes fail, so no event of its own write comes back to the kubelet
+    # after its final delete (grace 0) failed too: only trying again removes the pod.
+    faulty.inject(status=500, method="PUT", path_regex=r"/pods/doomed/status$", times=2)
+    faulty.inject(status=500, method="DELETE", path_regex=r"/pods/doomed$", times=1)
+    lab.api.delete(lab.path("pods", "doomed"))
+    wait_for(lambda: lab.find("doomed") is None, 15, "the pod removed")
+    assert not faulty.active(), "the pod was removed before the faults were met"

@@ -59,6 +59,7 @@ OWNED_CONDITIONS = (
 )
 CONFIG_RETRY_SECONDS = 1.0
 RETRY_SECONDS = 0.2
+REMOVE_RETRY_MAX_SECONDS = 5.0
 BACKOFF_RESET_SECONDS = 600.0
 
 
@@ -244,10 +245,13 @@ class PodWorker:
             if self._admit():
                 self._live()
             # A finished pod keeps its finalizer until it is deleted, so deletion still
-            # finds a kubelet to release it.
+            # finds a kubelet to release it. Its last status is written until the API takes
+            # it: no later event of the pod need come to bring the write back.
             while not self.terminating:
-                self._wake.wait(60)
+                self._wake.wait(RETRY_SECONDS if self._unpublished else 60)
                 self._wake.clear()
+                if self._unpublished and not self.terminating:
+                    self._publish()
         except _Gone:
             self.gone = True
         except Exception:
@@ -767,9 +771,29 @@ class PodWorker:
         if not deleted:
             return  # the worker failed: the pod stays, and its next event brings a new worker
         self._release()
-        # A kubelet's final word on a deleted pod: the API may now remove it.
-        with contextlib.suppress(RequestFailed):
-            self.api.delete(self._path(), grace_period_seconds=0, propagation=None, uid=self.uid)
+        self._remove()
+
+    def _remove(self) -> None:
+        """A kubelet's final word on a deleted pod: the API may now remove it. Tried until the
+        API takes it, as only this worker knows the pod's processes are gone: a real API
+        server keeps the pod Terminating until then, and no later event of it need come."""
+        wait = RETRY_SECONDS
+        while not self.gone and not self.shutting_down:
+            try:
+                self.api.delete(
+                    self._path(), grace_period_seconds=0, propagation=None, uid=self.uid
+                )
+                return
+            except RequestFailed as exc:
+                if exc.status < 500 and exc.status != 429:
+                    return  # 409: the uid precondition failed, the name is another pod's now
+                failure: Exception = exc
+            except OSError as exc:
+                failure = exc
+            logger.warning("pod %s/%s: not removed yet: %s", self.namespace, self.name, failure)
+            self._wake.wait(wait)
+            self._wake.clear()
+            wait = min(2 * wait, REMOVE_RETRY_MAX_SECONDS)
 
     def _release(self) -> None:
         for _ in range(10):
