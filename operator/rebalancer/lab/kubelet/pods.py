@@ -187,6 +187,9 @@ class PodWorker:
         self.sandbox = False
         self.initialized = not any(c.kind == "init" for c in self.containers)
         self.phase_override: str | None = None
+        # The pod had ended before this worker saw it: its status is what the worker or kubelet
+        # that ran it wrote, and this worker's containers, never started, have nothing to add.
+        self.ended_before = False
         self.start_time: str | None = None
         self.terminating = objects.is_terminating(pod)
         self.gone = False
@@ -373,9 +376,10 @@ class PodWorker:
                 self._refresh()
         self.start_time = objects.now_text()
         if objects.pod_phase(self.pod) in ("Succeeded", "Failed"):
-            # A finished pod (from an earlier kubelet) is not run again.
+            # A finished pod (from an earlier worker or kubelet) is not run again.
             self.phase_override = objects.pod_phase(self.pod)
             self._published = copy.deepcopy(self.pod.get("status") or {})
+            self.ended_before = True
             return False
         self._publish()
         return True
@@ -766,8 +770,9 @@ class PodWorker:
             return
         if deleted and self.phase_override is None and self.sandbox:
             self.phase_override = self._finished_phase()
-        with contextlib.suppress(_Gone):
-            self._publish()
+        if not self.ended_before:
+            with contextlib.suppress(_Gone):
+                self._publish()
         if not deleted:
             return  # the worker failed: the pod stays, and its next event brings a new worker
         self._release()
