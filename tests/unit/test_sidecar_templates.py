@@ -24,9 +24,8 @@ from rebalancer.planning.sidecar_templates import (
     render_sidecar,
     render_sidecar_patch,
     sidecar_hash,
-    termination_grace,
 )
-from rebalancer.sidecar.settings import load_settings, parse_listen
+from rebalancer.sidecar.settings import parse_listen
 from rebalancer.structs.conditions import ConditionType
 from rebalancer.structs.enforce_policy import SidecarPolicy, parse_enforce_policy
 from rebalancer.structs.problems import SpecInvalid
@@ -367,22 +366,3 @@ def test_the_parser_and_the_crd_agree_that_inject_needs_a_token_secret() -> None
     parsed = parse_enforce_policy({"sidecar": {"inject": True, "tokenSecretRef": {"name": "t"}}})
     assert parsed.sidecar.inject and parsed.sidecar.token_secret == "t"
     assert parsed.sidecar.token_key == "token" and parsed.sidecar.port == 8091
-
-
-def test_a_short_grace_period_caps_the_sidecars_leave_wait() -> None:
-    # Killed while waiting to leave, the sidecar would leave only by session expiry.
-    def wait_of(grace: int | None, session_ms: str = "45000") -> float:
-        sidecar = render_sidecar(
-            consumer(), group_id="g", bootstrap_servers=("k:9092",), policy=POLICY,
-            grace_seconds=grace,
-        )  # fmt: skip
-        env = {k: v for k, v in env_of(sidecar.container).items() if isinstance(v, str)}
-        env.update(KAFKA_SESSION_TIMEOUT_MS=session_ms, REBALANCER_SIDECAR_LISTEN=":8091")
-        return load_settings(env=env).leave_wait_seconds
-
-    assert wait_of(None) == 20 and wait_of(30) == 20  # the sidecar's own cap fits the grace
-    assert wait_of(10) == 7 and wait_of(2) == 0
-    assert wait_of(10, session_ms="3000") == 6  # one session and one heartbeat (3 s default)
-    short = workload()
-    short["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 10
-    assert termination_grace(short) == 10 and termination_grace(workload()) is None

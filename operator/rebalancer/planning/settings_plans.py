@@ -43,7 +43,6 @@ from rebalancer.planning.sidecar_templates import (
     render_sidecar,
     render_sidecar_patch,
     sidecar_hash,
-    termination_grace,
 )
 from rebalancer.structs.broker_configs import (
     GROUP_SESSION_KEY,
@@ -459,7 +458,6 @@ def plan_sidecar(inputs: SidecarInputs) -> SidecarPlan:
         bootstrap_servers=inputs.bootstrap_servers,
         policy=inputs.policy,
         options=inputs.options,
-        grace_seconds=termination_grace(inputs.workload),
     )
     patch = render_sidecar_patch(inputs.workload, rendered, kind=inputs.workload_kind, park=park)
     if patch.problem is not None:

@@ -34,11 +34,7 @@ from rebalancer.planning.settings_templates import (
     park_ops,
     pointer,
 )
-from rebalancer.structs.enforce_policy import (
-    MAX_SIDECAR_LEAVE_WAIT_SECONDS,
-    SIDECAR_GRACE_MARGIN_SECONDS,
-    SidecarPolicy,
-)
+from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.problems import FieldProblem
 from rebalancer.structs.specs import WorkloadKind
 
@@ -97,17 +93,6 @@ def _copied_mounts(consumer: Mapping[str, Any]) -> list[Body]:
     return mounts
 
 
-def _short_grace(grace_seconds: int | None) -> int | None:
-    """The pod's grace period when it is too short for the sidecar's longest leave wait
-    (MAX_SIDECAR_LEAVE_WAIT_SECONDS), for the sidecar to wait less; None when it is long
-    enough, so that templates with the usual grace periods carry nothing more."""
-    if grace_seconds is None:
-        return None
-    if grace_seconds - SIDECAR_GRACE_MARGIN_SECONDS >= MAX_SIDECAR_LEAVE_WAIT_SECONDS:
-        return None
-    return grace_seconds
-
-
 def render_sidecar(
     consumer: Mapping[str, Any],
     *,
@@ -115,12 +100,10 @@ def render_sidecar(
     bootstrap_servers: Sequence[str],
     policy: SidecarPolicy,
     options: SidecarOptions = SidecarOptions(),
-    grace_seconds: int | None = None,
 ) -> RenderedSidecar:
     """The sidecar container next to `consumer` (the application container as the template
     has it) and the token volume it mounts. `policy.token_secret` must be set (the parser
-    requires it with inject). `grace_seconds` is the template's terminationGracePeriodSeconds.
-    """
+    requires it with inject)."""
     assert policy.token_secret is not None, "inject requires tokenSecretRef"
     env: list[Body] = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -137,9 +120,6 @@ def render_sidecar(
         # at the last colon).
         {"name": "REBALANCER_SIDECAR_LISTEN", "value": f"$(POD_IP):{policy.port}"},
     ]
-    grace = _short_grace(grace_seconds)
-    if grace is not None:
-        env.append({"name": "REBALANCER_SIDECAR_GRACE_S", "value": str(grace)})
     mounts = _copied_mounts(consumer)
     mounts.append({"name": TOKEN_VOLUME, "mountPath": TOKEN_DIRECTORY, "readOnly": True})
     container: Body = {
@@ -188,12 +168,6 @@ def render_sidecar(
 
 def _template(workload: Mapping[str, Any]) -> Mapping[str, Any]:
     return (workload.get("spec") or {}).get("template") or {}
-
-
-def termination_grace(workload: Mapping[str, Any]) -> int | None:
-    """The pod template's terminationGracePeriodSeconds, when it sets a number."""
-    value = (_template(workload).get("spec") or {}).get("terminationGracePeriodSeconds")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def sidecar_hash(workload: Mapping[str, Any]) -> str | None:

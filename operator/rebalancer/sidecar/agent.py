@@ -212,9 +212,7 @@ class SidecarAgent:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if self._member is not None:
-            # Not at the same moment as the application member: see membership.LeavePlan.
-            leave_wait = self.settings.leave_wait_seconds
-            await asyncio.to_thread(self._member.stop, leave_wait=leave_wait)
+            await asyncio.to_thread(self._member.stop)
         if self._reader is not None:
             await asyncio.to_thread(self._reader.stop)
         if self._writer is not None:

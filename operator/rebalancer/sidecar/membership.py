@@ -12,14 +12,11 @@ control partition to another sidecar: a revocation, so a second cooperative roun
 actor (measured with two sidecars). With the flip topic everyone's, dropping or re-adding it
 moves nothing.
 
-Leaving: a pod's application member and its sidecar get SIGTERM together. If both send their
-LeaveGroup at once, the second leave falls into the rebalance the first one started, and a
-coordinator that keeps a leader that left a forming group stalls with nothing assigned
-(docs/enforcing.md, "Taking the sidecar out"). So a stopping sidecar
-stays a member, polling, until it has been assigned in a generation newer than the one it held
-when asked to stop (the group has rebalanced without the application member and is formed
-again), and only then leaves, at a moment when no rebalance is in progress; if no such
-generation comes within the leave wait, it leaves anyway (LeavePlan).
+Leaving: a stopping member closes at once, as any consumer does, and its LeaveGroup starts a
+rebalance without it. A pod's application member and its sidecar get SIGTERM together, so their
+two leaves often fall into one rebalance; when one of them was the group's leader, Apache
+Kafka's coordinator picks a new leader among the members that rejoined and the group forms
+(docs/enforcing.md, "Taking the sidecar out").
 
 librdkafka consumers must be driven from one thread: a call from another thread while poll()
 runs can block (measured: consumer_group_metadata() hung). Everything here happens on the
@@ -59,24 +56,6 @@ class MemberView:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class LeavePlan:
-    """When a stopping member leaves: once it is assigned in a generation after `generation`
-    (the group formed again after the stop), or at `deadline` (time.monotonic()) at the latest.
-    """
-
-    generation: int
-    deadline: float
-
-    def due(self, assigned_generation: int, now: float) -> bool:
-        return assigned_generation > self.generation or now >= self.deadline
-
-    @property
-    def waits(self) -> bool:
-        """False when there is nothing to wait for: not in the group yet."""
-        return self.generation >= 0
-
-
 class GroupMember:
     def __init__(
         self,
@@ -105,10 +84,6 @@ class GroupMember:
         self._lock = threading.Lock()
         self._commands: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._stopping = threading.Event()
-        self._leave_plan: LeavePlan | None = None
-        # The generation of the latest assignment: set only once a SyncGroup answered, when the
-        # group is formed (a generation read between JoinGroup and SyncGroup is not).
-        self._assigned_generation = -1
         self._consumer: Any = None
         self._thread = threading.Thread(target=self._run, name="sidecar-member", daemon=True)
 
@@ -185,7 +160,6 @@ class GroupMember:
         added = {TopicPartition(p.topic, p.partition) for p in partitions}
         owned = (self.view().owned | added) if self.incremental else frozenset(added)
         member_id, generation = self._position()
-        self._assigned_generation = generation
         self._update(
             member_id=member_id, generation=generation, owned=frozenset(owned), revoking=False
         )
@@ -228,7 +202,7 @@ class GroupMember:
         self._subscribe(self.subscription(False))
         next_report = time.monotonic() + self.report_interval
         try:
-            while not self._stopping.is_set() or not self._may_leave():
+            while not self._stopping.is_set():
                 try:
                     message = self._consumer.poll(0.2)
                 except (KafkaException, RuntimeError) as error:
@@ -253,24 +227,6 @@ class GroupMember:
         finally:
             self._close()
 
-    def _may_leave(self) -> bool:
-        plan = self._leave_plan
-        if plan is None:
-            return True
-        if plan.due(self._assigned_generation, time.monotonic()):
-            if self._assigned_generation > plan.generation:
-                logger.info(
-                    "generation %d formed since the stop: leaving the group",
-                    self._assigned_generation,
-                )
-            else:
-                logger.info(
-                    "no new generation since the stop (still %d): leaving the group",
-                    plan.generation,
-                )
-            return True
-        return False
-
     def _close(self) -> None:
         view = self.view()
         try:
@@ -278,6 +234,12 @@ class GroupMember:
             self._consumer.close()
         except (KafkaException, RuntimeError) as error:
             logger.warning("closing the sidecar's group member failed: %s", error)
+        else:
+            if self._config.get("group.instance.id"):
+                # A static member sends no LeaveGroup: its slot waits for the restarted pod.
+                logger.info("closed; a static member keeps its slot until its session expires")
+            else:
+                logger.info("left the group (generation %d)", view.generation)
         if self.reporter is not None:
             self.reporter.report(
                 ReportEvent.STOPPED,
@@ -290,20 +252,8 @@ class GroupMember:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
-    def stop(self, timeout: float = 15.0, *, leave_wait: float = 0.0) -> None:
-        """Leave the group and stop. With `leave_wait`, stay in the group until it has formed
-        a generation after this call, at most `leave_wait` seconds (see LeavePlan)."""
-        if leave_wait > 0 and self._thread.is_alive():
-            plan = LeavePlan(self._assigned_generation, time.monotonic() + leave_wait)
-            if plan.waits:
-                logger.info(
-                    "stopping: leaving once the group formed again without the application "
-                    "(generation after %d), at most %.1f s",
-                    plan.generation,
-                    leave_wait,
-                )
-                self._leave_plan = plan
-                timeout += leave_wait
+    def stop(self, timeout: float = 15.0) -> None:
+        """Leave the group and stop."""
         self._stopping.set()
         if self._thread.is_alive():
             self._thread.join(timeout)

@@ -15,10 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rebalancer.clients.kafka_config import read_properties_file
-from rebalancer.structs.enforce_policy import (
-    MAX_SIDECAR_LEAVE_WAIT_SECONDS,
-    SIDECAR_GRACE_MARGIN_SECONDS,
-)
 from rebalancer.structs.kafka_properties import (
     SettingsError,
     drop_classic_only,
@@ -33,8 +29,6 @@ _APPLICATION_ONLY = frozenset(
 DEFAULT_PORT = 8091
 DEFAULT_RATE_PER_MINUTE = 6.0
 DEFAULT_BURST = 3
-MAX_LEAVE_WAIT_SECONDS = float(MAX_SIDECAR_LEAVE_WAIT_SECONDS)
-GRACE_MARGIN_SECONDS = float(SIDECAR_GRACE_MARGIN_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -53,9 +47,6 @@ class SidecarSettings:
     # From the rejoin until the new generation must be seen, else "failed".
     enforce_timeout_seconds: float = 120.0
     report_interval_seconds: float = 5.0
-    # On SIGTERM: how long to wait for the group to rebalance without the application's member
-    # before leaving (0: leave at once). See membership.LeavePlan.
-    leave_wait_seconds: float = 0.0
 
     @property
     def client_id(self) -> str:
@@ -76,22 +67,6 @@ def _number(raw: str | float | None, name: str, low: float) -> float | None:
     if value < low:
         raise SettingsError(f"{name} must be at least {low:g}, not {value:g}")
     return value
-
-
-def default_leave_wait(kafka: Mapping[str, str]) -> float:
-    """How long a stopping sidecar waits to leave by default: one session timeout plus one
-    heartbeat interval, by when the coordinator has seen the application member's leave and the
-    members that stay have rejoined (librdkafka's defaults, 45 s and 3 s, when not set), at most
-    MAX_LEAVE_WAIT_SECONDS. 0 for KIP-848 groups, which have no leader whose leave could stall
-    a rebalance (a static sidecar, which sends no LeaveGroup, gets 0 from load_settings)."""
-    if kafka.get("group.protocol", "classic") != "classic":
-        return 0.0
-    try:
-        session = float(kafka.get("session.timeout.ms") or 45000) / 1000
-        heartbeat = float(kafka.get("heartbeat.interval.ms") or 3000) / 1000
-    except ValueError:
-        return MAX_LEAVE_WAIT_SECONDS
-    return min(max(session + heartbeat, 0.0), MAX_LEAVE_WAIT_SECONDS)
 
 
 def parse_listen(raw: str) -> tuple[str, int]:
@@ -151,17 +126,6 @@ def load_settings(
     )
     pod = pod_name or env.get("POD_NAME", "").strip() or socket.gethostname()
     instance = env.get("KAFKA_GROUP_INSTANCE_ID", "").strip()
-    leave_wait = _number(
-        env.get("REBALANCER_SIDECAR_LEAVE_WAIT_S", "").strip(), "the leave wait (seconds)", 0
-    )
-    grace = _number(
-        env.get("REBALANCER_SIDECAR_GRACE_S", "").strip(), "the pod's grace period (seconds)", 0
-    )
-    if leave_wait is None:
-        leave_wait = 0.0 if instance else default_leave_wait(kafka)
-        if grace is not None:
-            # Killed while it waits, the sidecar would leave only by session expiry.
-            leave_wait = min(leave_wait, max(grace - GRACE_MARGIN_SECONDS, 0.0))
     return SidecarSettings(
         kafka=kafka,
         group_id=kafka["group.id"],
@@ -174,5 +138,4 @@ def load_settings(
         # A static application member makes a static sidecar: it restarts with the pod and
         # must keep its slot the same way.
         instance_id=f"{instance}-sidecar" if instance else None,
-        leave_wait_seconds=leave_wait,
     )

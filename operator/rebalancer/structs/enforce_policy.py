@@ -12,11 +12,6 @@ from dataclasses import dataclass, field
 from rebalancer.structs.problems import FieldProblem, SpecInvalid
 
 DEFAULT_SIDECAR_PORT = 8091
-# The longest a stopping sidecar stays in the group waiting for the rebalance that takes its
-# application member out (sidecar.membership.LeavePlan): inside the default 30 s grace period.
-MAX_SIDECAR_LEAVE_WAIT_SECONDS = 20
-# What a stopping sidecar keeps of its pod's grace period, after its leave wait, to leave and exit.
-SIDECAR_GRACE_MARGIN_SECONDS = 3
 MIN_SCHEDULE_SECONDS = 60
 MAX_SCHEDULE_SECONDS = 7 * 24 * 3600
 MAX_TOKEN = 253
