@@ -21,6 +21,9 @@ Body = dict[str, Any]
 T = TypeVar("T")
 
 SLEEP = ["python", "-c", "import time; time.sleep(600)"]
+# A rollout through the real controllers and the lab kubelet takes 1 to 3 s here; the
+# controller manager, the scheduler and the kubelet share 2 cores with other test runs.
+ROLLOUT_S = 30.0
 # Tolerated by a test's pods only: the Node of a kubelet of the test's own carries it.
 OWN_NODE_TAINT = "lab.rebalancer.dev/test-node"
 _API_VERSIONS = {"statefulsets": "apps/v1", "deployments": "apps/v1", "replicasets": "apps/v1"}

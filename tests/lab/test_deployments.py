@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.lab.support import (
+    ROLLOUT_S,
     Lab,
     PodWatch,
     alive,
@@ -39,7 +40,7 @@ def test_a_rolling_update_completes_within_max_surge_and_max_unavailable(lab: La
     strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}
     body = deployment(lab, "app", 4, template=slow_start(), strategy=strategy)
     created = lab.api.create(lab.path("deployments"), body)
-    wait_for(lambda: complete(lab, "app"), 30, "first rollout")
+    wait_for(lambda: complete(lab, "app"), ROLLOUT_S, "first rollout")
 
     def within_bounds(cache: list[Body]) -> None:
         live = [p for p in cache if not is_terminating(p)]
@@ -52,17 +53,17 @@ def test_a_rolling_update_completes_within_max_surge_and_max_unavailable(lab: La
         patch = new_version(created, "2")
         patch["spec"]["template"]["metadata"]["annotations"] = {DELAY_ANNOTATION: "0.3"}
         lab.api.patch(lab.path("deployments", "app"), patch)
-        found = wait_for(lambda: complete(lab, "app"), 30, "second rollout")
+        found = wait_for(lambda: complete(lab, "app"), ROLLOUT_S, "second rollout")
     assert not watch.failures, watch.failures[:3]
     assert found["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
     # Every old pod's processes stopped and the kubelet removed it.
-    wait_for(lambda: len(lab.api.list(lab.pods)["items"]) == 4, 30, "the old pods removed")
+    wait_for(lambda: len(lab.api.list(lab.pods)["items"]) == 4, ROLLOUT_S, "the old pods removed")
 
 
 def test_recreate_stops_every_old_pod_before_starting_new_ones(lab: Lab) -> None:
     body = deployment(lab, "app", 2, strategy={"type": "Recreate"})
     created = lab.api.create(lab.path("deployments"), body)
-    wait_for(lambda: complete(lab, "app"), 30, "first rollout")
+    wait_for(lambda: complete(lab, "app"), ROLLOUT_S, "first rollout")
     old = {p["metadata"]["uid"]: p for p in live_pods(lab)}
     old_pids = [pid_of(p["status"]["containerStatuses"][0]) for p in old.values()]
     overlap: list[str] = []
@@ -83,5 +84,5 @@ def test_recreate_stops_every_old_pod_before_starting_new_ones(lab: Lab) -> None
     with PodWatch(lab) as watch:
         watch.checks.append(no_overlap)
         lab.api.patch(lab.path("deployments", "app"), new_version(created, "2"))
-        wait_for(lambda: complete(lab, "app"), 30, "recreated")
+        wait_for(lambda: complete(lab, "app"), ROLLOUT_S, "recreated")
     assert not overlap, f"old and new pods ran at the same time: {overlap[:3]}"

@@ -18,6 +18,7 @@ from tests.api_faults import FaultyApi
 from tests.kube_clusters import SharedCluster
 from tests.lab.conftest import OwnKubelet, register_tainted_node
 from tests.lab.support import (
+    ROLLOUT_S,
     Lab,
     complete,
     container,
@@ -57,7 +58,7 @@ def test_a_rollout_completes_through_errors_on_the_kubelets_requests_and_dropped
 ) -> None:
     lab = behind_proxy
     created = lab.api.create(lab.path("deployments"), deployment(lab, "app", 3))
-    wait_for(lambda: complete(lab, "app"), 30, "first rollout")
+    wait_for(lambda: complete(lab, "app"), ROLLOUT_S, "first rollout")
 
     faulty.inject(status=500, method="PUT", path_regex=POD_STATUS, times=6)
     # The kubelet's final delete (grace 0) of the pods the ReplicaSet controller deleted.
@@ -65,11 +66,13 @@ def test_a_rollout_completes_through_errors_on_the_kubelets_requests_and_dropped
     faulty.inject(status=503, method="GET", path_regex=ALL_PODS, times=2)
     lab.api.patch(lab.path("deployments", "app"), new_version(created, "2"))
     faulty.drop_watches()
-    wait_for(lambda: complete(lab, "app"), 30, "the rollout despite the faults")
+    wait_for(lambda: complete(lab, "app"), ROLLOUT_S, "the rollout despite the faults")
     faulty.drop_watches()
 
     wait_for(
-        lambda: len(lab.api.list(lab.pods)["items"]) == 3, 30, "every old pod stopped and removed"
+        lambda: len(lab.api.list(lab.pods)["items"]) == 3,
+        ROLLOUT_S,
+        "every old pod stopped and removed",
     )
     # No pod process was lost on the way: every container runs its first incarnation.
     for body in lab.api.list(lab.pods)["items"]:

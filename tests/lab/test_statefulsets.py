@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from tests.lab.support import (
+    ROLLOUT_S,
     Lab,
     PodWatch,
     is_ready,
@@ -51,7 +52,7 @@ def settled(lab: Lab, name: str, replicas: int) -> Body | None:
 
 def test_a_rolling_update_replaces_the_highest_ordinal_first_one_at_a_time(lab: Lab) -> None:
     sts = lab.api.create(lab.path("statefulsets"), statefulset(lab, "roll", 3))
-    old = wait_for(lambda: settled(lab, "roll", 3), 30, "roll settled")["updateRevision"]
+    old = wait_for(lambda: settled(lab, "roll", 3), ROLLOUT_S, "roll settled")["updateRevision"]
 
     with PodWatch(lab) as watch:
         # Never more than one pod down at a time.
@@ -61,7 +62,7 @@ def test_a_rolling_update_replaces_the_highest_ordinal_first_one_at_a_time(lab: 
 
         watch.checks.append(one_down_at_most)
         lab.api.patch(lab.path("statefulsets", "roll"), new_version(sts, "2"))
-        st = wait_for(lambda: settled(lab, "roll", 3), 30, "rolled")
+        st = wait_for(lambda: settled(lab, "roll", 3), ROLLOUT_S, "rolled")
     assert st["updateRevision"] != old and st["currentRevision"] == st["updateRevision"]
     assert watch.names_in_order(lambda e: is_terminating(e.pod)) == ["roll-2", "roll-1", "roll-0"]
     assert not watch.failures, watch.failures[:3]
@@ -78,7 +79,7 @@ def test_the_partition_limits_an_update_to_the_ordinals_at_or_above_it(lab: Lab)
         updateStrategy={"type": "RollingUpdate", "rollingUpdate": {"partition": 2}},
     )
     sts = lab.api.create(lab.path("statefulsets"), body)
-    old = wait_for(lambda: settled(lab, "part", 3), 30, "settled")["currentRevision"]
+    old = wait_for(lambda: settled(lab, "part", 3), ROLLOUT_S, "settled")["currentRevision"]
 
     lab.api.patch(lab.path("statefulsets", "part"), new_version(sts, "2"))
 
@@ -86,7 +87,7 @@ def test_the_partition_limits_an_update_to_the_ordinals_at_or_above_it(lab: Lab)
         st = status(lab, "part")
         return st if st.get("updatedReplicas") == 1 and st.get("readyReplicas") == 3 else None
 
-    st = wait_for(partly, 30, "one pod updated")
+    st = wait_for(partly, ROLLOUT_S, "one pod updated")
     new = st["updateRevision"]
     assert new != old and st["currentRevision"] == old and st["currentReplicas"] == 2
     by_name = {n: p["metadata"]["labels"]["controller-revision-hash"] for n, p in pods(lab).items()}
@@ -94,7 +95,7 @@ def test_the_partition_limits_an_update_to_the_ordinals_at_or_above_it(lab: Lab)
 
     patch = {"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}
     lab.api.patch(lab.path("statefulsets", "part"), patch)
-    st = wait_for(lambda: settled(lab, "part", 3), 30, "all updated")
+    st = wait_for(lambda: settled(lab, "part", 3), ROLLOUT_S, "all updated")
     assert st["currentRevision"] == new
 
 
@@ -148,7 +149,7 @@ def test_volume_claim_templates_give_each_ordinal_storage_that_outlives_its_pods
         lab, "store", 2, template=tmpl, volumeClaimTemplates=[claim], podManagementPolicy="Parallel"
     )
     lab.api.create(lab.path("statefulsets"), body)
-    wait_for(lambda: settled(lab, "store", 2), 30, "settled")
+    wait_for(lambda: settled(lab, "store", 2), ROLLOUT_S, "settled")
     volume = next(v for v in pods(lab)["store-1"]["spec"]["volumes"] if v["name"] == "data")
     assert volume == {"name": "data", "persistentVolumeClaim": {"claimName": "data-store-1"}}
     first = pods(lab)["store-1"]["metadata"]["uid"]
