@@ -1,30 +1,98 @@
-"""Naive Kubernetes rollouts against rollouts managed by the operator, side by side in one run.
+"""Kafka consumer-group rollouts three ways on one lab: Kubernetes' defaults, the best hand
+configuration, and the operator; measured, repeated, and replayed on the coordinator simulator.
 
-    .venv/bin/python bench/rollouts.py --pods 12 --partitions 24 --jitter 'uniform(0,6)'
+    .venv/bin/python bench/rollouts.py --pods 12,24 --assignors range,cooperative-sticky \\
+        --scenarios cold-start,statefulset-update,deployment-update,scale-up,scale-down \\
+        --jitters 'uniform(0,6)','uniform(0,20)' --repeat 3
+    .venv/bin/python bench/rollouts.py --summarise     # tables and plots of the results file
 
 On the lab (Apache Kafka; Kubernetes' own control plane, whose kube-controller-manager runs the
 StatefulSet, Deployment and ReplicaSet controllers and whose kube-scheduler binds the pods; the
 lab's kubelet, which runs each pod as local processes; the operator process), real
-`python -m rebalancer.lab.consumer` pods run each scenario twice:
+`python -m rebalancer.lab.consumer` pods run every cell of a matrix.
 
-- naive: a plain StatefulSet or Deployment, no gate, no rollout policy: what Kubernetes does;
-- managed: the same workload with the join gate in its template and a ConsumerGroup whose
-  spec.policy.rollout is enabled, so the operator batches the pods' joins.
+A cell is (scenario, N = --pods, partitions, assignor, jitter). Each cell runs every strategy;
+`--repeat K` runs the whole matrix K times, interleaved (repeat 1 of every cell, then repeat 2;
+within a cell its strategies back to back), so drifts in the machine's load hit the strategies
+alike. Every run is appended as one JSON line to the results file (`--out`), with the date, the
+command line, the git commit and the cell's keys, so a matrix too big for one sitting is run in
+parts and summarised together (`--summarise`, bench/rollouts_summary.py).
 
-Scenarios: cold-start (a StatefulSet of N pods from nothing), statefulset-update (a rolling
-update of a StatefulSet whose consumers are static members, group.instance.id = pod name) and
-deployment-update (a rolling update of a Deployment of dynamic members) and scale-up (a
-StatefulSet of N dynamic members scaled to 2N). Pods start after the kubelet's jitter,
-re-created and added pods too.
+Scenarios (P partitions of one topic, 2N unless --partitions says otherwise; a fresh group and
+workload per run):
+- cold-start: a StatefulSet of N pods from nothing; t0 = its creation;
+- statefulset-update: a rolling update (a template change) of a StatefulSet of N; t0 = the patch;
+- deployment-update: a rolling update of a Deployment of N;
+- scale-up: a StatefulSet of N scaled to 2N; t0 = the replicas patch;
+- scale-down: a StatefulSet of 2N scaled to N.
+Each pod waits the cell's start jitter (the lab kubelet draws it per pod, from the
+lab.rebalancer.dev/start-jitter annotation of the template) before its first container:
+`--jitters` for the scenarios in `--jittered` (cold-start by default), `--jitter` for the others.
+Pods that are only set-up (the N of an update before its patch, the 2N before a scale-down)
+start without jitter, and the update's patch brings the jitter in with the new template: only
+what t0 starts is spread. A scale-down starts nothing, so its cells have no jitter.
+
+Strategies:
+- naive: Kubernetes' and the client's defaults, no operator: a StatefulSet's podManagementPolicy
+  OrderedReady, a Deployment's RollingUpdate with 25 % / 25 % and no minReadySeconds; dynamic
+  members with session.timeout.ms 45000 and heartbeat.interval.ms 3000 (the Kafka client's
+  defaults) and the cell's partition.assignment.strategy;
+- tuned: no operator; what a careful user sets by hand for the scenario (below);
+- managed: tuned's consumer settings (static members where tuned has them) on a Parallel
+  StatefulSet (the operator refuses OrderedReady, whose controller would wait for each gated pod
+  before creating the next), the join gate in the template and a ConsumerGroup whose
+  spec.policy.rollout is enabled (settleSeconds 2, everything else default). The Deployment keeps
+  Kubernetes' default strategy, which the operator paces in batches within maxSurge +
+  maxUnavailable. The operator does not pace scale-downs (its planner sees no rollout when
+  replicas fall and only parks the StatefulSet's partition at the new count), so a managed
+  scale-down is the StatefulSet controller's own, Parallel: it differs from tuned only by the
+  gate in the template and the observing operator.
+Every run has a ConsumerGroup (observe-only unless managed), so every run has the operator's own
+rebalance count beside the bench's.
+
+What tuned sets, and why it is the best hand configuration known here:
+- cold-start: podManagementPolicy Parallel. All N pods start within the jitter, and Kafka's
+  group.initial.rebalance.delay.ms (3 s, extended by each new JoinGroup up to the rebalance
+  timeout, KIP-134) takes every member that joins within 3 s of the previous one into the first
+  generation. OrderedReady starts a pod only once the one before it is Ready, so joins come a
+  jitter apart and split into generations. The delay itself is broker-wide and static on Apache
+  Kafka (docs/apache-kafka.md), not something a group's owner sets.
+- statefulset-update: static membership, group.instance.id = pod name (KIP-345), with a
+  session.timeout.ms that covers a restart: at least Kafka's 45 s default, more when the jitter
+  plus RESTART_OVERHEAD_S plus one heartbeat needs it; Parallel; and
+  updateStrategy.rollingUpdate.maxUnavailable 25 % (MaxUnavailableStatefulSet, on by default
+  since Kubernetes 1.37). A static member back within its session gets its old assignment without
+  a rebalance, several at once too, so replacing a quarter at a time (Kubernetes' default
+  unavailability for Deployments, and the operator's default batch) shortens the rollout at no
+  rebalance; a restarting pod's partitions wait for it whatever the pace.
+- deployment-update: RollingUpdate with maxSurge 100 %, maxUnavailable 0 and minReadySeconds =
+  the jitter's bound + 5 s. All new pods are created at once, so their joins fall into as few
+  rebalances as their spread allows; no old pod goes before a replacement is available, and
+  minReadySeconds (the spread, Kafka's 3 s join window and about 2 s to start and be assigned)
+  keeps the old pods' LeaveGroups out of the new pods' joining, where each would restart the
+  rebalance. Static membership is no option: a Deployment's pods get new names.
+- scale-up: Parallel: the N added pods start together within the jitter, where OrderedReady adds
+  them one by one at a rebalance (two with cooperative-sticky) each.
+- scale-down: Parallel: the N removed pods get SIGTERM together and their LeaveGroups fall into
+  one rebalance, where OrderedReady removes them one at a time, each gone before the next. The
+  members stay dynamic: a static member sends no LeaveGroup, so its partitions would wait a whole
+  session.
+Heartbeat and session keep their defaults elsewhere: a shorter heartbeat makes the existing
+members rejoin sooner, which ends a rebalance sooner for late joiners, who then start another;
+a shorter session only matters for crashes, and no scenario has one.
 
 Measured from the consumers' own member reports (each carries the member's whole assignment and
 the time of the event; the bench sits between the consumers and the operator and keeps a copy):
-rebalances (new generations the members saw), stop-the-world partition-seconds (partitions no
-member owned, integrated over time, after the partition had first been owned: a cold start's
-wait for its first assignment is shown apart), and time to Stable (until the last change of
-ownership or generation). Then the coordinator simulator replays the same pod timeline (when
-each consumer started and when each pod was deleted, as the bench saw them) on the coordinator
-model, so the model's prediction stands beside the broker's measurement.
+rebalances (new generations the members saw after t0), time to Stable (t0 to the last change of
+ownership or generation, the group then unchanged for QUIET_S; also counted from the moment the
+last pod of the final set had its consumer running, "after the last pod is ready"),
+stop-the-world partition-seconds (partitions no member owned, integrated over time, after the
+partition had first been owned) and unowned partition-seconds from t0 (the same plus a cold
+start's wait for its first assignment). A run that does not settle within its timeout is
+measured as it stands and marked. Then the coordinator simulator (rebalancer.simulation, Apache
+Kafka profile, 3 s initial delay, the run's session, heartbeat, static membership and eager or
+cooperative protocol) replays the pod timeline the bench saw (when each consumer started and
+when each pod was deleted), so the model's prediction stands beside the broker's measurement.
 """
 
 from __future__ import annotations
@@ -36,21 +104,28 @@ import json
 import math
 import os
 import re
+import shlex
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
+import traceback
 import urllib.request
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
+import rollouts_summary
+from rebalancer.lab.kubelet import JITTER_ANNOTATION
 from rebalancer.lab.producer import ensure_topic
 from rebalancer.lab.running import Lab, LabConfig
 from rebalancer.planning.gate_templates import GateOptions, gate_container
@@ -64,25 +139,160 @@ from rebalancer.simulation import (
     simulate,
 )
 from rebalancer.structs.brokers import BrokerProfile
+from rollouts_summary import SCENARIOS, STRATEGIES
 
 NS = "default"
-TOPIC = "rollouts"
-SCENARIOS = ("cold-start", "statefulset-update", "deployment-update", "scale-up")
-STRATEGIES = ("naive", "managed")
-SESSION_MS = 6000  # dynamic members: Kafka's group.min.session.timeout.ms
+REPO = Path(__file__).resolve().parent.parent
+SHORT = {
+    "cold-start": "cs",
+    "statefulset-update": "sts",
+    "deployment-update": "dep",
+    "scale-up": "up",
+    "scale-down": "down",
+}
+ASSIGNORS = ("range", "cooperative-sticky")
+# The simulator has no range assignor; round-robin runs the same eager protocol (every member
+# revokes everything on each rebalance), which is what the counts and unowned time depend on.
+SIMULATED_ASSIGNOR = {"range": "round-robin", "cooperative-sticky": "cooperative-sticky"}
+NO_JITTER = "0"
+KAFKA_SESSION_MS = 45000  # the Kafka client's default (3.0+)
+KAFKA_HEARTBEAT_MS = 3000  # the Kafka client's default
+KAFKA_DELAY_MS = 3000  # group.initial.rebalance.delay.ms, the lab broker's (Kafka's default)
 # From SIGTERM to a re-created consumer's JoinGroup, besides the jitter: the consumer's close,
-# the controller re-creating the pod, the interpreter and confluent-kafka starting (measured
-# 2 to 4 s on this 2-core machine with a dozen pods busy).
+# the controller re-creating the pod, the consumer starting (2 to 4 s on this 2-core machine with
+# a dozen pods busy).
 RESTART_OVERHEAD_S = 4.0
+# Seconds from a new pod's start to its consumer's first assignment besides the join window.
+JOIN_OVERHEAD_S = 2.0
 # The group is taken as Stable once nothing changed for this long (three initial delays).
 QUIET_S = 9.0
-KAFKA_SESSION_MS = 45000  # Kafka 3.0+ default
-KAFKA_DELAY_MS = 3000  # group.initial.rebalance.delay.ms default
+# Headroom per pod a controller starts one at a time (OrderedReady, a StatefulSet's rolling
+# update): its jitter plus about this much to stop, start and be Ready.
+SEQUENTIAL_POD_S = 3.0
+PROGRESS_EVERY_S = 60.0
 STARTED = time.monotonic()
 
 
 def say(text: str) -> None:
-    print(f"[{time.monotonic() - STARTED:6.1f}s] {text}", flush=True)
+    print(f"[{time.monotonic() - STARTED:7.1f}s] {text}", flush=True)
+
+
+# -- the matrix ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    scenario: str
+    pods: int  # N
+    partitions: int
+    assignor: str
+    jitter: str  # the start jitter of the pods t0 starts
+
+    @property
+    def label(self) -> str:
+        jitter = "" if self.jitter == NO_JITTER else f" jitter {self.jitter}"
+        return f"{self.scenario} N={self.pods} P={self.partitions} {self.assignor}{jitter}"
+
+    @property
+    def replicas(self) -> tuple[int, int]:
+        """The workload's replicas before t0 and after."""
+        if self.scenario == "scale-up":
+            return self.pods, 2 * self.pods
+        if self.scenario == "scale-down":
+            return 2 * self.pods, self.pods
+        return self.pods, self.pods
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What one strategy sets for one cell: the workload, the consumers and the operator."""
+
+    kind: str  # StatefulSet or Deployment
+    pod_management: str  # a StatefulSet's podManagementPolicy
+    static: bool  # group.instance.id = the pod's name
+    session_ms: int
+    heartbeat_ms: int
+    managed: bool  # the join gate in the template and spec.policy.rollout enabled
+    max_surge: str | None = None  # a Deployment's rollingUpdate; None: Kubernetes' 25 %
+    max_unavailable: str | None = None  # a Deployment's or StatefulSet's rollingUpdate
+    min_ready_seconds: int = 0
+
+
+def setup_for(cell: Cell, strategy: str, static_session_ms: int | None) -> Setup:
+    """The module docstring says what each strategy sets and why."""
+    kind = "Deployment" if cell.scenario == "deployment-update" else "StatefulSet"
+    naive = Setup(kind, "OrderedReady", False, KAFKA_SESSION_MS, KAFKA_HEARTBEAT_MS, False)
+    if strategy == "naive":
+        return naive
+    static = cell.scenario == "statefulset-update"
+    session = static_session(cell.jitter, static_session_ms) if static else KAFKA_SESSION_MS
+    careful = replace(naive, pod_management="Parallel", static=static, session_ms=session)
+    if strategy == "managed":
+        return replace(careful, managed=True)
+    if kind == "Deployment":
+        settle = math.ceil(jitter_bound(cell.jitter) + KAFKA_DELAY_MS / 1000 + JOIN_OVERHEAD_S)
+        return replace(careful, max_surge="100%", max_unavailable="0", min_ready_seconds=settle)
+    if static:
+        return replace(careful, max_unavailable="25%")
+    return careful
+
+
+def static_session(jitter: str, override: int | None) -> int:
+    """A session that keeps a restarting static member's place: the restart gap (the jitter and
+    RESTART_OVERHEAD_S) plus one heartbeat, rounded up to 5 s, and never below Kafka's default."""
+    if override is not None:
+        return override
+    gap = jitter_bound(jitter) + RESTART_OVERHEAD_S + KAFKA_HEARTBEAT_MS / 1000
+    return max(math.ceil(gap / 5) * 5 * 1000, KAFKA_SESSION_MS)
+
+
+def jitter_bound(text: str) -> float:
+    """The longest start-up delay the jitter gives (a high quantile for unbounded ones)."""
+    match = re.match(r"^\s*([a-z]*)\s*\(?([^)]*)\)?\s*$", text)
+    if not match:
+        return 0.0
+    kind, params = match.group(1) or "fixed", [float(p) for p in match.group(2).split(",") if p]
+    if kind in ("fixed", ""):
+        return params[0] if params else 0.0
+    if kind == "uniform":
+        return params[1]
+    if kind == "exponential":
+        return 3 * params[0]
+    if kind == "normal":
+        return params[0] + 3 * params[1]
+    if kind == "cycle":
+        return max(params, default=0.0)
+    return 0.0
+
+
+def split_list(text: str) -> list[str]:
+    """Comma-separated items; commas inside parentheses (uniform(0,6)) do not split."""
+    items, depth, current = [], 0, ""
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            items.append(current.strip())
+            current = ""
+        else:
+            current += char
+    items.append(current.strip())
+    return [item for item in items if item]
+
+
+def cells_of(args: argparse.Namespace) -> list[Cell]:
+    cells = []
+    for scenario in args.scenarios:
+        if scenario == "scale-down":
+            jitters = [NO_JITTER]
+        elif scenario in args.jittered:
+            jitters = args.jitters
+        else:
+            jitters = [args.jitter]
+        for pods in args.pods:
+            partitions = args.partitions or 2 * pods
+            for assignor in args.assignors:
+                cells += [Cell(scenario, pods, partitions, assignor, j) for j in jitters]
+    return cells
 
 
 # -- the consumers' reports, kept on their way to the operator --------------------------------
@@ -109,7 +319,7 @@ class ReportTee:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status = tee.keep_and_forward(raw, dict(self.headers))
+                status = tee.keep_and_forward(raw)
                 self.send_response(status)
                 self.end_headers()
 
@@ -130,7 +340,7 @@ class ReportTee:
         self.server.shutdown()
         self.server.server_close()
 
-    def keep_and_forward(self, raw: bytes, headers: dict[str, str]) -> int:
+    def keep_and_forward(self, raw: bytes) -> int:
         try:
             body = json.loads(raw)
             report = Report(
@@ -160,6 +370,11 @@ class ReportTee:
         with self.lock:
             return sorted(self.reports.get(group, []), key=lambda r: r.at)
 
+    def forget(self, group: str) -> None:
+        """A finished run's reports: a long matrix would otherwise keep every one."""
+        with self.lock:
+            self.reports.pop(group, None)
+
 
 # -- the pods' timeline, as the API shows it --------------------------------------------------
 
@@ -169,7 +384,7 @@ class PodLife:
     name: str
     uid: str
     first_container_at: float | None = None  # the gate if it has one: the pod "started"
-    consumer_at: float | None = None  # the consumer's container running
+    consumer_at: float | None = None  # the consumer's container running: the pod is Ready
     deleted_at: float | None = None  # deletionTimestamp seen or the pod gone
 
 
@@ -191,6 +406,9 @@ class PodWatcher:
         self.stopping.set()
         self.thread.join(timeout=5)
 
+    def live(self) -> list[PodLife]:
+        return [life for life in list(self.pods.values()) if life.deleted_at is None]
+
     def run(self) -> None:
         while not self.stopping.wait(0.25):
             try:
@@ -201,24 +419,25 @@ class PodWatcher:
             except Exception:
                 continue
             now = time.time()
-            seen = set()
-            for item in items:
-                meta = item["metadata"]
-                uid = meta["uid"]
-                seen.add(uid)
-                life = self.pods.setdefault(uid, PodLife(meta["name"], uid))
-                status = item.get("status") or {}
-                inits = status.get("initContainerStatuses") or []
-                mains = status.get("containerStatuses") or []
-                if life.first_container_at is None and any(_started(c) for c in inits + mains):
-                    life.first_container_at = now
-                if life.consumer_at is None and any(_running(c) for c in mains):
-                    life.consumer_at = now
-                if life.deleted_at is None and meta.get("deletionTimestamp"):
-                    life.deleted_at = now
+            seen = {self.note(item, now) for item in items}
             for uid, life in self.pods.items():
                 if uid not in seen and life.deleted_at is None:
                     life.deleted_at = now
+
+    def note(self, item: dict[str, Any], now: float) -> str:
+        meta = item["metadata"]
+        uid = str(meta["uid"])
+        life = self.pods.setdefault(uid, PodLife(meta["name"], uid))
+        status = item.get("status") or {}
+        inits = status.get("initContainerStatuses") or []
+        mains = status.get("containerStatuses") or []
+        if life.first_container_at is None and any(_started(c) for c in inits + mains):
+            life.first_container_at = now
+        if life.consumer_at is None and any(_running(c) for c in mains):
+            life.consumer_at = now
+        if life.deleted_at is None and meta.get("deletionTimestamp"):
+            life.deleted_at = now
+        return uid
 
 
 def _started(container: dict[str, Any]) -> bool:
@@ -239,20 +458,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def topic_of(cell: Cell) -> str:
+    return f"rollouts-p{cell.partitions}"
+
+
 def consumer_env(
-    lab: Lab, name: str, group: str, session_ms: int, static: bool, report_url: str
+    lab: Lab, cell: Cell, setup: Setup, name: str, report_url: str
 ) -> list[dict[str, Any]]:
     pod_name = {"valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
     env: list[dict[str, Any]] = [{"name": "POD_NAME", **pod_name}]
-    if static:
+    if setup.static:
         env.append({"name": "KAFKA_GROUP_INSTANCE_ID", **pod_name})
     values = {
         "KAFKA_BOOTSTRAP_SERVERS": lab.bootstrap,
-        "KAFKA_GROUP_ID": group,
-        "KAFKA_TOPICS": TOPIC,
-        "KAFKA_SESSION_TIMEOUT_MS": str(session_ms),
-        "KAFKA_HEARTBEAT_INTERVAL_MS": str(min(session_ms // 3, 3000)),
-        "KAFKA_PARTITION_ASSIGNMENT_STRATEGY": "cooperative-sticky",
+        "KAFKA_GROUP_ID": name,  # a fresh group per run: the names are unique
+        "KAFKA_TOPICS": topic_of(cell),
+        "KAFKA_SESSION_TIMEOUT_MS": str(setup.session_ms),
+        "KAFKA_HEARTBEAT_INTERVAL_MS": str(setup.heartbeat_ms),
+        "KAFKA_PARTITION_ASSIGNMENT_STRATEGY": cell.assignor,
         "REBALANCER_NAMESPACE": NS,
         # The ConsumerGroup resource: the operator drops reports that name another one.
         "REBALANCER_CONSUMER_GROUP": name,
@@ -264,7 +487,7 @@ def consumer_env(
 
 
 def workload(
-    kind: str, name: str, env: list[dict[str, Any]], replicas: int, gated: bool
+    setup: Setup, name: str, env: list[dict[str, Any]], replicas: int, jitter: str
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": 10,
@@ -277,86 +500,104 @@ def workload(
             }
         ],
     }
-    if gated:
+    if setup.managed:
         spec["initContainers"] = [gate_container(GateOptions(timeout_seconds=600))]
     labels = {"app": name}
+    template = {"metadata": {"labels": labels, "annotations": {JITTER_ANNOTATION: jitter}}}
     body: dict[str, Any] = {
         "replicas": replicas,
         "selector": {"matchLabels": labels},
-        "template": {"metadata": {"labels": labels}, "spec": spec},
+        "template": {**template, "spec": spec},
+        "minReadySeconds": setup.min_ready_seconds,
     }
-    if kind == "StatefulSet":
+    rolling: dict[str, Any] = {"partition": 0} if setup.kind == "StatefulSet" else {}
+    if setup.max_unavailable is not None:
+        rolling["maxUnavailable"] = _int_or_percent(setup.max_unavailable)
+    if setup.kind == "StatefulSet":
         body["serviceName"] = name
-        body["podManagementPolicy"] = "Parallel"
-        body["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
+        body["podManagementPolicy"] = setup.pod_management
+        body["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": rolling}
+    else:
+        if setup.max_surge is not None:
+            rolling["maxSurge"] = _int_or_percent(setup.max_surge)
+        body["strategy"] = {"type": "RollingUpdate"}
+        if rolling:
+            body["strategy"]["rollingUpdate"] = rolling
     return {
         "apiVersion": "apps/v1",
-        "kind": kind,
+        "kind": setup.kind,
         "metadata": {"name": name, "namespace": NS},
         "spec": body,
     }
 
 
-def consumer_group(
-    lab: Lab,
-    name: str,
-    group: str,
-    kind: str,
-    managed: bool,
-    session_ms: int,
-) -> dict[str, Any]:
+def _int_or_percent(value: str) -> int | str:
+    return value if value.endswith("%") else int(value)
+
+
+def consumer_group(lab: Lab, cell: Cell, setup: Setup, name: str) -> dict[str, Any]:
     policy: dict[str, Any] = {"observe": {"intervalSeconds": 2, "reportTtlSeconds": 30}}
-    if managed:
+    if setup.managed:
         policy["rollout"] = {
             "enabled": True,
             "settleSeconds": 2,
             "consumers": {
-                "sessionTimeoutMs": session_ms,
-                "heartbeatIntervalMs": min(session_ms // 3, 3000),
+                "sessionTimeoutMs": setup.session_ms,
+                "heartbeatIntervalMs": setup.heartbeat_ms,
             },
         }
-
     return {
         "apiVersion": "rebalancer.dev/v1alpha1",
         "kind": "ConsumerGroup",
         "metadata": {"name": name, "namespace": NS},
         "spec": {
-            "groupId": group,
+            "groupId": name,
             "kafka": {"bootstrapServers": [lab.bootstrap], "profile": "apache-kafka"},
-            "subscription": {"topics": [TOPIC]},
-            "workload": {"kind": kind, "name": name},
+            "subscription": {"topics": [topic_of(cell)]},
+            "workload": {"kind": setup.kind, "name": name},
             "policy": policy,
         },
     }
+
+
+def update_patch(jitter: str) -> dict[str, Any]:
+    """The rolling update: a new APP_VERSION, and the cell's jitter for the new pods."""
+    container = {"name": "consumer", "env": [{"name": "APP_VERSION", "value": "2"}]}
+    template = {"metadata": {"annotations": {JITTER_ANNOTATION: jitter}}}
+    return {"spec": {"template": {**template, "spec": {"containers": [container]}}}}
 
 
 # -- measuring ------------------------------------------------------------------------------
 
 
 @dataclass
-class Measured:
-    scenario: str
+class Run:
+    cell: Cell
     strategy: str
-    pods: int
-    partitions: int
+    repeat: int
+    setup: Setup
     rebalances: int
     stop_the_world_ps: float  # after each partition was first owned
     first_owned_ps: float  # before it: a cold start's wait for its first assignment
-    time_to_stable_s: float
+    time_to_stable_s: float  # from t0
+    last_ready_s: float  # the final set's last consumer running, from t0 (0 if none started)
     slowest_start_s: float | None  # cold start: the slowest pod's first container, from t0
-    join_window_s: float
     operator_rebalances: int | None
     rollout: dict[str, Any]
     settled: bool
     lives: list[PodLife] = field(default_factory=list)
     t0: float = 0.0
     setup_t0: float = 0.0
-    kafka: dict[str, float | int | None] = field(default_factory=dict)
+    simulated: dict[str, float | int | None] = field(default_factory=dict)
     reports: list[Report] = field(default_factory=list)
 
     @property
     def unowned_ps(self) -> float:
         return self.stop_the_world_ps + self.first_owned_ps
+
+    @property
+    def stable_after_ready_s(self) -> float:
+        return self.time_to_stable_s - self.last_ready_s
 
 
 def ownership(reports: Sequence[Report], t0: float) -> tuple[dict[str, frozenset[int]], int]:
@@ -432,6 +673,86 @@ def settled(reports: Sequence[Report], partitions: int, members: int, since: flo
     return last if time.time() - last >= QUIET_S else None
 
 
+def last_ready(lives: Sequence[PodLife], t0: float) -> float:
+    """When the last pod of the final set had its consumer running, from t0 (0: none since)."""
+    ready = [life.consumer_at for life in lives if life.deleted_at is None and life.consumer_at]
+    return max(max(ready, default=t0) - t0, 0.0)
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Planned:
+    repeat: int
+    cell: Cell
+    strategy: str
+
+
+class Progress:
+    """Which cell and run is going, how long the matrix has taken, and how long it will take
+    (each remaining run estimated from finished runs of its scenario, N and strategy, else of
+    its scenario and N, else of any)."""
+
+    def __init__(self, plan: Sequence[Planned], cells: Sequence[Cell], repeats: int) -> None:
+        self.plan = list(plan)
+        self.cells = list(cells)
+        self.repeats = repeats
+        self.index = 0
+        self.took: list[tuple[Planned, float]] = []
+        self.started = time.monotonic()
+        self.shown = 0.0
+
+    def begin(self, index: int) -> None:
+        self.index = index
+        self.show()
+
+    def finish(self, seconds: float) -> None:
+        self.took.append((self.plan[self.index], seconds))
+
+    def show(self) -> None:
+        self.shown = time.monotonic()
+        current = self.plan[self.index]
+        cell = self.cells.index(current.cell) + 1
+        elapsed = time.monotonic() - self.started
+        say(
+            f"[progress] cell {cell}/{len(self.cells)} {current.cell.label}, {current.strategy}, "
+            f"run {current.repeat} of {self.repeats} (run {self.index + 1} of {len(self.plan)} "
+            f"in all); elapsed {_clock(elapsed)}, ETA {self.eta()}"
+        )
+
+    def tick(self) -> None:
+        if time.monotonic() - self.shown >= PROGRESS_EVERY_S:
+            self.show()
+
+    def eta(self) -> str:
+        if not self.took:
+            return "after the first run"
+        remaining = self.plan[len(self.took) :]
+        # Runs not yet finished, the current one included, less what it has taken so far.
+        current = time.monotonic() - self.started - sum(seconds for _, seconds in self.took)
+        total = sum(self.estimate(planned) for planned in remaining) - current
+        return _clock(max(total, 0.0))
+
+    def estimate(self, planned: Planned) -> float:
+        keys: list[Callable[[Planned], tuple[Any, ...]]] = [
+            lambda p: (p.cell.scenario, p.cell.pods, p.strategy),
+            lambda p: (p.cell.scenario, p.cell.pods),
+            lambda p: (),
+        ]
+        for key in keys:
+            alike = [seconds for done, seconds in self.took if key(done) == key(planned)]
+            if alike:
+                return sum(alike) / len(alike)
+        return 0.0
+
+
+def _clock(seconds: float) -> str:
+    minutes, rest = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{rest:02d}s"
+
+
 # -- one run -----------------------------------------------------------------------------------
 
 
@@ -444,6 +765,7 @@ class Bench:
         self.core = client.CoreV1Api(lab.api_client)
         self.apps = client.AppsV1Api(lab.api_client)
         self.custom = client.CustomObjectsApi(lab.api_client)
+        self.progress: Progress | None = None
         self.unsettled = False
 
     def create(self, body: dict[str, Any]) -> None:
@@ -457,26 +779,47 @@ class Bench:
                 "rebalancer.dev", "v1alpha1", NS, "consumergroups", body
             )
 
+    def patch(self, kind: str, name: str, body: dict[str, Any]) -> None:
+        if kind == "StatefulSet":
+            self.apps.patch_namespaced_stateful_set(name, NS, body)
+        else:
+            self.apps.patch_namespaced_deployment(name, NS, body)
+
     def status(self, name: str) -> dict[str, Any]:
         body = self.custom.get_namespaced_custom_object(
             "rebalancer.dev", "v1alpha1", NS, "consumergroups", name
         )
         return dict(body.get("status") or {})
 
+    def rollout_id(self, name: str) -> str | None:
+        return (self.status(name).get("rollout") or {}).get("rolloutId")
+
+    def completed(self, name: str, managed: bool, previous: str | None) -> Callable[[], bool]:
+        """Whether the operator finished a rollout after `previous` (always, unmanaged)."""
+
+        def check() -> bool:
+            if not managed:
+                return True
+            rollout = self.status(name).get("rollout") or {}
+            return rollout.get("rolloutId") != previous and rollout.get("phase") == "Completed"
+
+        return check
+
     def wait_settled(
         self,
-        group: str,
         name: str,
+        goal: tuple[int, int],
         since: float,
-        members: int,
-        done: Callable[[], bool] = lambda: True,
+        done: Callable[[], bool],
+        timeout: float,
     ) -> float:
-        timeout = self.args.settle_timeout
+        """When the group settled with `goal` = (members, partitions) and `done()` held."""
+        members, partitions = goal
         deadline = time.time() + timeout
         shown = 0.0
         while time.time() < deadline:
-            reports = self.tee.of(group)
-            at = settled(reports, self.args.partitions, members, since)
+            reports = self.tee.of(name)
+            at = settled(reports, partitions, members, since)
             if at is not None and done():
                 return at
             if time.time() - shown > 10:
@@ -485,10 +828,19 @@ class Bench:
                 phase = rollout.get("phase", "-")
                 batch = f"{rollout.get('batch', '-')}/{rollout.get('batches', '-')}"
                 say(f"  ... {name}: {len(reports)} reports so far, rollout {phase} {batch}")
+            if self.progress is not None:
+                self.progress.tick()
             time.sleep(0.5)
         say(f"  {name} did not settle within {timeout:.0f} s: measured as it stands")
         self.unsettled = True
         return time.time()
+
+    def timeout(self, setup: Setup, started: int, jitter: str) -> float:
+        """--settle-timeout, plus headroom for pods a controller starts one at a time."""
+        base = float(self.args.settle_timeout)
+        if setup.kind != "StatefulSet" or setup.pod_management != "OrderedReady":
+            return base
+        return base + started * (jitter_bound(jitter) + SEQUENTIAL_POD_S)
 
     def remove(self, name: str, kind: str, selector: str) -> None:
         with contextlib.suppress(client.ApiException):
@@ -503,165 +855,183 @@ class Bench:
                 self.apps.delete_namespaced_deployment(name, NS)
         except client.ApiException:
             pass
-        for _ in range(120):
+        for _ in range(240):
             raw = self.core.list_namespaced_pod(NS, label_selector=selector, _preload_content=False)
             if not json.loads(raw.data)["items"]:
                 return
             time.sleep(0.5)
+        say(f"  {name}: pods still there after 120 s; going on")
 
-    def run(self, scenario: str, strategy: str) -> Measured:
-        args = self.args
-        managed = strategy == "managed"
-        kind = "Deployment" if scenario == "deployment-update" else "StatefulSet"
-        static = scenario == "statefulset-update"
-        session_ms = args.static_session_ms if static else SESSION_MS
-        short = {
-            "cold-start": "cs",
-            "statefulset-update": "sts",
-            "deployment-update": "dep",
-            "scale-up": "up",
-        }
-        name = f"{short[scenario]}-{strategy}"
-        group = f"{name}-{uuid.uuid4().hex[:6]}"  # a fresh group per run
+    def run(self, cell: Cell, strategy: str, repeat: int) -> Run:
+        setup = setup_for(cell, strategy, self.args.static_session_ms)
+        name = f"{SHORT[cell.scenario]}-{strategy}-{uuid.uuid4().hex[:5]}"
         selector = f"app={name}"
-        env = consumer_env(self.lab, name, group, session_ms, static, self.tee.url)
-        body = workload(kind, name, env, args.pods, gated=managed)
         watcher = PodWatcher(self.core, selector).start()
         load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
-        say(
-            f"{scenario} / {strategy}: {kind} {name}, {args.pods} pods, group {group} "
-            f"(load average {load})"
-        )
+        say(f"{cell.label} / {strategy}: {setup.kind} {name} (load average {load})")
         self.unsettled = False
+        try:
+            t0, end, setup_t0 = self.act(cell, setup, name, watcher)
+            return self.measured(cell, strategy, repeat, setup, name, watcher, (t0, end, setup_t0))
+        finally:
+            watcher.stop()
+            self.remove(name, setup.kind, selector)
+            self.tee.forget(name)
+
+    def act(
+        self, cell: Cell, setup: Setup, name: str, watcher: PodWatcher
+    ) -> tuple[float, float, float]:
+        """Set the workload up, settle it, and do what the scenario does: (t0, end, set-up t0)."""
+        before, after = cell.replicas
+        spread_from_start = cell.scenario in ("cold-start", "scale-up")
+        jitter = cell.jitter if spread_from_start else NO_JITTER
+        env = consumer_env(self.lab, cell, setup, name, self.tee.url)
         setup_t0 = time.time()
-        self.create(consumer_group(self.lab, name, group, kind, managed, session_ms))
-        self.create(body)
-
-        def completed(previous: str | None = None) -> Callable[[], bool]:
-            def check() -> bool:
-                if not managed:
-                    return True
-                rollout = self.status(name).get("rollout") or {}
-                fresh = rollout.get("rolloutId") != previous
-                return fresh and rollout.get("phase") == "Completed"
-
-            return check
-
-        first_end = self.wait_settled(group, name, setup_t0, args.pods, completed())
-        t0 = setup_t0
-        members = args.pods
-        if scenario == "scale-up":
-            say(f"  {name}: {args.pods} members own all {args.partitions} partitions; scaling")
+        self.create(consumer_group(self.lab, cell, setup, name))
+        self.create(workload(setup, name, env, before, jitter))
+        timeout = self.timeout(setup, before, jitter)
+        first_end = self.wait_settled(
+            name,
+            (before, cell.partitions),
+            setup_t0,
+            self.completed(name, setup.managed, None),
+            timeout,
+        )
+        if cell.scenario == "cold-start":
+            return setup_t0, first_end, setup_t0
+        say(f"  {name}: {before} members own all {cell.partitions} partitions; {cell.scenario}")
+        time.sleep(2)
+        if setup.managed and self.args.update_batch_size is not None:
+            rollout = {"rollout": {"maxBatchSize": self.args.update_batch_size}}
+            self.custom.patch_namespaced_custom_object(
+                "rebalancer.dev", "v1alpha1", NS, "consumergroups", name,
+                {"spec": {"policy": rollout}},
+            )  # fmt: skip
             time.sleep(2)
-            previous = (self.status(name).get("rollout") or {}).get("rolloutId")
-            members = 2 * args.pods
-            t0 = time.time()
-            self.apps.patch_namespaced_stateful_set(name, NS, {"spec": {"replicas": members}})
-
-            def scaled() -> bool:
-                lives = [life for life in watcher.pods.values() if life.deleted_at is None]
-                running = [life for life in lives if life.consumer_at is not None]
-                return len(running) == members == len(lives) and completed(previous)()
-
-            end_at = self.wait_settled(group, name, t0, members, scaled)
-        elif scenario != "cold-start":
-            say(f"  {name}: {args.pods} members own all {args.partitions} partitions; updating")
-            time.sleep(2)
-            if managed and args.update_batch_size is not None:
-                rollout = {"rollout": {"maxBatchSize": args.update_batch_size}}
-                self.custom.patch_namespaced_custom_object(
-                    "rebalancer.dev", "v1alpha1", NS, "consumergroups", name,
-                    {"spec": {"policy": rollout}},
-                )  # fmt: skip
-                time.sleep(2)
-            previous = (self.status(name).get("rollout") or {}).get("rolloutId")
-            t0 = time.time()
-            patch = {
-                "spec": {
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {"name": "consumer", "env": [{"name": "APP_VERSION", "value": "2"}]}
-                            ]
-                        }
-                    }
-                }
-            }
-            if kind == "StatefulSet":
-                self.apps.patch_namespaced_stateful_set(name, NS, patch)
-            else:
-                self.apps.patch_namespaced_deployment(name, NS, patch)
-
-            def updated() -> bool:
-                lives = [life for life in watcher.pods.values() if life.deleted_at is None]
-                fresh = [
-                    life
-                    for life in lives
-                    if life.first_container_at and life.first_container_at > t0
-                ]
-                return len(fresh) == args.pods == len(lives) and completed(previous)()
-
-            end_at = self.wait_settled(group, name, t0, args.pods, updated)
+        previous = self.rollout_id(name)
+        t0 = time.time()
+        if cell.scenario in ("scale-up", "scale-down"):
+            self.patch(setup.kind, name, {"spec": {"replicas": after}})
         else:
-            end_at = first_end
-        end = end_at + 0.001
+            self.patch(setup.kind, name, update_patch(cell.jitter))
+        # The operator runs no rollout for a scale-down (see the module docstring).
+        paced = setup.managed and cell.scenario != "scale-down"
+        finished = self.completed(name, paced, previous)
+
+        def done() -> bool:
+            lives = watcher.live()
+            ready = [life for life in lives if life.consumer_at is not None]
+            if cell.scenario.endswith("-update"):
+                ready = [life for life in ready if (life.first_container_at or 0) > t0]
+            return len(ready) == after == len(lives) and finished()
+
+        started = after if cell.scenario.endswith("-update") else max(after - before, 0)
+        timeout = self.timeout(setup, started, cell.jitter)
+        end = self.wait_settled(name, (after, cell.partitions), t0, done, timeout)
+        return t0, end, setup_t0
+
+    def measured(
+        self,
+        cell: Cell,
+        strategy: str,
+        repeat: int,
+        setup: Setup,
+        name: str,
+        watcher: PodWatcher,
+        moments: tuple[float, float, float],
+    ) -> Run:
+        t0, end, setup_t0 = moments
         status = self.status(name)
-        reports = self.tee.of(group)
-        rebalances, stw, wait, stable = measure(reports, t0, end, args.partitions)
+        reports = self.tee.of(name)
+        rebalances, stw, wait, stable = measure(reports, t0, end + 0.001, cell.partitions)
         lives = list(watcher.pods.values())
         slowest = None
-        if scenario == "cold-start":
+        if cell.scenario == "cold-start":
             starts = [life.first_container_at for life in lives if life.first_container_at]
             slowest = max(starts) - t0 if starts else None
-        window = KAFKA_DELAY_MS / 1000.0
-        operator_count = (status.get("group") or {}).get("rebalances")
-        measured = Measured(
-            scenario=scenario,
+        count = (status.get("group") or {}).get("rebalances")
+        run = Run(
+            cell=cell,
             strategy=strategy,
-            pods=members,
-            partitions=args.partitions,
+            repeat=repeat,
+            setup=setup,
             rebalances=rebalances,
             stop_the_world_ps=stw,
             first_owned_ps=wait,
             time_to_stable_s=stable,
+            last_ready_s=last_ready(lives, t0),
             slowest_start_s=slowest,
-            join_window_s=window,
-            operator_rebalances=operator_count if isinstance(operator_count, int) else None,
+            operator_rebalances=count if isinstance(count, int) else None,
             rollout=dict(status.get("rollout") or {}),
             settled=not self.unsettled,
+            lives=lives,
             t0=t0,
             setup_t0=setup_t0,
+            reports=reports,
         )
-        watcher.stop()
-        measured.lives = lives
-        measured.reports = reports
         say(
             f"  {name}: {rebalances} rebalances, stop-the-world {stw:.1f} partition-s, "
-            f"Stable after {stable:.1f} s"
-            + (f" (slowest pod started at {slowest:.1f} s)" if slowest is not None else "")
+            f"Stable after {stable:.1f} s ({run.stable_after_ready_s:.1f} s after the last pod "
+            "was ready)"
         )
-        self.remove(name, kind, selector)
-        return measured
+        return run
 
 
 # -- Apache Kafka, simulated on the same pod timeline ---------------------------------------
 
 
-def kafka_figures(run: Measured) -> dict[str, float | int | None]:
-    """Kafka's coordinator model (3 s initial delay, 45 s sessions, cooperative-sticky) given the
-    pods' timeline the lab measured: each consumer starts when its container did, each old pod
-    leaves when it was deleted (static members come back under their own instance id)."""
+def simulated(run: Run) -> dict[str, float | int | None]:
+    """Kafka's coordinator model given the pods' timeline the lab measured and the run's consumer
+    settings: each consumer starts when its container did, each old pod leaves when it was
+    deleted (static members come back under their own instance id)."""
+    settings = ConsumerSettings(
+        session_timeout_ms=run.setup.session_ms,
+        heartbeat_interval_ms=run.setup.heartbeat_ms,
+        assignor=SIMULATED_ASSIGNOR[run.cell.assignor],  # type: ignore[arg-type]
+    )
+    plans, baseline = member_plans(run, settings)
+
+    def replay(members: list[MemberPlan]) -> SimulationResult:
+        return simulate(
+            Scenario(
+                members=tuple(members),
+                profile=BrokerProfile.APACHE_KAFKA,
+                coordinator=CoordinatorSettings(initial_rebalance_delay_ms=KAFKA_DELAY_MS),
+                consumer=settings,
+                partitions=run.cell.partitions,
+            )
+        )
+
+    result = replay(plans)
+    # The simulator counts from the first member's start; the lab from t0.
+    first_s = min((plan.start_ms or 0.0 for plan in plans), default=0.0) / 1000.0
+    offset = run.t0 - run.setup_t0
+    stable = result.time_to_stable_s
+    stable_from_t0 = None if stable is None else max(first_s + stable - offset, 0.0)
+    if run.cell.scenario == "cold-start":
+        return {
+            "rebalances": result.rebalance_count,
+            "unowned_ps": first_s * run.cell.partitions + result.stop_the_world_partition_s,
+            "time_to_stable_s": stable_from_t0,
+        }
+    before = replay(baseline)
+    after = [r for r in result.rebalances if r.start_s + first_s >= offset]
+    return {
+        "rebalances": len(after),
+        "unowned_ps": max(
+            result.stop_the_world_partition_s - before.stop_the_world_partition_s, 0.0
+        ),
+        "time_to_stable_s": stable_from_t0,
+    }
+
+
+def member_plans(run: Run, settings: ConsumerSettings) -> tuple[list[MemberPlan], list[MemberPlan]]:
+    """The members of the whole run, and of the set-up alone (for what t0 added)."""
     base = run.setup_t0
-    static = run.scenario == "statefulset-update"
     by_name: dict[str, list[PodLife]] = {}
     for life in sorted(run.lives, key=lambda item: item.consumer_at or math.inf):
         if life.consumer_at is not None:
             by_name.setdefault(life.name, []).append(life)
-    settings = ConsumerSettings(
-        session_timeout_ms=KAFKA_SESSION_MS,
-        heartbeat_interval_ms=3000,
-        assignor="cooperative-sticky",
-    )
 
     def ms(moment: float) -> float:
         return max((moment - base) * 1000.0, 0.0)
@@ -669,7 +1039,7 @@ def kafka_figures(run: Measured) -> dict[str, float | int | None]:
     plans: list[MemberPlan] = []
     baseline: list[MemberPlan] = []
     for name, lives in sorted(by_name.items()):
-        if static:
+        if run.setup.static:
             first, *later = lives
             departures: list[Departure] = []
             if later and first.deleted_at is not None and later[0].consumer_at is not None:
@@ -687,252 +1057,142 @@ def kafka_figures(run: Measured) -> dict[str, float | int | None]:
             plans.append(MemberPlan(member, start, None, settings, leaving))
             if (life.consumer_at or 0) < run.t0:
                 baseline.append(MemberPlan(member, start, None, settings))
+    return plans, baseline
 
-    def scenario(members: list[MemberPlan]) -> SimulationResult:
-        return simulate(
-            Scenario(
-                members=tuple(members),
-                profile=BrokerProfile.APACHE_KAFKA,
-                coordinator=CoordinatorSettings(initial_rebalance_delay_ms=KAFKA_DELAY_MS),
-                consumer=settings,
-                partitions=run.partitions,
+
+# -- the results file ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Provenance:
+    command: str
+    commit: str
+    dirty: bool  # uncommitted changes under operator/ or bench/ when the run started
+
+
+def provenance() -> Provenance:
+    def git(*words: str) -> str:
+        try:
+            done = subprocess.run(
+                ["git", *words], cwd=REPO, capture_output=True, text=True, timeout=10, check=True
             )
-        )
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout.strip()
 
-    result = scenario(plans)
-    # The simulator counts from the first member's start; the lab from t0.
-    first_s = min((plan.start_ms or 0.0 for plan in plans), default=0.0) / 1000.0
-    offset = run.t0 - base
-    stable = result.time_to_stable_s
-    stable_from_t0 = None if stable is None else max(first_s + stable - offset, 0.0)
-    if run.scenario == "cold-start":
-        return {
-            "rebalances": result.rebalance_count,
-            "unowned_ps": first_s * run.partitions + result.stop_the_world_partition_s,
-            "time_to_stable_s": stable_from_t0,
-        }
-    before = scenario(baseline)
-    after = [r for r in result.rebalances if r.start_s + first_s >= offset]
+    return Provenance(
+        command=shlex.join([Path(sys.executable).name, *sys.argv]),
+        commit=git("rev-parse", "HEAD") or "unknown",
+        dirty=bool(git("status", "--porcelain", "--", "operator", "bench")),
+    )
+
+
+def record(run: Run, origin: Provenance, wall_s: float, raw: Path | None) -> dict[str, Any]:
+    """One run as one line of the results file."""
     return {
-        "rebalances": len(after),
-        "unowned_ps": max(
-            result.stop_the_world_partition_s - before.stop_the_world_partition_s, 0.0
-        ),
-        "time_to_stable_s": stable_from_t0,
+        "date": datetime.fromtimestamp(run.t0, UTC).isoformat(timespec="seconds"),
+        **asdict(origin),
+        "cell": asdict(run.cell),
+        "strategy": run.strategy,
+        "repeat": run.repeat,
+        "setup": asdict(run.setup),
+        "measured": {
+            "rebalances": run.rebalances,
+            "time_to_stable_s": round(run.time_to_stable_s, 3),
+            "stable_after_ready_s": round(run.stable_after_ready_s, 3),
+            "last_ready_s": round(run.last_ready_s, 3),
+            "stop_the_world_ps": round(run.stop_the_world_ps, 2),
+            "unowned_ps": round(run.unowned_ps, 2),
+            "settled": run.settled,
+            "operator_rebalances": run.operator_rebalances,
+            "slowest_start_s": _rounded(run.slowest_start_s),
+            "join_window_s": KAFKA_DELAY_MS / 1000.0,
+            "batches": run.rollout.get("batches"),
+            "rollout_phase": run.rollout.get("phase"),
+        },
+        "simulated": {
+            key: round(value, 3) if isinstance(value, float) else value
+            for key, value in run.simulated.items()
+        },
+        "wall_s": round(wall_s, 1),
+        "load": [round(value, 2) for value in os.getloadavg()],
+        "raw": None if raw is None else str(raw),
     }
 
 
-# -- report -----------------------------------------------------------------------------------
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
-def _number(figures: dict[str, float | int | None], key: str) -> float:
-    return float(figures.get(key) or 0)
+def append_line(path: Path, line: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(line, sort_keys=True) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
 
 
-def ratio(managed: float, naive: float) -> str:
-    if naive == 0:
-        return "n/a" if managed == 0 else "inf"
-    return f"{managed / naive:.2f}"
+def keep_raw(run: Run, state: Path) -> Path:
+    """The run's reports and pod timeline, for a closer look (the results file stays small)."""
+    folder = state / "runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{SHORT[run.cell.scenario]}-{run.cell.pods}-{run.strategy}-{run.t0:.0f}.json"
+    path.write_text(json.dumps(asdict(run), default=list))
+    return path
 
 
-def table(runs: Sequence[Measured]) -> str:
-    lines = [
-        "| scenario | strategy | rebalances (generations) | operator's count | stop-the-world "
-        "partition-s | unowned partition-s from t0 | time to Stable (s) | "
-        "Kafka sim: rebalances | Kafka sim: unowned partition-s from t0 | "
-        "Kafka sim: time to Stable (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+# -- the matrix, run --------------------------------------------------------------------------
+
+
+def plan_of(cells: Sequence[Cell], strategies: Sequence[str], repeats: int) -> list[Planned]:
+    """Interleaved: each repeat goes through every cell, each cell's strategies back to back."""
+    return [
+        Planned(repeat, cell, strategy)
+        for repeat in range(1, repeats + 1)
+        for cell in cells
+        for strategy in strategies
     ]
-    for run in runs:
-        kafka = run.kafka
-        stable = kafka.get("time_to_stable_s")
-        lines.append(
-            f"| {run.scenario} | {run.strategy} | {run.rebalances} | "
-            f"{'-' if run.operator_rebalances is None else run.operator_rebalances} | "
-            f"{run.stop_the_world_ps:.1f} | {run.stop_the_world_ps + run.first_owned_ps:.1f} | "
-            f"{run.time_to_stable_s:.1f}{'' if run.settled else ' (did not settle)'} | "
-            f"{kafka.get('rebalances', '-')} | "
-            f"{_number(kafka, 'unowned_ps'):.1f} | "
-            f"{'-' if stable is None else f'{float(stable):.1f}'} |"
-        )
-    return "\n".join(lines)
 
 
-def ratios(runs: Sequence[Measured]) -> str:
-    lines = [
-        "| scenario | rebalances managed/naive | stop-the-world managed/naive | unowned from t0 "
-        "managed/naive | time to Stable managed/naive | Kafka sim: rebalances | Kafka sim: "
-        "unowned from t0 |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    by = {(run.scenario, run.strategy): run for run in runs}
-    for scenario in SCENARIOS:
-        naive, managed = by.get((scenario, "naive")), by.get((scenario, "managed"))
-        if naive is None or managed is None:
+def run_matrix(bench: Bench, plan: Sequence[Planned], progress: Progress, state: Path) -> int:
+    """Runs the plan, appending each run to the results file; returns how many runs failed."""
+    origin = provenance()
+    failed = 0
+    for index, planned in enumerate(plan):
+        progress.begin(index)
+        began = time.monotonic()
+        try:
+            run = bench.run(planned.cell, planned.strategy, planned.repeat)
+            run.simulated = replayed(run)
+        except Exception as exc:
+            # One broken run must not cost the rest of a long matrix; it leaves no line.
+            failed += 1
+            say(f"  run failed: {exc!r}\n{traceback.format_exc()}")
+            progress.finish(time.monotonic() - began)
             continue
-        kn, km = naive.kafka, managed.kafka
-        lines.append(
-            f"| {scenario} | {managed.rebalances}/{naive.rebalances} | "
-            f"{ratio(managed.stop_the_world_ps, naive.stop_the_world_ps)} | "
-            f"{ratio(managed.unowned_ps, naive.unowned_ps)} | "
-            f"{ratio(managed.time_to_stable_s, naive.time_to_stable_s)} | "
-            f"{km.get('rebalances')}/{kn.get('rebalances')} | "
-            f"{ratio(_number(km, 'unowned_ps'), _number(kn, 'unowned_ps'))} |"
-        )
-    return "\n".join(lines)
+        wall = time.monotonic() - began
+        progress.finish(wall)
+        append_line(bench.args.out, record(run, origin, wall, keep_raw(run, state)))
+    return failed
 
 
-def targets(runs: Sequence[Measured]) -> list[str]:
-    by = {(run.scenario, run.strategy): run for run in runs}
-    out: list[str] = []
-
-    def verdict(ok: bool, *runs_: Measured) -> str:
-        if any(not run.settled for run in runs_):
-            return "NOT met (did not settle)"
-        return "met" if ok else "NOT met"
-
-    cold = by.get(("cold-start", "managed"))
-    if cold is not None:
-        out.append(
-            f"cold start, managed: {cold.rebalances} rebalance(s), target exactly 1: "
-            f"{verdict(cold.rebalances == 1, cold)}"
-        )
-        if cold.slowest_start_s is not None:
-            bound = cold.slowest_start_s + cold.join_window_s + 1.0
-            out.append(
-                f"cold start, managed: Stable after {cold.time_to_stable_s:.1f} s; slowest pod "
-                f"started at {cold.slowest_start_s:.1f} s, + {cold.join_window_s:.1f} s join "
-                f"window + 1 s = {bound:.1f} s: {verdict(cold.time_to_stable_s <= bound, cold)}"
-            )
-    sts = by.get(("statefulset-update", "managed"))
-    if sts is not None:
-        out.append(
-            f"static StatefulSet update, managed: {sts.rebalances} rebalance(s), target 0: "
-            f"{verdict(sts.rebalances == 0, sts)}"
-        )
-    dep = by.get(("deployment-update", "managed"))
-    if dep is not None:
-        batches = int(dep.rollout.get("batches") or 0)
-        ok = batches > 0 and dep.rebalances <= batches
-        out.append(
-            f"Deployment update, managed: {dep.rebalances} rebalance(s) in {batches} batches, "
-            f"target at most one per batch: {verdict(ok, dep)}"
-        )
-    up = by.get(("scale-up", "managed"))
-    if up is not None:
-        batches = int(up.rollout.get("batches") or 0)
-        ok = batches > 0 and up.rebalances <= batches
-        out.append(
-            f"scale-up to {up.pods}, managed: {up.rebalances} rebalance(s) in {batches} "
-            f"batch(es), at most one per batch: {verdict(ok, up)}"
-        )
-    for scenario in SCENARIOS:
-        naive, managed = by.get((scenario, "naive")), by.get((scenario, "managed"))
-        if naive is None or managed is None:
-            continue
-        bound = naive.stop_the_world_ps / 10
-        out.append(
-            f"{scenario}: managed stop-the-world {managed.stop_the_world_ps:.1f} partition-s "
-            f"against naive {naive.stop_the_world_ps:.1f}, target at most a tenth "
-            f"({bound:.1f}): {verdict(managed.stop_the_world_ps <= bound, naive, managed)}"
-        )
-    return out
-
-
-def plot(runs: Sequence[Measured], path: Path) -> None:
+def replayed(run: Run) -> dict[str, float | int | None]:
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        say("matplotlib is not installed: no plot")
-        return
-    scenarios = [s for s in SCENARIOS if any(run.scenario == s for run in runs)]
-    by = {(run.scenario, run.strategy): run for run in runs}
-    metrics: list[tuple[str, Callable[[Measured], float], Callable[[Measured], float] | None]] = [
-        ("rebalances (generations)", lambda r: r.rebalances,
-         lambda r: _number(r.kafka, "rebalances")),
-        ("stop-the-world partition-s (measured)", lambda r: r.stop_the_world_ps, None),
-        ("unowned partition-s from t0", lambda r: r.unowned_ps,
-         lambda r: _number(r.kafka, "unowned_ps")),
-        ("time to Stable (s)", lambda r: r.time_to_stable_s,
-         lambda r: _number(r.kafka, "time_to_stable_s")),
-    ]  # fmt: skip
-    figure, axes = plt.subplots(1, len(metrics), figsize=(19, 4.8))
-    width = 0.2
-    series = [
-        ("Kafka, naive", "naive", 0, "#d62728", ""),
-        ("Kafka, managed", "managed", 0, "#2ca02c", ""),
-        ("Kafka sim, naive", "naive", 1, "#ff9896", "//"),
-        ("Kafka sim, managed", "managed", 1, "#98df8a", "//"),
-    ]
-    for axis, (title, measured, kafka) in zip(axes, metrics, strict=True):
-        for offset, (label, strategy, simulated, colour, hatch) in enumerate(series):
-            pick = kafka if simulated else measured
-            if pick is None:
-                continue
-            values = []
-            for scenario in scenarios:
-                run = by.get((scenario, strategy))
-                values.append(0.0 if run is None else pick(run))
-            xs = [index + (offset - 1.5) * width for index in range(len(scenarios))]
-            axis.bar(xs, values, width, label=label, color=colour, hatch=hatch)
-        axis.set_xticks(range(len(scenarios)), scenarios, fontsize=8)
-        axis.set_title(title)
-    axes[0].legend(fontsize=8)
-    pods = runs[0].pods if runs else 0
-    figure.suptitle(f"Rollouts of {pods} consumer pods: naive Kubernetes against the operator")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    say(f"plot written to {path}")
+        return simulated(run)
+    except ValueError as exc:  # a timeline the simulator refuses: the measurement still counts
+        say(f"  simulator replay refused the timeline: {exc}")
+        return {}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pods", type=int, default=12)
-    parser.add_argument("--partitions", type=int, default=24)
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
-    parser.add_argument("--strategies", default=",".join(STRATEGIES))
-    parser.add_argument("--jitter", default="uniform(0,6)", help="pod start-up delay (lab kubelet)")
-    parser.add_argument(
-        "--static-session-ms",
-        type=int,
-        default=None,
-        help="session timeout of the static members (default: one that covers a restart)",
-    )
-    parser.add_argument(
-        "--settle-timeout",
-        type=float,
-        default=300.0,
-        help="seconds a run may take to settle before it is measured as it stands",
-    )
-    parser.add_argument(
-        "--update-batch-size",
-        type=int,
-        default=None,
-        help="maxBatchSize of managed rolling updates (default: the operator's)",
-    )
-    parser.add_argument("--png", type=Path, default=Path(__file__).with_name("rollouts.png"))
-    parser.add_argument("--state-dir", type=Path, default=None)
-    args = parser.parse_args(argv)
-    scenarios = [s for s in args.scenarios.split(",") if s]
-    strategies = [s for s in args.strategies.split(",") if s]
-    unknown = [s for s in scenarios if s not in SCENARIOS] + [
-        s for s in strategies if s not in STRATEGIES
-    ]
-    if unknown:
-        parser.error(f"unknown scenario or strategy: {', '.join(unknown)}")
-    jitter_max = jitter_bound(args.jitter)
-    if args.static_session_ms is None:
-        # Kafka keeps a static member's place while its session lasts: the restart gap plus
-        # one heartbeat (3 s) must fit, rounded up to 5 s.
-        gap = jitter_max + RESTART_OVERHEAD_S
-        args.static_session_ms = max(int(math.ceil((gap + 3.0) / 5) * 5 * 1000), 6000)
+    args = parse(argv)
+    if args.summarise is not None:
+        return rollouts_summary.summarise(args.summarise or [args.out], args.plots)
+    cells = cells_of(args)
+    plan = plan_of(cells, args.strategies, args.repeat)
     say(
-        f"{args.pods} pods, {args.partitions} partitions, jitter {args.jitter}; static members' "
-        f"session {args.static_session_ms / 1000:g} s (>= restart gap <= "
-        f"{jitter_max + RESTART_OVERHEAD_S:g} s + one heartbeat), dynamic {SESSION_MS / 1000:g} s"
+        f"{len(cells)} cell(s) x {len(args.strategies)} strateg(ies) x {args.repeat} repeat(s) "
+        f"= {len(plan)} runs; results appended to {args.out}"
     )
     state = args.state_dir or Path(tempfile.mkdtemp(prefix="rebalancer-bench-rollouts-"))
     config = LabConfig(
@@ -941,6 +1201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         api_port=free_port(),
         reports_port=free_port(),
         prometheus_port=None,
+        initial_rebalance_delay_ms=KAFKA_DELAY_MS,
     )
     lab = Lab(config)
 
@@ -951,49 +1212,94 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, interrupted)
     tee = ReportTee(lab.report_url)
     tee.start()
-    runs: list[Measured] = []
     try:
-        lab.start(fleet=False, pods=True, jitter=args.jitter)
-        asyncio.run(ensure_topic(lab.bootstrap, TOPIC, args.partitions))
+        # Each workload's template names its own jitter; pods without one start at once.
+        lab.start(fleet=False, pods=True, jitter=NO_JITTER)
+        for partitions in sorted({cell.partitions for cell in cells}):
+            asyncio.run(ensure_topic(lab.bootstrap, f"rollouts-p{partitions}", partitions))
         say(f"lab up in {state}: Apache Kafka at {lab.bootstrap}, operator reports via {tee.url}")
         bench = Bench(lab, tee, args)
-        for scenario in scenarios:
-            for strategy in strategies:
-                run = bench.run(scenario, strategy)
-                run.kafka = kafka_figures(run)
-                runs.append(run)
+        bench.progress = Progress(plan, cells, args.repeat)
+        failed = run_matrix(bench, plan, bench.progress, state)
     finally:
         lab.stop()
         tee.stop()
-    print()
-    print(table(runs))
-    print()
-    print(ratios(runs))
-    print()
-    for line in targets(runs):
-        print(f"- {line}")
-    plot(runs, args.png)
-    raw = state / "rollouts-data.json"
-    raw.write_text(json.dumps([asdict(run) for run in runs], default=list, indent=1))
-    say(f"raw figures, reports and pod timelines in {raw}")
-    return 0
+    say(f"{len(plan) - failed} run(s) appended to {args.out}; {failed} failed; raw data in {state}")
+    rollouts_summary.summarise([args.out], args.plots)
+    return 1 if failed else 0
 
 
-def jitter_bound(text: str) -> float:
-    """The longest start-up delay the jitter gives (a high quantile for unbounded ones)."""
-    match = re.match(r"^\s*([a-z]*)\s*\(?([^)]*)\)?\s*$", text)
-    if not match:
-        return 0.0
-    kind, params = match.group(1) or "fixed", [float(p) for p in match.group(2).split(",") if p]
-    if kind in ("fixed", ""):
-        return params[0] if params else 0.0
-    if kind == "uniform":
-        return params[1]
-    if kind == "exponential":
-        return 3 * params[0]
-    if kind == "normal":
-        return params[0] + 3 * params[1]
-    return 0.0
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    listed = parser.add_argument
+    listed("--pods", default="12", help="N, comma-separated for several (e.g. 12,24)")
+    listed("--partitions", type=int, default=None, help="partitions of the topic (default 2N)")
+    listed("--scenarios", default=",".join(SCENARIOS), help=f"any of {', '.join(SCENARIOS)}")
+    listed("--strategies", default=",".join(STRATEGIES), help=f"any of {', '.join(STRATEGIES)}")
+    listed("--assignors", default="cooperative-sticky", help=f"any of {', '.join(ASSIGNORS)}")
+    listed(
+        "--jitters",
+        default=None,
+        help="pod start jitters of the --jittered scenarios, one cell each, comma-separated "
+        "(e.g. 'uniform(0,6)','uniform(0,20)'; default: --jitter)",
+    )
+    listed("--jittered", default="cold-start", help="scenarios that take every --jitters value")
+    listed("--jitter", default="uniform(0,6)", help="pod start jitter of the other scenarios")
+    listed("--repeat", type=int, default=1, help="runs per cell and strategy, interleaved")
+    listed("--out", type=Path, default=Path(__file__).with_name("rollouts-results.jsonl"))
+    listed(
+        "--summarise",
+        nargs="*",
+        type=Path,
+        default=None,
+        metavar="RESULTS",
+        help="run nothing: summarise these results files (default: --out) and write the plots",
+    )
+    listed(
+        "--plots",
+        default=str(Path(__file__).with_name("rollouts")),
+        help="plot path prefix: PREFIX-rebalances.png, PREFIX-stable.png, "
+        "PREFIX-partition-seconds.png ('' for none)",
+    )
+    listed(
+        "--static-session-ms",
+        type=int,
+        default=None,
+        help="session timeout of tuned and managed static members (default: one that covers a "
+        "restart, at least 45000)",
+    )
+    listed(
+        "--settle-timeout",
+        type=float,
+        default=300.0,
+        help="seconds a phase may take to settle before it is measured as it stands (plus "
+        "headroom for pods started one at a time)",
+    )
+    listed(
+        "--update-batch-size",
+        type=int,
+        default=None,
+        help="maxBatchSize of managed rollouts (default: the operator's)",
+    )
+    listed("--state-dir", type=Path, default=None, help="the lab's state and logs (default: tmp)")
+    args = parser.parse_args(argv)
+    args.pods = [int(pods) for pods in split_list(args.pods)]
+    args.plots = Path(args.plots) if args.plots else None
+    args.jitters = split_list(args.jitters) if args.jitters is not None else [args.jitter]
+    for option, allowed in (
+        ("scenarios", SCENARIOS),
+        ("strategies", STRATEGIES),
+        ("assignors", ASSIGNORS),
+        ("jittered", SCENARIOS),
+    ):
+        values = split_list(getattr(args, option))
+        unknown = [value for value in values if value not in allowed]
+        if unknown:
+            parser.error(f"--{option}: unknown {', '.join(unknown)}; use any of {allowed}")
+        setattr(args, option, values)
+    if args.repeat < 1 or any(pods < 1 for pods in args.pods):
+        parser.error("--repeat and --pods must be at least 1")
+    return args
 
 
 if __name__ == "__main__":
