@@ -162,7 +162,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     config = LabConfig(
         state_dir=state,
         broker_port=free_port(),
-        api_port=free_port(),
         reports_port=free_port(),
         prometheus_port=None,
     )

@@ -70,8 +70,6 @@ def shared_cluster() -> SharedCluster:
                 kubelet = LabCluster(
                     node.kubeconfig,
                     state / "kubelet",
-                    controllers=False,
-                    scheduled=True,
                     service_account_tokens=True,
                     backoff_base=0.5,
                     backoff_max=5.0,

@@ -1,4 +1,4 @@
-"""The real control plane does what the emulator only imitated: controllers, GC, CEL, RBAC."""
+"""The lab's control plane is Kubernetes' own: controllers, garbage collection, CEL, RBAC."""
 
 from __future__ import annotations
 

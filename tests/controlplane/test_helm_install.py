@@ -41,8 +41,6 @@ def lab_cluster(
     with LabCluster(
         node.kubeconfig,
         tmp_path_factory.mktemp("kubelet"),
-        controllers=False,
-        scheduled=True,
         service_account_tokens=True,
         stop_grace=10,
     ) as cluster:

@@ -69,8 +69,6 @@ def lab_cluster(
     cluster = LabCluster(
         node.kubeconfig,
         tmp_path_factory.mktemp("kubelet"),
-        controllers=False,
-        scheduled=True,
         service_account_tokens=True,
         stop_grace=5,
     )

@@ -1,4 +1,4 @@
-"""One lab (broker, API emulator, operator) shared by the end-to-end tests of a module."""
+"""One lab (broker, control plane, kubelet, operator) shared by the end-to-end tests of a module."""
 
 from __future__ import annotations
 

@@ -51,7 +51,6 @@ def running_lab(
         LabConfig(
             state_dir=state_dir,
             broker_port=free_port(),
-            api_port=free_port(),
             reports_port=free_port(),
             prometheus_port=free_port() if prometheus else None,
             **config,

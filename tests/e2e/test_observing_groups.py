@@ -1,4 +1,4 @@
-"""The operator, against the lab's broker and API emulator, reports real groups and rebalances."""
+"""The operator, against the lab's broker and control plane, reports real groups and rebalances."""
 
 from __future__ import annotations
 

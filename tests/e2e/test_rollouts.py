@@ -1,7 +1,8 @@
 """Staggered rollouts through the operator, on the lab cluster with real consumer pods.
 
-Real parts: Apache Kafka, the API emulator, the lab's StatefulSet controller and kubelet (each pod a
-`rebalancer gate` init container, then a `python -m rebalancer.lab.consumer` process), and the
+Real parts: Apache Kafka, Kubernetes' control plane (its StatefulSet controller), the lab's
+kubelet (each pod a `rebalancer gate` init container, then a `python -m rebalancer.lab.consumer`
+process), and the
 operator process (`rebalancer operator`), which observes the group from member reports and
 drives the rollout daemon. Pods start seconds apart (the kubelet's jitter).
 """

@@ -56,8 +56,6 @@ def own_kubelet(
         register_tainted_node(lab.api, node)
         settings: dict[str, Any] = {
             "node_name": node,
-            "controllers": False,
-            "scheduled": True,
             "backoff_base": 0.2,
             "backoff_max": 1.0,
             "stop_grace": 3.0,

@@ -19,7 +19,6 @@ def test_the_example_fleet_runs_as_pods(tmp_path: Path) -> None:
     config = LabConfig(
         state_dir=tmp_path,
         broker_port=free_port(),
-        api_port=free_port(),
         reports_port=free_port(),
         prometheus_port=None,
         consumers=2,

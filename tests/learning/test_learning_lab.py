@@ -1,6 +1,6 @@
 """History and learning through the whole operator in the lab.
 
-Real parts: Apache Kafka, the API emulator, the lab cluster (each consumer pod a real
+Real parts: Apache Kafka, Kubernetes' control plane, the lab's kubelet (each consumer pod a real
 `python -m rebalancer.lab.consumer` process posting member reports), the operator process with
 `--history-dir`, and Spark for the learning job. A cold start leaves a join record per member in
 the history and the job reads them; then a recommendation set written by the job's own writer

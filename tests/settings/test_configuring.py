@@ -1,4 +1,4 @@
-"""The settings' Kubernetes writes against the API emulator: the ConfigMap (owned by the
+"""The settings' Kubernetes writes against the real API server: the ConfigMap (owned by the
 ConsumerGroup), the guarded pod-template patch, and a Strimzi Kafka resource's broker config."""
 
 from __future__ import annotations

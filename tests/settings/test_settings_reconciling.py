@@ -1,4 +1,4 @@
-"""reconcile_settings, the handler's one call, against the API emulator and Apache Kafka: what it
+"""reconcile_settings, the handler's one call, against the real API server and Apache Kafka: what it
 writes, what it reports, and that a second reconcile writes and reports nothing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The injected sidecar through reconcile_settings, against the API emulator and Apache Kafka:
+"""The injected sidecar through reconcile_settings, against the real API server and Apache Kafka:
 what the template gets, in how many writes, what status and Events say, and the CRD's own check."""
 
 from __future__ import annotations

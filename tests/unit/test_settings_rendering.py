@@ -1,7 +1,7 @@
 """Rendering settings: ConfigMap, env vars by convention, and the pod-template patch.
 
-Patches are applied with the API emulator's own JSON-patch code (a pure function), so each test
-checks the template a cluster would store, and that patching it again changes nothing.
+Patches are applied as the API server applies them (RFC 6902, the jsonpatch library), so each
+test checks the template a cluster would store, and that patching it again changes nothing.
 """
 
 from __future__ import annotations

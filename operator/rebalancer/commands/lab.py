@@ -14,12 +14,14 @@ from pathlib import Path
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "lab",
-        help="run broker, API emulator, operator and an example fleet on this machine",
+        help="run Kafka, a Kubernetes control plane, the operator and an example fleet here",
         description=(
-            "Start Apache Kafka (KRaft, fetched from Maven Central once), a Kubernetes API "
-            "emulator with a kubeconfig for kubectl, the operator, the example ConsumerGroup and "
-            "StatefulSet from deploy/examples, a producer and real consumer processes; then show "
-            "live what the operator sees until Ctrl-C, and stop everything it started."
+            "Start Apache Kafka (KRaft, fetched from Maven Central once), Kubernetes' control "
+            "plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, built from "
+            "Kubernetes' Go modules once) with a kubeconfig for kubectl, the lab's kubelet, the "
+            "operator, the example ConsumerGroup and StatefulSet from deploy/examples, a "
+            "producer and real consumer pods; then show live what the operator sees until "
+            "Ctrl-C, and stop everything it started."
         ),
     )
     default_state = Path(tempfile.gettempdir()) / "rebalancer-lab"
@@ -43,9 +45,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=3000,
         help="the brokers' group.initial.rebalance.delay.ms (default 3000, Kafka's production "
         "default)",
-    )
-    parser.add_argument(
-        "--api-port", type=int, default=8001, help="Kubernetes API emulator port (default 8001)"
     )
     parser.add_argument(
         "--reports-port", type=int, default=8090, help="operator's member-report port (8090)"
@@ -85,7 +84,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         dest="pods",
         action="store_false",
         help="start the consumers as plain processes instead of running the example "
-        "StatefulSet's pods through the lab's kubelet and controllers",
+        "StatefulSet's pods through the lab's kubelet",
     )
     parser.add_argument(
         "--jitter",
@@ -116,7 +115,6 @@ def run(args: argparse.Namespace) -> int:
         broker_port=args.broker_port,
         brokers=args.brokers,
         initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
-        api_port=args.api_port,
         reports_port=args.reports_port,
         prometheus_port=args.prometheus_port or None,
         consumers=args.consumers,

@@ -1,4 +1,4 @@
-"""`rebalancer operator`: run the kopf operator against a cluster or the lab's API emulator."""
+"""`rebalancer operator`: run the kopf operator against a cluster (a real one, or the lab's)."""
 
 from __future__ import annotations
 

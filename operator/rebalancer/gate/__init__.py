@@ -19,7 +19,7 @@ its controller recreates it, so an open gate never carries over to the pod's nex
 - Bypass (`--bypass-after`, default 0 for never): while it holds a pod the operator refreshes
   `rebalancer.dev/gate-held-at` on it; a gate that sees no refresh for this long lets the pod
   go (exit 0, saying so), so pods still start when the operator is gone.
-- Where the API is: REBALANCER_API_SERVER (a plain URL, for example the lab's emulator), else
+- Where the API is: REBALANCER_API_SERVER (a plain URL, for example a local proxy), else
   KUBECONFIG, else the in-cluster service account.
 
 Exit codes: 0 opened or bypassed, 1 timed out, 2 misconfigured, 3 the pod is gone.

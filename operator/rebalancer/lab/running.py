@@ -3,8 +3,7 @@ a producer on one machine.
 
 The control plane is Kubernetes' own (etcd, kube-apiserver, kube-controller-manager and
 kube-scheduler, built from Kubernetes' Go modules, see `rebalancer.lab.controlplane`); the lab's
-kubelet registers a Node and runs the pods bound to it as local processes. The older API emulator
-(`control_plane=False`) stays only for test folders that have not moved yet.
+kubelet registers a Node and runs the pods bound to it as local processes.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from typing import Any
 
 from kubernetes import client, dynamic
 
-from rebalancer.lab.apiserver import ApiServerThread
 from rebalancer.lab.broker import KafkaBroker, KafkaCluster
 from rebalancer.lab.cluster import LabCluster, with_container_env
 from rebalancer.lab.controlplane import ControlPlane
@@ -37,7 +35,6 @@ class LabConfig:
     state_dir: Path
     host: str = "127.0.0.1"
     broker_port: int = 9092
-    api_port: int = 8001
     reports_port: int = 8090
     consumers: int = 3
     partitions: int = 12
@@ -55,15 +52,12 @@ class LabConfig:
     external_bootstrap: str | None = None
     # None: no Prometheus server even when one is installed.
     prometheus_port: int | None = 9090
-    # Kubernetes' own control plane; False: the API emulator on api_port.
-    control_plane: bool = True
 
 
 @dataclass
 class Lab:
     config: LabConfig
     broker: KafkaCluster | None = None
-    api: ApiServerThread | None = None
     operator: ChildProcess | None = None
     producer: ChildProcess | None = None
     prometheus: ChildProcess | None = None
@@ -99,23 +93,19 @@ class Lab:
         self.api_client = _client(self.kubeconfig)
         self.install_crds()
         if pods:
-            if self.plane is not None:
-                # The kubelet acts as its node (the Node authorizer checks it).
-                node = self.plane.node_credentials()
-                self.cluster = LabCluster(
-                    node.kubeconfig,
-                    state,
-                    jitter=jitter,
-                    node_name=node.name,
-                    controllers=False,
-                    scheduled=True,
-                    service_account_tokens=True,
-                )
-                # Pods act as their ServiceAccount: the fleet's gets what the chart gives a
-                # gated fleet (gate.serviceAccounts).
-                self.apply(gate_rbac(self.config.namespace))
-            else:
-                self.cluster = LabCluster(self.kubeconfig, state, jitter=jitter)
+            assert self.plane is not None
+            # The kubelet acts as its node (the Node authorizer checks it).
+            node = self.plane.node_credentials()
+            self.cluster = LabCluster(
+                node.kubeconfig,
+                state,
+                jitter=jitter,
+                node_name=node.name,
+                service_account_tokens=True,
+            )
+            # Pods act as their ServiceAccount: the fleet's gets what the chart gives a gated
+            # fleet (gate.serviceAccounts).
+            self.apply(gate_rbac(self.config.namespace))
             self.cluster.start()
         self.start_operator()
         self.start_prometheus()
@@ -154,14 +144,6 @@ class Lab:
 
     def start_kubernetes(self) -> None:
         state = self.config.state_dir
-        if not self.config.control_plane:
-            self.api = ApiServerThread(host=self.config.host, port=self.config.api_port)
-            self.api.__enter__()
-            self.kubeconfig = self.api.write_kubeconfig(state / "kubeconfig")
-            logger.info(
-                "Kubernetes API emulator at %s; kubeconfig %s", self.api.url, self.kubeconfig
-            )
-            return
         self.plane = ControlPlane(state / "control-plane", self.config.host, progress=logger.info)
         self.plane.start()
         # One stable path for kubectl, whatever port the API server got this time.
@@ -369,8 +351,6 @@ class Lab:
             self.prometheus.stop()
         if self.api_client is not None:
             self.api_client.close()
-        if self.api is not None:
-            self.api.__exit__(None, None, None)
         if self.plane is not None:
             self.plane.stop()
         if self.broker is not None:

@@ -1,8 +1,8 @@
 """Read a StatefulSet or Deployment and its pods (raw API objects) into a WorkloadView.
 
 Pure: rebalancer.clients.rolling fetches the objects, this decides what they mean. Missing
-fields take the API server's defaults, so objects written by hand or by an emulator that leaves
-them out read the same as a real cluster's.
+fields take the API server's defaults, so objects that leave them out (a manifest, a test's
+fixture) read the same as what a cluster stores.
 """
 
 from __future__ import annotations
@@ -133,7 +133,8 @@ def view_pod(pod: Raw, workload: str, kind: WorkloadKind, revision: str) -> PodV
         name=name,
         uid=str(metadata.get("uid") or ""),
         ordinal=_ordinal(name, workload) if kind is WorkloadKind.STATEFULSET else None,
-        # Without revisions on either side (an emulator that keeps none) nothing is stale.
+        # Without revisions on either side (a bare pod, or a controller yet to label it)
+        # nothing is stale.
         updated=not revision or pod_revision is None or pod_revision == revision,
         gate=gate_state(pod),
         gate_batch=annotations.get(GATE_BATCH_ANNOTATION),

@@ -1,9 +1,7 @@
 """Informers: list, then watch from the list's resourceVersion, into a local cache.
 
-A controller reads its cache, never the API, and is told of every change through handlers that
-only enqueue keys. Its own writes go into the cache at once (`observe`, `forget`), so that the
-next reconcile does not act again on a state the watch has not delivered yet; that is what
-kube's controllers get from their expectations.
+The lab's kubelet reads its cache of the pods bound to its node and is told of every change
+through handlers, as a kubelet's pod config source is.
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ def _version(obj: Body | None) -> int:
     if obj is None:
         return -1
     text = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-    # resourceVersions are opaque to clients; kube's and the emulator's are etcd-style integers,
+    # resourceVersions are opaque to clients; kube-apiserver's are etcd revisions (integers),
     # and anything else is treated as newer than what is cached.
     return int(text) if text.isdigit() else 1 << 62
 
@@ -71,7 +69,6 @@ class Informer:
         self.retry_seconds = retry_seconds
         self.synced = threading.Event()
         self._cache: dict[Key, Body] = {}
-        self._tombstones: dict[str, int] = {}
         self._handlers: list[Handler] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -91,36 +88,8 @@ class Informer:
             return objects
         return [o for o in objects if o["metadata"].get("namespace") == namespace]
 
-    def owned_by(self, uid: str) -> list[Body]:
-        """Objects whose controller reference points at `uid`."""
-        return [o for o in self.items() if controller_uid(o) == uid]
-
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
-
-    # Our own writes ---------------------------------------------------------------------------
-
-    def observe(self, obj: Body) -> None:
-        """Cache what a write returned, unless the watch already brought something newer."""
-        obj = self._typed(obj)
-        key = key_of(obj)
-        uid = obj["metadata"].get("uid", "")
-        with self._lock:
-            if _version(obj) <= self._tombstones.get(uid, -1):
-                return
-            current = self._cache.get(key)
-            if current is None or _version(obj) > _version(current):
-                self._cache[key] = obj
-
-    def forget(self, obj: Body) -> None:
-        """Drop an object we deleted; a stale event for it must not bring it back."""
-        key = key_of(obj)
-        uid = obj["metadata"].get("uid", "")
-        with self._lock:
-            current = self._cache.get(key)
-            if current is not None and current["metadata"].get("uid") == uid:
-                del self._cache[key]
-            self._tombstones[uid] = max(_version(obj), _version(current))
 
     # Running ----------------------------------------------------------------------------------
 
@@ -172,7 +141,6 @@ class Informer:
                 elif _version(obj) != _version(old):
                     changes.append(Change("MODIFIED", obj, old))
             self._cache = fresh
-            self._tombstones.clear()
         self.synced.set()
         for change in changes:
             self._emit(change)
@@ -213,12 +181,8 @@ class Informer:
             if kind == "DELETED":
                 if old is not None and old["metadata"].get("uid") == uid:
                     del self._cache[key]
-                self._tombstones.pop(uid, None)
-            elif _version(obj) > self._tombstones.get(uid, -1) and (
-                old is None or old["metadata"].get("uid") != uid or _version(obj) > _version(old)
-            ):
+            elif old is None or old["metadata"].get("uid") != uid or _version(obj) > _version(old):
                 self._cache[key] = obj
-        # Handlers hear every event, also those our own writes already put in the cache.
         self._emit(Change(kind, obj, old))
 
     def _emit(self, change: Change) -> None:
@@ -227,10 +191,3 @@ class Informer:
                 handler(change)
             except Exception:
                 logger.exception("%s informer handler failed", self.name)
-
-
-def controller_uid(obj: Body) -> str | None:
-    for ref in obj.get("metadata", {}).get("ownerReferences") or ():
-        if ref.get("controller"):
-            return str(ref.get("uid"))
-    return None

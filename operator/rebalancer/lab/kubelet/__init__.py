@@ -1,12 +1,11 @@
 """The lab's kubelet: pods in the API run as local process groups on one node, "lab"."""
 
 from .jitter import DELAY_ANNOTATION, JITTER_ANNOTATION, START_DELAY_REASON, Jitter
-from .pods import FINALIZER, KubeletSettings
+from .pods import KubeletSettings
 from .running import Kubelet
 
 __all__ = [
     "DELAY_ANNOTATION",
-    "FINALIZER",
     "JITTER_ANNOTATION",
     "START_DELAY_REASON",
     "Jitter",

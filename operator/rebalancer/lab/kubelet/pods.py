@@ -1,11 +1,11 @@
 """One pod's life on the lab's node, run by its own thread, as the kubelet's pod worker does.
 
-Admit (bind to the node, hold the kubelet finalizer) -> wait the start-up jitter -> sandbox
+Admit (a pod kube-scheduler bound to the node) -> wait the start-up jitter -> sandbox
 (a pod IP of its own, addresses.py; volumes) -> init containers one by one to completion
 (native sidecars, init containers with `restartPolicy: Always`, only until started) -> main
 containers, supervised: probes, restarts with back-off per restartPolicy -> terminal phase, or
 on deletion: preStop hooks, SIGTERM, SIGKILL at the end of the grace period, terminal status,
-finalizer released.
+then the delete with grace 0 that lets the API server remove the pod.
 
 Every change is written to the pod's status subresource, so watchers see what a kubelet shows.
 """
@@ -25,7 +25,7 @@ from typing import Any
 
 from ..kube import objects
 from ..kube.recording import EventRecorder
-from ..kube.requesting import JSON_PATCH, Api, RequestFailed, resource_path
+from ..kube.requesting import Api, RequestFailed, resource_path
 from . import credentials
 from .addresses import DEFAULT_POD_NETWORK, NODE_ADDRESS, PodAddresses
 from .environment import (
@@ -49,7 +49,6 @@ from .processes import ContainerProcess, ProcessRegistry
 Body = dict[str, Any]
 logger = logging.getLogger(__name__)
 
-FINALIZER = "lab.rebalancer.dev/kubelet"
 OWNED_CONDITIONS = (
     "PodScheduled",
     "PodReadyToStartContainers",
@@ -72,18 +71,10 @@ class KubeletSettings:
     kubeconfig: Path | None = None
     backoff_base: float = 10.0
     backoff_max: float = 300.0
-    # The API emulator removes a deleted pod at once; holding a finalizer keeps the pod
-    # visible, Terminating, for as long as its processes take to stop, as on a cluster.
-    hold_finalizer: bool = True
     tick: float = 0.1
     # Start `python -m rebalancer...` containers from a pre-warmed fork server (forking.py),
     # so a pod's start-up cost does not grow with the number of pods starting at once.
     fork_server: bool = True
-    # Whether the API serves pods/binding; learnt from the first pod.
-    bindings: bool | None = None
-    # A scheduler binds pods (a real control plane): this kubelet runs only the pods bound to
-    # its node and binds none itself.
-    scheduled: bool = False
     # Each pod reaches the API with a token of its own ServiceAccount (credentials.py) at this
     # API server, trusting this CA, instead of `kubeconfig`.
     service_account_server: str | None = None
@@ -247,9 +238,9 @@ class PodWorker:
         try:
             if self._admit():
                 self._live()
-            # A finished pod keeps its finalizer until it is deleted, so deletion still
-            # finds a kubelet to release it. Its last status is written until the API takes
-            # it: no later event of the pod need come to bring the write back.
+            # A finished pod stays until it is deleted, and then only this kubelet's delete with
+            # grace 0 removes it. Its last status is written until the API takes it: no later
+            # event of the pod need come to bring the write back.
             while not self.terminating:
                 self._wake.wait(RETRY_SECONDS if self._unpublished else 60)
                 self._wake.clear()
@@ -277,42 +268,8 @@ class PodWorker:
     def _path(self, subresource: str | None = None) -> str:
         return resource_path("v1", "pods", self.namespace, self.name, subresource)
 
-    def _bind(self) -> bool:
-        """Schedule the pod here as kube's scheduler does, through pods/binding.
-
-        False where the API has no binding subresource (the emulator): the caller then sets
-        spec.nodeName itself, to the same effect.
-        """
-        if (
-            self.settings.scheduled
-            or self.settings.bindings is False
-            or (self.pod.get("spec") or {}).get("nodeName")
-        ):
-            return False
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": self.name},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": self.settings.node_name},
-        }
-        try:
-            self.api.create(self._path("binding"), body)
-        except RequestFailed as exc:
-            if exc.status in (404, 405) and self.api.get(self._path()) is not None:
-                self.settings.bindings = False
-                return False
-            raise
-        self.settings.bindings = True
-        self._scheduled()
-        self._refresh()
-        return True
-
-    def _scheduled(self) -> None:
-        message = f"Successfully assigned {self.namespace}/{self.name} to {self.settings.node_name}"
-        self._event("Normal", "Scheduled", message, component="default-scheduler")
-
     def _admit(self) -> bool:
-        """Bind to this node and hold the finalizer; False if the pod is not ours to run."""
+        """Take the pod on; False if it is not to be run (it finished before)."""
         while True:
             try:
                 return self._try_admit()
@@ -330,50 +287,6 @@ class PodWorker:
             self._wake.clear()
 
     def _try_admit(self) -> bool:
-        try:
-            self._bind()
-        except RequestFailed as exc:
-            if exc.status == 404:
-                raise _Gone() from exc
-            if exc.status != 409:  # 409: bound already, by someone else or an earlier try
-                raise
-            self._refresh()
-        for _ in range(10):
-            pod = self.pod
-            meta, spec = pod["metadata"], pod.get("spec") or {}
-            ops: list[Body] = []
-            if not spec.get("nodeName"):
-                ops.append(
-                    {"op": "add", "path": "/spec/nodeName", "value": self.settings.node_name}
-                )
-            finalizers = meta.get("finalizers")
-            wants_hold = self.settings.hold_finalizer and not objects.is_terminating(pod)
-            if wants_hold and FINALIZER not in (finalizers or ()):
-                if finalizers:
-                    ops.append({"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER})
-                else:
-                    ops.append({"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]})
-            if not ops:
-                break
-            ops.insert(
-                0,
-                {
-                    "op": "test",
-                    "path": "/metadata/resourceVersion",
-                    "value": meta.get("resourceVersion"),
-                },
-            )
-            try:
-                self.pod = self.api.patch(self._path(), ops, JSON_PATCH)
-                if not spec.get("nodeName"):
-                    self._scheduled()
-                break
-            except RequestFailed as exc:
-                if exc.status == 404:
-                    raise _Gone() from exc
-                if exc.status not in (409, 422):
-                    raise
-                self._refresh()
         self.start_time = objects.now_text()
         if objects.pod_phase(self.pod) in ("Succeeded", "Failed"):
             # A finished pod (from an earlier worker or kubelet) is not run again.
@@ -702,7 +615,7 @@ class PodWorker:
 
     def _grace(self) -> float:
         grace = self.pod["metadata"].get("deletionGracePeriodSeconds")
-        if not grace:  # the emulator leaves it 0; kube sets it from the delete request
+        if grace is None:  # not deleted: the kubelet itself stops the pod (a shutdown)
             grace = (self.pod.get("spec") or {}).get("terminationGracePeriodSeconds")
         value = 30.0 if grace is None else float(grace)
         if self.shutdown_grace is not None:
@@ -760,14 +673,10 @@ class PodWorker:
             run_probe({"httpGet": hook["httpGet"], "timeoutSeconds": remaining}, c.probe_context)
 
     def _finalize(self) -> None:
-        """Terminal status, then let the API remove a deleted pod: drop our finalizer."""
-        if self.gone:
+        """Terminal status, then let the API remove a deleted pod."""
+        if self.gone or self.shutting_down:
             return
         deleted = objects.is_terminating(self.pod)
-        if self.shutting_down:
-            if deleted:
-                self._release()
-            return
         if deleted and self.phase_override is None and self.sandbox:
             self.phase_override = self._finished_phase()
         if not self.ended_before:
@@ -775,7 +684,6 @@ class PodWorker:
                 self._publish()
         if not deleted:
             return  # the worker failed: the pod stays, and its next event brings a new worker
-        self._release()
         self._remove()
 
     def _remove(self) -> None:
@@ -799,35 +707,6 @@ class PodWorker:
             self._wake.wait(wait)
             self._wake.clear()
             wait = min(2 * wait, REMOVE_RETRY_MAX_SECONDS)
-
-    def _release(self) -> None:
-        for _ in range(10):
-            finalizers = self.pod["metadata"].get("finalizers") or []
-            if FINALIZER not in finalizers:
-                return
-            index = finalizers.index(FINALIZER)
-            ops = [
-                {"op": "test", "path": f"/metadata/finalizers/{index}", "value": FINALIZER},
-                {"op": "remove", "path": f"/metadata/finalizers/{index}"},
-            ]
-            try:
-                self.api.patch(self._path(), ops, JSON_PATCH)
-                return
-            except RequestFailed as exc:
-                if exc.status == 404:
-                    return
-                if exc.status not in (409, 422):
-                    raise
-            except OSError:
-                # A pod left holding our finalizer would be Terminating for ever; an API
-                # that is going away with the lab is not worth waiting for.
-                if self.shutting_down:
-                    return
-                time.sleep(0.5)
-            try:
-                self._refresh()
-            except _Gone:
-                return
 
     # Status -----------------------------------------------------------------------------------
 
@@ -929,10 +808,11 @@ class PodWorker:
             "conditions": [*conditions_in_order(conditions), *foreign],
             "hostIP": NODE_ADDRESS,
             "hostIPs": [{"ip": NODE_ADDRESS}],
-            # The API server sets it at creation and refuses a change; only where it did not
-            # (the emulator) does the kubelet work it out.
-            "qosClass": (self.pod.get("status") or {}).get("qosClass") or qos_class(self.pod),
         }
+        # The API server sets it at creation and refuses a change: written back as it is.
+        qos = (self.pod.get("status") or {}).get("qosClass")
+        if qos is not None:
+            status["qosClass"] = qos
         if self.sandbox and self.pod_ip is not None:
             status["podIP"] = self.pod_ip
             status["podIPs"] = [{"ip": self.pod_ip}]
@@ -973,21 +853,6 @@ class PodWorker:
 def conditions_in_order(conditions: list[Body]) -> list[Body]:
     order = {kind: index for index, kind in enumerate(OWNED_CONDITIONS)}
     return sorted(conditions, key=lambda c: order.get(str(c.get("type")), len(order)))
-
-
-def qos_class(pod: Body) -> str:
-    spec = pod.get("spec") or {}
-    # As kube's GetPodQOS: init containers count as well as the app containers.
-    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
-    resources = [c.get("resources") or {} for c in containers]
-    if not any(r.get("requests") or r.get("limits") for r in resources):
-        return "BestEffort"
-    for r in resources:
-        limits, requests = r.get("limits") or {}, r.get("requests") or {}
-        for name in ("cpu", "memory"):
-            if name not in limits or requests.get(name, limits[name]) != limits[name]:
-                return "Burstable"
-    return "Guaranteed"
 
 
 def _version(pod: Body) -> int:

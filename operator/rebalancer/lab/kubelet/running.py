@@ -70,7 +70,7 @@ class Kubelet:
             if self._stopping:
                 return
             node = (pod.get("spec") or {}).get("nodeName")
-            if node != self.settings.node_name and (node or self.settings.scheduled):
+            if node != self.settings.node_name:
                 return
             worker = PodWorker(
                 self.api,
