@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from rebalancer.planning.observing import combine_observation
+from rebalancer.planning.observing import (
+    combine_observation,
+    coordinator_from_status,
+    coordinator_move_message,
+    coordinator_moved,
+)
 from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
 from rebalancer.planning.statuses import observed_conditions, render_group
 from rebalancer.structs.brokers import (
@@ -44,9 +49,14 @@ def member_report(
 
 
 def view(
-    state: GroupState, members: tuple[BrokerMember, ...] = (), known: bool = False
+    state: GroupState,
+    members: tuple[BrokerMember, ...] = (),
+    known: bool = False,
+    coordinator: int | None = 1,
 ) -> BrokerGroupView:
-    return BrokerGroupView("orders", state, GroupProtocol.CLASSIC, None, members, 1, known)
+    return BrokerGroupView(
+        "orders", state, GroupProtocol.CLASSIC, None, members, coordinator, known
+    )
 
 
 def test_reports_fill_in_what_the_broker_does_not_say() -> None:
@@ -251,3 +261,46 @@ def test_broker_listed_members_are_named_by_their_reports_and_never_blamed_for_l
     assert [m.host for m in snapshot.member_details] == ["pod-0", "pod-1"]
     events, tracking = detect_rebalances(tracking, snapshot, book.generations_after(-1), CONTEXT)
     assert [(e.generation, e.joined, e.left) for e in events] == [(1, ("pod-0", "pod-1"), ())]
+
+
+def test_status_names_the_coordinator_the_broker_named() -> None:
+    tracking = GroupTracking(since=0.0)
+    snapshot = combine_observation(view(GroupState.STABLE, coordinator=3), [], 2, now=1.0)
+    assert snapshot.coordinator == 3
+    assert render_group(snapshot, tracking, None)["coordinator"] == 3
+    # Node ids start at 0 on many clusters: 0 is a coordinator, not "unknown".
+    first = combine_observation(view(GroupState.STABLE, coordinator=0), [], 2, now=1.0)
+    assert render_group(first, tracking, None)["coordinator"] == 0
+    # A broker that did not say, or no answer at all: no coordinator in status, none guessed.
+    unsaid = combine_observation(view(GroupState.STABLE, coordinator=None), [], 2, now=1.0)
+    assert "coordinator" not in render_group(unsaid, tracking, None)
+    assert combine_observation(None, [], 2, now=1.0).coordinator is None
+
+
+def test_a_coordinator_move_is_another_known_node_than_the_last_one_seen() -> None:
+    assert coordinator_moved(3, 2)
+    assert coordinator_moved(0, 1)
+    assert not coordinator_moved(2, 2)
+    # The first look, and a look at which the broker did not name one, are no move: a
+    # restarted operator or a failed describe would otherwise report moves that never were.
+    assert not coordinator_moved(None, 2)
+    assert not coordinator_moved(3, None)
+
+
+def test_the_move_message_names_both_nodes_and_the_brokers_left() -> None:
+    assert coordinator_move_message(3, 2, 2) == (
+        "group coordinator moved from node 3 to node 2; 2 brokers in the cluster"
+    )
+    assert coordinator_move_message(1, 0, 1).endswith("; 1 broker in the cluster")
+    # The cluster could not be described: the move alone, no count made up.
+    assert coordinator_move_message(3, 2, None) == "group coordinator moved from node 3 to node 2"
+
+
+def test_a_restarted_observer_resumes_from_the_coordinator_in_status() -> None:
+    assert coordinator_from_status({"group": {"coordinator": 2, "state": "Stable"}}) == 2
+    assert coordinator_from_status({"group": {"coordinator": 0}}) == 0
+    # Nothing there, or something that is no node id (status edited by hand): not known.
+    assert coordinator_from_status({}) is None
+    assert coordinator_from_status({"group": None}) is None
+    assert coordinator_from_status({"group": {"coordinator": "2"}}) is None
+    assert coordinator_from_status({"group": {"coordinator": True}}) is None

@@ -11,6 +11,7 @@ from rebalancer import metrics
 from rebalancer.clients.patching import patch_status
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.observing import Observer, observe_forever, tracking_from_status
+from rebalancer.planning.observing import coordinator_from_status
 from rebalancer.planning.rollout_policies import parse_rollout_policy
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.structs.conditions import (
@@ -85,6 +86,13 @@ async def observe(
 ) -> None:
     deps: Dependencies = memo.deps
     namespace = namespace or "default"
-    tracking = tracking_from_status(dict(body.get("status") or {}), since=time.time() - 1.0)
-    observer = Observer(deps=deps, namespace=namespace, name=name, tracking=tracking)
+    status = dict(body.get("status") or {})
+    tracking = tracking_from_status(status, since=time.time() - 1.0)
+    observer = Observer(
+        deps=deps,
+        namespace=namespace,
+        name=name,
+        tracking=tracking,
+        coordinator=coordinator_from_status(status),
+    )
     await observe_forever(observer, body, stopped)

@@ -16,7 +16,11 @@ import kopf
 from rebalancer import metrics
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kafka_config import build_client_config
-from rebalancer.clients.kafka_errors import KafkaRequestFailed, KafkaUnavailable
+from rebalancer.clients.kafka_errors import (
+    KafkaGatewayError,
+    KafkaRequestFailed,
+    KafkaUnavailable,
+)
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
 from rebalancer.handlers.dependencies import Dependencies
@@ -31,7 +35,11 @@ from rebalancer.planning.history_records import (
     settle_rebalances,
     track_joins,
 )
-from rebalancer.planning.observing import combine_observation
+from rebalancer.planning.observing import (
+    combine_observation,
+    coordinator_move_message,
+    coordinator_moved,
+)
 from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
 from rebalancer.planning.rollout_states import RolloutState
 from rebalancer.planning.rollout_statuses import rollout_conditions
@@ -96,6 +104,9 @@ class Observer:
     unwritten: list[RebalanceEvent] = field(default_factory=list)
     # Set after repeated unanswered requests: the next observation uses a new admin client.
     renew_gateway: bool = False
+    # The node that coordinated the group at the last look (status.group.coordinator after a
+    # restart): another one is told in a CoordinatorMoved Event.
+    coordinator: int | None = None
 
     def release(self) -> None:
         if self.gateway_key is not None:
@@ -133,6 +144,7 @@ class Observer:
             and report.consumer_group in (None, self.name)
         ]
         snapshot = combine_observation(view, reports, total, now)
+        moved = await self._coordinator_move(gateway, snapshot.coordinator)
         floor = -1 if self.tracking.generation is None else self.tracking.generation
         sightings = book.generations_after(floor - 1)
         context = EventContext(
@@ -175,6 +187,12 @@ class Observer:
         for event in events:
             kopf.info(body, reason="Rebalance", message=event.describe())
             metrics.record_rebalance(self.namespace, self.name, event.cause.value)
+        if moved is not None:
+            kopf.info(body, reason="CoordinatorMoved", message=moved)
+            logger.info("%s/%s: %s", self.namespace, self.name, moved)
+        # Remembered once told: an observation that fails before this tells it the next time.
+        if snapshot.coordinator is not None:
+            self.coordinator = snapshot.coordinator
         conditions = observed_conditions(snapshot)
         if not found:
             message = (
@@ -194,11 +212,25 @@ class Observer:
             fields["learning"], self.learning_applied_at = await learning_status(
                 self.deps, body, self.namespace, self.name, spec, self.learning_applied_at
             )
-        await self._write(body, conditions, fields, force=bool(events))
+        await self._write(body, conditions, fields, force=bool(events) or moved is not None)
         if self.failures:
             kopf.info(body, reason="Recovered", message="the group is observed again")
         self.failures = 0
         self.last_failure_reason = None
+
+    async def _coordinator_move(self, gateway: AdminGateway, now_at: int | None) -> str | None:
+        """The CoordinatorMoved message when another node coordinates the group than at the
+        last look, None otherwise. The cluster is described only then, to say how many brokers
+        it has left."""
+        before = self.coordinator
+        if not coordinator_moved(before, now_at):
+            return None
+        assert before is not None and now_at is not None
+        try:
+            brokers: int | None = (await gateway.describe_cluster()).broker_count
+        except KafkaGatewayError:
+            brokers = None
+        return coordinator_move_message(before, now_at, brokers)
 
     def _label_enforced(self, group_id: str, event: RebalanceEvent) -> RebalanceEvent:
         if event.generation is None:

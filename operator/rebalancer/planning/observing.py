@@ -7,7 +7,8 @@ members at all. Each figure carries its source so users can judge it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rebalancer.structs.brokers import BrokerGroupView, GroupState, TopicPartition
 from rebalancer.structs.reports import MemberReport, ReportEvent
@@ -124,4 +125,27 @@ def combine_observation(
         lag=lag,
         observed_at=now,
         sources=sources,
+        coordinator=view.coordinator_id if view is not None else None,
     )
+
+
+def coordinator_from_status(status: Mapping[str, Any]) -> int | None:
+    """The coordinator status.group names: where a restarted operator's observer resumes, so a
+    move while it was away is told and one it already told is not told again."""
+    found = (status.get("group") or {}).get("coordinator")
+    return found if isinstance(found, int) and not isinstance(found, bool) else None
+
+
+def coordinator_moved(before: int | None, after: int | None) -> bool:
+    """Whether the group is coordinated by another node than at the last look; not when
+    either is unknown (a first look, a broker that did not say, an observation that failed)."""
+    return before is not None and after is not None and before != after
+
+
+def coordinator_move_message(before: int, after: int, brokers: int | None) -> str:
+    """The CoordinatorMoved Event's words: which node had the group and which has it now, and
+    how many brokers the cluster counts (fewer than usual after a broker was lost)."""
+    message = f"group coordinator moved from node {before} to node {after}"
+    if brokers is None:
+        return message
+    return f"{message}; {brokers} broker{'' if brokers == 1 else 's'} in the cluster"

@@ -53,6 +53,7 @@ def render_group(
         ),
         "lastRebalanceCause": tracking.last_cause,
         "brokerProfile": profile,
+        "coordinator": snapshot.coordinator,
     }
     group.update({key: value for key, value in optional.items() if value is not None})
     return group

@@ -35,6 +35,8 @@ class GroupSnapshot:
     lag: int | None
     observed_at: float
     sources: dict[str, Source] = field(default_factory=dict)
+    # The broker node coordinating the group, when the broker said (DescribeGroups).
+    coordinator: int | None = None
 
     @property
     def member_keys(self) -> frozenset[str]:
