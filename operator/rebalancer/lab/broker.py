@@ -17,6 +17,7 @@ import asyncio
 import atexit
 import base64
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -33,8 +34,29 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialAlteration,
+    UserScramCredentialUpsertion,
+)
 
+from rebalancer.lab.broker_security import (
+    SCRAM_MECHANISMS,
+    BrokerSecurity,
+    TlsFiles,
+    client_settings,
+    listener_settings,
+    make_certificates,
+    scram_format_arguments,
+)
 from rebalancer.lab.kafka_jars import KAFKA_VERSION, class_path, data_file, java_binary
 
 logger = logging.getLogger(__name__)
@@ -49,21 +71,23 @@ _PROBE_GROUP = "rebalancer-lab-readiness"
 
 # Asked in a process of its own: librdkafka 2.16 aborts the whole process when a client whose
 # request went unanswered for want of a broker sees that broker again (an assertion in
-# rd_kafka_enq_once_del_source_return), which took a test session down with it once.
+# rd_kafka_enq_once_del_source_return), which took a test session down with it once. The
+# client settings come on stdin: a secured broker's include the super user's password.
 _COORDINATOR_SCRIPT = """
-import sys
+import json, sys
 from confluent_kafka.admin import AdminClient
-admin = AdminClient({"bootstrap.servers": sys.argv[1], "log_level": "0"})
-future = admin.describe_consumer_groups([sys.argv[2]], request_timeout=5)[sys.argv[2]]
+admin = AdminClient({**json.load(sys.stdin), "log_level": "0"})
+future = admin.describe_consumer_groups([sys.argv[1]], request_timeout=5)[sys.argv[1]]
 print(future.result(timeout=10).coordinator.id)
 """
 
 
-def _ask_coordinator(bootstrap: str, group_id: str) -> int | None:
+def _ask_coordinator(settings: Mapping[str, str], group_id: str) -> int | None:
     """The coordinator's node id, or None when no answer came (or the asking process died)."""
     try:
         done = subprocess.run(
-            [sys.executable, "-c", _COORDINATOR_SCRIPT, bootstrap, group_id],
+            [sys.executable, "-c", _COORDINATOR_SCRIPT, group_id],
+            input=json.dumps(dict(settings)),
             capture_output=True,
             text=True,
             timeout=30,
@@ -117,6 +141,9 @@ class KafkaNode:
         folder: Path,
         settings: Mapping[str, str],
         heap: tuple[str, ...] = DEFAULT_HEAP,
+        security: BrokerSecurity | None = None,
+        tls_port: int | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.node_id = node_id
         self.host = host
@@ -125,6 +152,9 @@ class KafkaNode:
         self.folder = folder
         self.settings = dict(settings)
         self.heap = heap
+        self.security = security
+        self.tls_port = tls_port
+        self.tls = tls
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -156,15 +186,29 @@ class KafkaNode:
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
 
-    def write_config(self, quorum: Mapping[str, str]) -> None:
-        config = {
-            "process.roles": "broker,controller",
-            "node.id": str(self.node_id),
+    @property
+    def tls_bootstrap(self) -> str | None:
+        return f"{self.host}:{self.tls_port}" if self.tls_port is not None else None
+
+    def _listeners(self) -> dict[str, str]:
+        if self.security is not None:
+            keystore = self.tls.keystore if self.tls is not None else None
+            return listener_settings(
+                self.security, self.host, self.port, self.controller_port, self.tls_port, keystore
+            )
+        return {
             "listeners": f"PLAINTEXT://{self.bootstrap},CONTROLLER://{self.controller_address}",
             "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name": "PLAINTEXT",
+        }
+
+    def write_config(self, quorum: Mapping[str, str]) -> None:
+        config = {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            **self._listeners(),
             "log.dirs": str(self.data_dir),
             **quorum,
             **self.settings,
@@ -181,6 +225,8 @@ class KafkaNode:
         command += [f"--cluster-id={cluster_id}", f"--config={self.config_path}"]
         if standalone:
             command.append("--standalone")
+        if self.security is not None:
+            command += scram_format_arguments(self.security)
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise BrokerStartError(
@@ -189,7 +235,8 @@ class KafkaNode:
             )
 
     def spawn(self, classpath: str) -> None:
-        for port in (self.port, self.controller_port):
+        ports = (self.port, self.controller_port, *([self.tls_port] if self.tls_port else []))
+        for port in ports:
             if port_taken(self.host, port):
                 raise BrokerStartError(
                     f"cannot start Kafka node {self.node_id}: {self.host}:{port} is already in use"
@@ -237,7 +284,11 @@ class KafkaNode:
 
 class KafkaCluster:
     """`nodes` combined Kafka nodes on `host` (ports picked free unless `port` is given for a
-    single node), started, stopped and restarted together or one by one."""
+    single node), started, stopped and restarted together or one by one.
+
+    With `security`, every listener asks for a password and ACLs decide what a user may do
+    (rebalancer.lab.broker_security); `bootstrap` is then the SASL_PLAINTEXT listener,
+    `tls_bootstrap` the SASL_SSL one, and `admin_settings()` the lab's super user's client."""
 
     def __init__(
         self,
@@ -251,6 +302,7 @@ class KafkaCluster:
         heap: tuple[str, ...] = DEFAULT_HEAP,
         start_timeout: float = 90.0,
         version: str = KAFKA_VERSION,
+        security: BrokerSecurity | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError("a Kafka cluster needs at least one node")
@@ -268,6 +320,8 @@ class KafkaCluster:
         self._requested_port = port
         self._extra = dict(extra_config or {})
         self._heap = heap
+        self.security = security
+        self._tls: TlsFiles | None = None
         self._nodes: list[KafkaNode] = []
         self._lock = threading.Lock()
         self.starts = 0
@@ -295,6 +349,37 @@ class KafkaCluster:
         if not self._nodes:
             return self._requested_port
         return self._nodes[0].port
+
+    @property
+    def tls_bootstrap(self) -> str:
+        """The SASL_SSL listeners of a secured cluster started with `tls`."""
+        addresses = [node.tls_bootstrap for node in self._nodes if node.tls_bootstrap]
+        if not addresses:
+            raise RuntimeError("this broker has no TLS listener: start it with security tls=True")
+        return ",".join(addresses)
+
+    @property
+    def ca_path(self) -> Path:
+        """The CA certificate that signed the TLS listeners' certificate."""
+        if self._tls is None:
+            raise RuntimeError("this broker has no TLS listener: start it with security tls=True")
+        return self._tls.ca
+
+    def client_settings(
+        self, user: str, password: str, *, mechanism: str = "SCRAM-SHA-512", tls: bool = False
+    ) -> dict[str, str]:
+        """librdkafka properties of a SCRAM user of this secured cluster."""
+        if tls:
+            return client_settings(
+                self.tls_bootstrap, user, password, mechanism=mechanism, tls_ca=self.ca_path
+            )
+        return client_settings(self.bootstrap, user, password, mechanism=mechanism)
+
+    def admin_settings(self) -> dict[str, str]:
+        """librdkafka properties of the lab's own admin client: the super user when secured."""
+        if self.security is None:
+            return {"bootstrap.servers": self.bootstrap}
+        return self.client_settings(self.security.admin_user, self.security.admin_password)
 
     @property
     def log_path(self) -> Path:
@@ -329,6 +414,8 @@ class KafkaCluster:
             fresh = not self._nodes
             # Ports picked by free_port() can be taken before the JVM binds them; try anew.
             attempts = 3 if fresh and not self._requested_port else 1
+            if self.security is not None and self.security.tls and self._tls is None:
+                self._tls = make_certificates(self.folder / "tls", self.host)
             for attempt in range(attempts):
                 if fresh:
                     self._nodes = self._plan_nodes()
@@ -358,6 +445,7 @@ class KafkaCluster:
         nodes = []
         for node_id in range(1, self.size + 1):
             port = self._requested_port or free_port(self.host)
+            secured = self.security is not None and self.security.tls
             nodes.append(
                 KafkaNode(
                     node_id,
@@ -367,6 +455,9 @@ class KafkaCluster:
                     self.folder / f"node-{node_id}",
                     settings,
                     self._heap,
+                    security=self.security,
+                    tls_port=free_port(self.host) if secured else None,
+                    tls=self._tls,
                 )
             )
         return nodes
@@ -398,6 +489,7 @@ class KafkaCluster:
         deadline = time.monotonic() + self.start_timeout
         probe = AdminClient(
             {
+                **self.admin_settings(),
                 "bootstrap.servers": ",".join(node.bootstrap for node in nodes),
                 "socket.connection.setup.timeout.ms": "1000",
                 "reconnect.backoff.max.ms": "200",
@@ -468,7 +560,7 @@ class KafkaCluster:
         9 s by default)."""
         deadline = time.monotonic() + timeout
         while True:
-            found = _ask_coordinator(self.bootstrap, group_id)
+            found = _ask_coordinator(self.admin_settings(), group_id)
             if found is not None:
                 return found
             if time.monotonic() >= deadline:
@@ -477,6 +569,48 @@ class KafkaCluster:
                     f"{timeout:.0f} s"
                 )
             time.sleep(0.5)
+
+    # -- users and ACLs of a secured cluster ---------------------------------------------------
+
+    def _secured_admin(self) -> AdminClient:
+        if self.security is None:
+            raise RuntimeError("users and ACLs need a secured broker: pass security=...")
+        return AdminClient({**self.admin_settings(), "log_level": "0"})
+
+    def add_user(
+        self, name: str, password: str, mechanisms: tuple[str, ...] = SCRAM_MECHANISMS
+    ) -> None:
+        """Create a SCRAM user (or set a new password) through the admin API, as the super
+        user: AlterUserScramCredentials, one credential per mechanism."""
+        admin = self._secured_admin()
+        # One mechanism per request: the broker refuses two changes of one user in one.
+        for mechanism in mechanisms:
+            info = ScramCredentialInfo(ScramMechanism[mechanism.replace("-", "_")], 8192)
+            upsert: UserScramCredentialAlteration = UserScramCredentialUpsertion(
+                name, info, password.encode()
+            )
+            done = admin.alter_user_scram_credentials([upsert], request_timeout=10)
+            for future in done.values():
+                future.result(timeout=15)
+
+    def grant(
+        self, user: str, operation: str, resource: str, name: str = "", prefixed: bool = False
+    ) -> None:
+        """Allow User:`user` `operation` (READ, DESCRIBE, DESCRIBE_CONFIGS, ...) on a `resource`
+        (TOPIC, GROUP, CLUSTER; a CLUSTER's name is implied), from any host."""
+        admin = self._secured_admin()
+        binding = _acl(AclBinding, user, operation, resource, name, prefixed)
+        for future in admin.create_acls([binding], request_timeout=10).values():
+            future.result(timeout=15)
+
+    def revoke(
+        self, user: str, operation: str, resource: str, name: str = "", prefixed: bool = False
+    ) -> None:
+        """Take back what `grant` with the same arguments allowed."""
+        admin = self._secured_admin()
+        found = _acl(AclBindingFilter, user, operation, resource, name, prefixed)
+        for future in admin.delete_acls([found], request_timeout=10).values():
+            future.result(timeout=15)
 
     # -- async and context-manager forms -----------------------------------------------------
 
@@ -522,6 +656,7 @@ class KafkaBroker(KafkaCluster):
         heap: tuple[str, ...] = DEFAULT_HEAP,
         start_timeout: float = 60.0,
         version: str = KAFKA_VERSION,
+        security: BrokerSecurity | None = None,
     ) -> None:
         super().__init__(
             1,
@@ -533,7 +668,31 @@ class KafkaBroker(KafkaCluster):
             heap=heap,
             start_timeout=start_timeout,
             version=version,
+            security=security,
         )
+
+
+_CLUSTER_RESOURCE = "kafka-cluster"
+
+
+def _acl(kind: Any, user: str, operation: str, resource: str, name: str, prefixed: bool) -> Any:
+    # librdkafka calls Kafka's CLUSTER resource type (4) BROKER; its one name is kafka-cluster.
+    kind_name = resource.upper()
+    resource_type = ResourceType["BROKER" if kind_name == "CLUSTER" else kind_name]
+    if resource_type is ResourceType.BROKER:
+        name = _CLUSTER_RESOURCE
+    elif not name:
+        raise ValueError(f"an ACL on a {resource.lower()} needs the {resource.lower()}'s name")
+    pattern = ResourcePatternType.PREFIXED if prefixed else ResourcePatternType.LITERAL
+    return kind(
+        resource_type,
+        name,
+        pattern,
+        f"User:{user}",
+        "*",
+        AclOperation[operation.upper()],
+        AclPermissionType.ALLOW,
+    )
 
 
 def _cluster_id() -> str:
