@@ -307,6 +307,21 @@ class Report:
     partitions: frozenset[int]
 
 
+# A pod gone from the API owns nothing, whatever its consumer last reported: a consumer killed
+# before its last report got out would otherwise hold its partitions in the bench's view.
+GONE = "gone"
+
+
+def with_departures(reports: Sequence[Report], lives: Sequence[PodLife]) -> list[Report]:
+    """The reports, and a GONE report for each pod when it left the API."""
+    gone = [
+        Report(life.gone_at, life.name, GONE, -1, frozenset())
+        for life in lives
+        if life.gone_at is not None
+    ]
+    return sorted([*reports, *gone], key=lambda report: report.at)
+
+
 class ReportTee:
     """An HTTP endpoint the consumers report to: it keeps each report and passes it on."""
 
@@ -386,14 +401,16 @@ class PodLife:
     first_container_at: float | None = None  # the gate if it has one: the pod "started"
     consumer_at: float | None = None  # the consumer's container running: the pod is Ready
     deleted_at: float | None = None  # deletionTimestamp seen or the pod gone
+    gone_at: float | None = None  # the pod gone from the API: its processes are no more
 
 
 class PodWatcher:
     """Polls the pods of one workload a few times a second and notes when each started and went."""
 
-    def __init__(self, api: client.CoreV1Api, selector: str) -> None:
+    def __init__(self, api: client.CoreV1Api, workload: str) -> None:
         self.api = api
-        self.selector = selector
+        self.workload = workload
+        self.selector = f"app={workload}"
         self.pods: dict[str, PodLife] = {}
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -421,8 +438,9 @@ class PodWatcher:
             now = time.time()
             seen = {self.note(item, now) for item in items}
             for uid, life in self.pods.items():
-                if uid not in seen and life.deleted_at is None:
-                    life.deleted_at = now
+                if uid not in seen and life.gone_at is None:
+                    life.gone_at = now
+                    life.deleted_at = life.deleted_at or now
 
     def note(self, item: dict[str, Any], now: float) -> str:
         meta = item["metadata"]
@@ -597,7 +615,9 @@ class Run:
 
     @property
     def stable_after_ready_s(self) -> float:
-        return self.time_to_stable_s - self.last_ready_s
+        # The watcher sees a pod Ready up to a poll late, so a static member back in its place
+        # at once can look Stable a fraction of a second before it was Ready.
+        return max(self.time_to_stable_s - self.last_ready_s, 0.0)
 
 
 def ownership(reports: Sequence[Report], t0: float) -> tuple[dict[str, frozenset[int]], int]:
@@ -644,6 +664,8 @@ def measure(
         before = owned.get(report.host)
         owned[report.host] = report.partitions
         ever |= report.partitions
+        if report.event == GONE:
+            continue  # the group changed when the consumer stopped or the others took over
         if report.event in ("assigned", "revoked", "lost") and report.generation > baseline:
             if report.generation not in generations:
                 last_change = report.at
@@ -664,7 +686,8 @@ def settled(reports: Sequence[Report], partitions: int, members: int, since: flo
     for report in reports:
         before = owned.get(report.host)
         owned[report.host] = report.partitions
-        if report.at >= since and (before != report.partitions or report.event != "heartbeat"):
+        changed = before != report.partitions or report.event != "heartbeat"
+        if report.at >= since and changed and report.event != GONE:
             last = max(last, report.at)
     holders = [host for host, parts in owned.items() if parts]
     held = set().union(*owned.values()) if owned else set()
@@ -807,7 +830,7 @@ class Bench:
 
     def wait_settled(
         self,
-        name: str,
+        watcher: PodWatcher,
         goal: tuple[int, int],
         since: float,
         done: Callable[[], bool],
@@ -815,10 +838,11 @@ class Bench:
     ) -> float:
         """When the group settled with `goal` = (members, partitions) and `done()` held."""
         members, partitions = goal
+        name = watcher.workload
         deadline = time.time() + timeout
         shown = 0.0
         while time.time() < deadline:
-            reports = self.tee.of(name)
+            reports = with_departures(self.tee.of(name), list(watcher.pods.values()))
             at = settled(reports, partitions, members, since)
             if at is not None and done():
                 return at
@@ -862,43 +886,50 @@ class Bench:
             time.sleep(0.5)
         say(f"  {name}: pods still there after 120 s; going on")
 
-    def run(self, cell: Cell, strategy: str, repeat: int) -> Run:
+    def run(self, planned: Planned) -> Run:
+        cell, strategy = planned.cell, planned.strategy
         setup = setup_for(cell, strategy, self.args.static_session_ms)
+        # A fresh workload, ConsumerGroup and Kafka group per run, all of this name.
         name = f"{SHORT[cell.scenario]}-{strategy}-{uuid.uuid4().hex[:5]}"
-        selector = f"app={name}"
-        watcher = PodWatcher(self.core, selector).start()
+        watcher = PodWatcher(self.core, name).start()
         load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
         say(f"{cell.label} / {strategy}: {setup.kind} {name} (load average {load})")
         self.unsettled = False
         try:
-            t0, end, setup_t0 = self.act(cell, setup, name, watcher)
-            return self.measured(cell, strategy, repeat, setup, name, watcher, (t0, end, setup_t0))
+            moments = self.act(cell, setup, watcher)
+            return self.measured(planned, setup, watcher, moments)
         finally:
             watcher.stop()
-            self.remove(name, setup.kind, selector)
+            self.remove(name, setup.kind, watcher.selector)
             self.tee.forget(name)
 
-    def act(
-        self, cell: Cell, setup: Setup, name: str, watcher: PodWatcher
-    ) -> tuple[float, float, float]:
+    def act(self, cell: Cell, setup: Setup, watcher: PodWatcher) -> tuple[float, float, float]:
         """Set the workload up, settle it, and do what the scenario does: (t0, end, set-up t0)."""
-        before, after = cell.replicas
+        setup_t0 = time.time()
+        first_end = self.set_up(cell, setup, watcher)
+        if cell.scenario == "cold-start":
+            return setup_t0, first_end, setup_t0
+        t0, end = self.change(cell, setup, watcher)
+        return t0, end, setup_t0
+
+    def set_up(self, cell: Cell, setup: Setup, watcher: PodWatcher) -> float:
+        """Creates the ConsumerGroup and the workload; returns when the group settled."""
+        name = watcher.workload
+        before = cell.replicas[0]
         spread_from_start = cell.scenario in ("cold-start", "scale-up")
         jitter = cell.jitter if spread_from_start else NO_JITTER
         env = consumer_env(self.lab, cell, setup, name, self.tee.url)
-        setup_t0 = time.time()
+        since = time.time()
         self.create(consumer_group(self.lab, cell, setup, name))
         self.create(workload(setup, name, env, before, jitter))
         timeout = self.timeout(setup, before, jitter)
-        first_end = self.wait_settled(
-            name,
-            (before, cell.partitions),
-            setup_t0,
-            self.completed(name, setup.managed, None),
-            timeout,
-        )
-        if cell.scenario == "cold-start":
-            return setup_t0, first_end, setup_t0
+        finished = self.completed(name, setup.managed, None)
+        return self.wait_settled(watcher, (before, cell.partitions), since, finished, timeout)
+
+    def change(self, cell: Cell, setup: Setup, watcher: PodWatcher) -> tuple[float, float]:
+        """The scenario's change to a settled workload: (t0, when the group settled again)."""
+        name = watcher.workload
+        before, after = cell.replicas
         say(f"  {name}: {before} members own all {cell.partitions} partitions; {cell.scenario}")
         time.sleep(2)
         if setup.managed and self.args.update_batch_size is not None:
@@ -909,42 +940,38 @@ class Bench:
             )  # fmt: skip
             time.sleep(2)
         previous = self.rollout_id(name)
+        update = cell.scenario.endswith("-update")
         t0 = time.time()
-        if cell.scenario in ("scale-up", "scale-down"):
-            self.patch(setup.kind, name, {"spec": {"replicas": after}})
-        else:
+        if update:
             self.patch(setup.kind, name, update_patch(cell.jitter))
+        else:
+            self.patch(setup.kind, name, {"spec": {"replicas": after}})
         # The operator runs no rollout for a scale-down (see the module docstring).
-        paced = setup.managed and cell.scenario != "scale-down"
-        finished = self.completed(name, paced, previous)
+        finished = self.completed(name, setup.managed and cell.scenario != "scale-down", previous)
 
         def done() -> bool:
             lives = watcher.live()
             ready = [life for life in lives if life.consumer_at is not None]
-            if cell.scenario.endswith("-update"):
+            if update:
                 ready = [life for life in ready if (life.first_container_at or 0) > t0]
             return len(ready) == after == len(lives) and finished()
 
-        started = after if cell.scenario.endswith("-update") else max(after - before, 0)
-        timeout = self.timeout(setup, started, cell.jitter)
-        end = self.wait_settled(name, (after, cell.partitions), t0, done, timeout)
-        return t0, end, setup_t0
+        timeout = self.timeout(setup, after if update else max(after - before, 0), cell.jitter)
+        return t0, self.wait_settled(watcher, (after, cell.partitions), t0, done, timeout)
 
     def measured(
         self,
-        cell: Cell,
-        strategy: str,
-        repeat: int,
+        planned: Planned,
         setup: Setup,
-        name: str,
         watcher: PodWatcher,
         moments: tuple[float, float, float],
     ) -> Run:
+        cell, name = planned.cell, watcher.workload
         t0, end, setup_t0 = moments
         status = self.status(name)
-        reports = self.tee.of(name)
-        rebalances, stw, wait, stable = measure(reports, t0, end + 0.001, cell.partitions)
         lives = list(watcher.pods.values())
+        reports = with_departures(self.tee.of(name), lives)
+        rebalances, stw, wait, stable = measure(reports, t0, end + 0.001, cell.partitions)
         slowest = None
         if cell.scenario == "cold-start":
             starts = [life.first_container_at for life in lives if life.first_container_at]
@@ -952,8 +979,8 @@ class Bench:
         count = (status.get("group") or {}).get("rebalances")
         run = Run(
             cell=cell,
-            strategy=strategy,
-            repeat=repeat,
+            strategy=planned.strategy,
+            repeat=planned.repeat,
             setup=setup,
             rebalances=rebalances,
             stop_the_world_ps=stw,
@@ -1162,7 +1189,7 @@ def run_matrix(bench: Bench, plan: Sequence[Planned], progress: Progress, state:
         progress.begin(index)
         began = time.monotonic()
         try:
-            run = bench.run(planned.cell, planned.strategy, planned.repeat)
+            run = bench.run(planned)
             run.simulated = replayed(run)
         except Exception as exc:
             # One broken run must not cost the rest of a long matrix; it leaves no line.
@@ -1198,7 +1225,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = LabConfig(
         state_dir=state,
         broker_port=free_port(),
-        api_port=free_port(),
         reports_port=free_port(),
         prometheus_port=None,
         initial_rebalance_delay_ms=KAFKA_DELAY_MS,
