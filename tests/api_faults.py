@@ -3,10 +3,11 @@ kube-apiserver that answers chosen requests with an error status and cuts the wa
 through it, the way a load balancer, an overloaded API server or a restart does to clients.
 
 Clients that are to meet the faults are pointed at `FaultyApi.url` (plain HTTP on 127.0.0.1);
-everything else is passed to the API server unchanged, streamed (watches included). A request
-that carries a bearer token (a ServiceAccount's) is passed on with it and no client certificate,
-so the API server sees that identity; one without is passed on as the admin, whose certificate
-the proxy presents.
+everything else is passed to the API server unchanged, streamed (watches included). The ERROR
+events the API server sends down a watch (410 Gone for a resourceVersion etcd has compacted) are
+noted on the way in `watch_errors`. A request that carries a bearer token (a ServiceAccount's) is
+passed on with it and no client certificate, so the API server sees that identity; one without
+is passed on as the admin, whose certificate the proxy presents.
 
     with FaultyApi(plane) as faulty:
         faulty.inject(status=503, method="GET", path_regex="/pods", times=3)
@@ -80,6 +81,10 @@ class FaultyApi:
         self.port = 0
         # (method, path) of each request answered with a fault, in order.
         self.met: list[tuple[str, str, int]] = []
+        # (path, code) of each ERROR event the API server sent down a watch passing through, in
+        # order: how a watch that resumes from a compacted resourceVersion learns it (410 Gone
+        # inside a 200 answer, which no status code shows).
+        self.watch_errors: list[tuple[str, int]] = []
 
     @property
     def url(self) -> str:
@@ -215,10 +220,14 @@ class FaultyApi:
                 if key.lower() not in _HOP_BY_HOP:
                     response.headers.add(key, value)
             await response.prepare(request)
-            if request.query.get("watch") in ("1", "true") and request.transport is not None:
+            watch = request.query.get("watch") in ("1", "true")
+            if watch and request.transport is not None:
                 self._watches[id(response)] = (request.transport, upstream)
+            events = _WatchErrors(request.path, self.watch_errors) if watch else None
             try:
                 async for chunk in upstream.content.iter_any():
+                    if events is not None:
+                        events.feed(chunk)
                     await response.write(chunk)
             except (ConnectionResetError, aiohttp.ClientError, asyncio.CancelledError):
                 return response
@@ -226,6 +235,26 @@ class FaultyApi:
                 self._watches.pop(id(response), None)
             await response.write_eof()
             return response
+
+
+class _WatchErrors:
+    """Reads a watch stream's lines as they pass and records its ERROR events."""
+
+    def __init__(self, path: str, into: list[tuple[str, int]]) -> None:
+        self.path, self.into = path, into
+        self.rest = b""
+
+    def feed(self, chunk: bytes) -> None:
+        *lines, self.rest = (self.rest + chunk).split(b"\n")
+        for line in lines:
+            if b'"ERROR"' not in line:
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("type") == "ERROR":
+                self.into.append((self.path, int((event.get("object") or {}).get("code") or 0)))
 
 
 def _status_response(fault: Fault) -> web.Response:

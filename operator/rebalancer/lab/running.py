@@ -13,6 +13,7 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,9 @@ class LabConfig:
     external_bootstrap: str | None = None
     # None: no Prometheus server even when one is installed.
     prometheus_port: int | None = 9090
+    # More flags per control-plane component (ControlPlane's extra_flags), for a lab whose API
+    # server must behave in a way under test (`{"kube-apiserver": ("--watch-cache=false",)}`).
+    control_plane_flags: Mapping[str, tuple[str, ...]] | None = None
 
 
 @dataclass
@@ -144,7 +148,12 @@ class Lab:
 
     def start_kubernetes(self) -> None:
         state = self.config.state_dir
-        self.plane = ControlPlane(state / "control-plane", self.config.host, progress=logger.info)
+        self.plane = ControlPlane(
+            state / "control-plane",
+            self.config.host,
+            progress=logger.info,
+            extra_flags=self.config.control_plane_flags,
+        )
         self.plane.start()
         # One stable path for kubectl, whatever port the API server got this time.
         self.kubeconfig = state / "kubeconfig"
