@@ -374,14 +374,18 @@ def plot_family(
     figure, axes = plt.subplots(
         len(rows), len(columns), figsize=(width, 4.4 * len(rows) + 0.8), squeeze=False
     )
-    for (pods, assignor), axis in (
-        ((p, a), axes[rows.index(p)][columns.index(a)]) for p, a in panels
-    ):
-        panel = {key: of for key, of in cells.items() if (key[1], key[3]) == (pods, assignor)}
-        draw_panel(axis, panel, figure_of, model, symlog)
-        axis.set_title(f"N={pods}, {assignor}", fontsize=10)
+    for row, pods in enumerate(rows):
+        for column, assignor in enumerate(columns):
+            axis = axes[row][column]
+            if (pods, assignor) not in panels:
+                axis.set_visible(False)  # not measured (yet)
+                continue
+            panel = {key: of for key, of in cells.items() if (key[1], key[3]) == (pods, assignor)}
+            draw_panel(axis, panel, figure_of, model, symlog)
+            axis.set_title(f"N={pods}, {assignor}", fontsize=10)
     # One legend below the panels, where it covers no bar.
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    first = axes[rows.index(panels[0][0])][columns.index(panels[0][1])]
+    handles, labels = first.get_legend_handles_labels()
     figure.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)
     figure.suptitle(f"Consumer-group rollouts on Apache Kafka: {title}\nmedian, whiskers min-max")
     figure.tight_layout(rect=(0, 0.06, 1, 1))
@@ -417,7 +421,7 @@ def draw_panel(
     labels = [cell_label(key, short=True).replace(" jitter ", "\n") for key in keys]
     axis.set_xticks(range(len(keys)), labels, fontsize=8)
     if symlog:
-        axis.set_yscale("symlog", linthresh=10)
+        axis.set_yscale("symlog", linthresh=1)
     axis.grid(axis="y", alpha=0.3)
 
 
