@@ -29,8 +29,9 @@ from rebalancer.clients.kafka_errors import (
     KafkaRequestFailed,
     KafkaUnavailable,
     error_code,
+    principal_of,
     request_failed,
-    unreachable_message,
+    unreachable,
 )
 from rebalancer.clients.kafka_reading import (
     cluster_profile_hint,
@@ -137,6 +138,9 @@ class AdminGateway:
         self.bootstrap = settings.get("bootstrap.servers", "(no bootstrap servers)")
         self.request_timeout = request_timeout or float(settings["socket.timeout.ms"]) / 1000
         self._setup_timeout = float(settings["socket.connection.setup.timeout.ms"]) / 1000
+        # Who the cluster sees, for messages that say whom to grant an ACL (never a secret).
+        self.principal = principal_of(settings)
+        self._sasl = str(settings.get("security.protocol", "")).upper().startswith("SASL")
         self._watch = ConnectionWatch()
         self._cluster_profile: BrokerProfile | None = None
         client_config: dict[str, Any] = dict(settings)
@@ -202,20 +206,26 @@ class AdminGateway:
 
     def _unreachable(self, started: float, waited: float) -> KafkaUnavailable:
         cause = self._watch.cause(since=started - CAUSE_MEMORY_S)
-        return KafkaUnavailable(
-            unreachable_message(self.bootstrap, cause, round(waited, 1), self._setup_timeout)
+        problem, message = unreachable(
+            self.bootstrap, cause, round(waited, 1), self._setup_timeout, self._sasl
         )
+        return KafkaUnavailable(message, problem=problem)
 
-    def _translate(self, error: Exception, operation: str, started: float) -> KafkaGatewayError:
+    def _translate(
+        self, error: Exception, operation: str, started: float, acl: str | None = None
+    ) -> KafkaGatewayError:
         code, text, retriable = error_code(error)
         if code in UNREACHABLE_CODES:
             return self._unreachable(started, time.monotonic() - started)
-        return KafkaRequestFailed(
-            request_failed(operation, code, text), code=code, retriable=retriable
-        )
+        message = request_failed(operation, code, text, acl=acl, principal=self.principal)
+        return KafkaRequestFailed(message, code=code, retriable=retriable)
 
     async def _await(
-        self, future: concurrent.futures.Future[Any], operation: str, admin: Any
+        self,
+        future: concurrent.futures.Future[Any],
+        operation: str,
+        admin: Any,
+        acl: str | None = None,
     ) -> Any:
         started = time.monotonic()
         # librdkafka's own request timeout should fire first and say more; this is the backstop.
@@ -240,7 +250,7 @@ class AdminGateway:
         try:
             result = waiting.result()
         except Exception as error:
-            failure = self._translate(error, operation, started)
+            failure = self._translate(error, operation, started, acl)
             if isinstance(failure, KafkaUnavailable):
                 self._replace_client(admin)
             raise failure from None
@@ -263,15 +273,20 @@ class AdminGateway:
         logger.info("replaced the Kafka admin client for %s: it lost the cluster", self.bootstrap)
 
     async def call(
-        self, operation: str, request: Callable[[Any], concurrent.futures.Future[Any]]
+        self,
+        operation: str,
+        request: Callable[[Any], concurrent.futures.Future[Any]],
+        *,
+        acl: str | None = None,
     ) -> Any:
         """Any admin request, with the gateway's timeouts and readable errors.
 
         `request` gets the librdkafka AdminClient and returns the one future to wait for;
-        `operation` completes "... failed while <operation>" in error messages.
+        `operation` completes "... failed while <operation>" in error messages; `acl` is what
+        a refusal asks to grant ("DescribeConfigs on the cluster").
         """
         admin = self._check_open()
-        return await self._await(request(admin), operation, admin)
+        return await self._await(request(admin), operation, admin, acl)
 
     async def describe_cluster(self) -> ClusterView:
         admin = self._check_open()
@@ -283,7 +298,12 @@ class AdminGateway:
     async def describe_group(self, group_id: str) -> BrokerGroupView:
         admin = self._check_open()
         futures = admin.describe_consumer_groups([group_id], request_timeout=self.request_timeout)
-        description = await self._await(futures[group_id], f"describing group {group_id!r}", admin)
+        description = await self._await(
+            futures[group_id],
+            f"describing group {group_id!r}",
+            admin,
+            acl=f"Describe on group {group_id!r}",
+        )
         return read_group(description)
 
     async def committed_offsets(self, group_id: str) -> CommittedOffsets:
@@ -291,7 +311,10 @@ class AdminGateway:
         request = [ConsumerGroupTopicPartitions(group_id)]
         futures = admin.list_consumer_group_offsets(request, request_timeout=self.request_timeout)
         result = await self._await(
-            futures[group_id], f"reading committed offsets of group {group_id!r}", admin
+            futures[group_id],
+            f"reading committed offsets of group {group_id!r}",
+            admin,
+            acl=f"Describe on group {group_id!r} and on its topics",
         )
         return read_offsets(group_id, result)
 
@@ -314,7 +337,12 @@ class AdminGateway:
             [topic], request_timeout=self.request_timeout, operation_timeout=self.request_timeout
         )
         try:
-            await self._await(futures[name], f"creating topic {name!r}", admin)
+            await self._await(
+                futures[name],
+                f"creating topic {name!r}",
+                admin,
+                acl=f"Create on topic {name!r} (or on the cluster)",
+            )
         except KafkaRequestFailed as error:
             if error.code == "TOPIC_ALREADY_EXISTS":
                 return False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 # The public module re-exports these without declaring them, which mypy reads as private.
@@ -22,7 +23,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from rebalancer.clients.kafka_admin import AdminGateway
-from rebalancer.clients.kafka_errors import KafkaRequestFailed
+from rebalancer.clients.kafka_errors import NOT_AUTHORIZED, KafkaRequestFailed
 from rebalancer.structs.broker_configs import (
     ApplyState,
     BrokerLimits,
@@ -51,12 +52,21 @@ async def broker_ids(gateway: AdminGateway) -> list[int]:
     return ids
 
 
+def _acl(operation: str, resource: ConfigResource) -> str:
+    """What an ACL must allow for `operation` on a config resource (a BROKER's configs are the
+    CLUSTER's to Kafka's authorizer)."""
+    if resource.restype == ResourceType.GROUP:
+        return f"{operation} on group {resource.name!r}"
+    return f"{operation} on the cluster"
+
+
 async def _entries(gateway: AdminGateway, resource: ConfigResource, what: str) -> dict[str, Any]:
     entries = await gateway.call(
         f"describing {what}",
         lambda admin: _only(
             admin.describe_configs([resource], request_timeout=gateway.request_timeout)
         ),
+        acl=_acl("DescribeConfigs", resource),
     )
     return {str(name): entry for name, entry in (entries or {}).items()}
 
@@ -102,12 +112,15 @@ async def describe_broker_config_sources(
 async def read_broker_limits(gateway: AdminGateway) -> BrokerLimits:
     """The session limits the broker enforces; Kafka's defaults where it does not say.
 
-    A broker that refuses to describe its configs (no DescribeConfigs right) is treated like
-    one that says nothing: the defaults hold, and the status says where the limits came from.
+    A broker that refuses to describe its configs (no DescribeConfigs ACL on the cluster) is
+    treated like one that says nothing, the defaults hold, but the refusal is kept: the status
+    must say what to grant, not that the broker has no configs.
     """
     try:
         configs, sources = await describe_broker_config_sources(gateway)
-    except KafkaRequestFailed:
+    except KafkaRequestFailed as error:
+        if error.reason == NOT_AUTHORIZED:
+            return replace(limits_from_configs({}, {}), refusal=str(error))
         configs, sources = {}, {}
     return limits_from_configs(configs, sources)
 
@@ -126,6 +139,7 @@ async def _alter(
         lambda admin: _only(
             admin.incremental_alter_configs([resource], request_timeout=gateway.request_timeout)
         ),
+        acl=_acl("AlterConfigs", resource),
     )
 
 

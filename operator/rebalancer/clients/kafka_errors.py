@@ -10,8 +10,22 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+from rebalancer.structs.kafka_problems import KafkaProblem
+
+# A broker's answer that the principal lacks an ACL; the condition says KafkaNotAuthorized.
+AUTHORIZATION_CODES = frozenset(
+    {
+        "GROUP_AUTHORIZATION_FAILED",
+        "TOPIC_AUTHORIZATION_FAILED",
+        "CLUSTER_AUTHORIZATION_FAILED",
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        "DELEGATION_TOKEN_AUTHORIZATION_FAILED",
+    }
+)
+NOT_AUTHORIZED = KafkaProblem.NOT_AUTHORIZED.value
 
 
 class KafkaGatewayError(Exception):
@@ -21,10 +35,23 @@ class KafkaGatewayError(Exception):
         super().__init__(message)
         self.message = message
 
+    @property
+    def reason(self) -> str:
+        """The reason a status condition gives when this error stops the work."""
+        return KafkaProblem.REQUEST_FAILED.value
+
 
 # The names are the operator's vocabulary (conditions say KafkaUnreachable, KafkaRequestFailed).
 class KafkaUnavailable(KafkaGatewayError):
     """The cluster could not be reached, or refused our identity."""
+
+    def __init__(self, message: str, *, problem: KafkaProblem = KafkaProblem.UNREACHABLE) -> None:
+        super().__init__(message)
+        self.problem = problem
+
+    @property
+    def reason(self) -> str:
+        return self.problem.value
 
 
 class KafkaRequestFailed(KafkaGatewayError):
@@ -34,6 +61,12 @@ class KafkaRequestFailed(KafkaGatewayError):
         super().__init__(message)
         self.code = code
         self.retriable = retriable
+
+    @property
+    def reason(self) -> str:
+        if self.code in AUTHORIZATION_CODES:
+            return NOT_AUTHORIZED
+        return KafkaProblem.REQUEST_FAILED.value
 
 
 # Local (client-side) librdkafka codes that mean "we could not talk to the cluster".
@@ -62,13 +95,6 @@ _BROKER_WORDS: dict[str, str] = {
     "INVALID_PARTITIONS": "the partition count is not valid",
     "INVALID_REPLICATION_FACTOR": "the replication factor is larger than the number of brokers",
     "POLICY_VIOLATION": "a broker-side create-topic policy refused it",
-    "GROUP_AUTHORIZATION_FAILED": (
-        "not authorised: grant the operator's user Describe (and Read for offsets) on the group"
-    ),
-    "TOPIC_AUTHORIZATION_FAILED": "not authorised: grant the operator's user Describe on topics",
-    "CLUSTER_AUTHORIZATION_FAILED": (
-        "not authorised: grant the operator's user Describe/Create on the cluster"
-    ),
     "COORDINATOR_NOT_AVAILABLE": "the group coordinator is not available yet",
     "NOT_COORDINATOR": "the group coordinator moved",
     "COORDINATOR_LOAD_IN_PROGRESS": "the group coordinator is still loading",
@@ -79,38 +105,98 @@ _BROKER_WORDS: dict[str, str] = {
     "_INVALID_ARG": "the request was invalid",
 }
 
+# Default ACLs to name when the caller did not say which one its request needs.
+_ACL_BY_CODE: dict[str, str] = {
+    "GROUP_AUTHORIZATION_FAILED": "Describe on the group",
+    "TOPIC_AUTHORIZATION_FAILED": "Describe on the topics",
+    "CLUSTER_AUTHORIZATION_FAILED": "the operation this request needs on the cluster",
+}
+
 _WHERE = re.compile(r"^(?:\[thrd:[^\]]*\]: )?\S+/(?:bootstrap|\d+|\w+): ")
-_AFTER = re.compile(r"\s*\(after \d+ms in state \w+\)\s*$")
+_AFTER = re.compile(r"\s*\(after (\d+)ms in state (\w+)\)\s*$")
+# A listener that wants SASL answers a client without it until its first request other than
+# ApiVersions, then closes: measured on Apache Kafka 4.4, within a few ms of the connection.
+_EARLY_CLOSE_MS = 1000
+
+
+def connection_problem(
+    text: str, setup_timeout_s: float | None = None, sasl: bool | None = None
+) -> tuple[KafkaProblem, str]:
+    """What kind of problem one librdkafka connection error is, and a short phrase for it.
+
+    `sasl`: whether the client authenticates with SASL (None: not known), which tells a
+    listener that wants SASL from a broker that went away."""
+    after = _AFTER.search(text.strip())
+    state = after.group(2) if after else None
+    elapsed_ms = int(after.group(1)) if after else None
+    core = _AFTER.sub("", _WHERE.sub("", text.strip()))
+    lower = core.lower()
+    mismatch = KafkaProblem.SECURITY_MISMATCH
+    if "connection refused" in lower:
+        return KafkaProblem.UNREACHABLE, "connection refused"
+    if "failed to resolve" in lower:
+        return KafkaProblem.UNREACHABLE, "the host name does not resolve"
+    if "connection setup timed out" in lower:
+        within = f" within {setup_timeout_s:g} s" if setup_timeout_s else ""
+        return KafkaProblem.UNREACHABLE, (
+            f"the server accepted the connection but did not answer as Kafka{within} "
+            "(wrong port, or a TLS listener reached without TLS?)"
+        )
+    if "plaintext broker listener" in lower:
+        return mismatch, (
+            "the client speaks TLS but the listener does not (the TLS handshake met a "
+            "plaintext Kafka listener)"
+        )
+    if "disconnected while requesting apiversion" in lower or (
+        "closed by peer" in lower and state == "APIVERSION_QUERY"
+    ):
+        return mismatch, (
+            "the server closed the connection at the first Kafka request: the listener "
+            "probably expects TLS and the client does not use it (or it is not a Kafka port)"
+        )
+    if (
+        "closed by peer" in lower
+        and state == "UP"
+        and sasl is False
+        and elapsed_ms is not None
+        and elapsed_ms < _EARLY_CLOSE_MS
+    ):
+        return mismatch, (
+            "the broker closed each connection right after it opened: the listener probably "
+            "expects SASL authentication and the client sends none"
+        )
+    if "mechanism handshake failed" in lower:
+        offered = lower.rpartition("supported mechanisms:")[2].strip()
+        if not offered:
+            return mismatch, (
+                "the client authenticates with SASL but the listener takes no SASL (it offers "
+                "no mechanism)"
+            )
+        return KafkaProblem.AUTHENTICATION, (
+            f"the listener does not take the client's SASL mechanism; it takes {offered.upper()}"
+        )
+    if "certificate verify failed" in lower:
+        # librdkafka's own advice names its ssl.ca.location, which the caller may not set.
+        return KafkaProblem.TLS, (
+            "TLS handshake failed: the broker's certificate could not be verified (signed by a "
+            "CA the client does not trust, or not naming the host it was reached at)"
+        )
+    if "ssl handshake failed" in lower:
+        return KafkaProblem.TLS, f"TLS handshake failed: {core}"
+    if "sasl" in lower or "authentication" in lower:
+        return KafkaProblem.AUTHENTICATION, f"authentication failed: {core}"
+    if "connection timed out" in lower or "timed out" in lower:
+        return KafkaProblem.UNREACHABLE, "connection timed out"
+    if "no route to host" in lower or "network is unreachable" in lower:
+        return KafkaProblem.UNREACHABLE, (
+            core[0].lower() + core[1:] if core else "network unreachable"
+        )
+    return KafkaProblem.UNREACHABLE, core or text
 
 
 def describe_connection_problem(text: str, setup_timeout_s: float | None = None) -> str:
     """Turn one librdkafka connection error into a short phrase ("connection refused")."""
-    core = _AFTER.sub("", _WHERE.sub("", text.strip()))
-    lower = core.lower()
-    if "connection refused" in lower:
-        return "connection refused"
-    if "failed to resolve" in lower:
-        return "the host name does not resolve"
-    if "connection setup timed out" in lower:
-        within = f" within {setup_timeout_s:g} s" if setup_timeout_s else ""
-        return (
-            f"the server accepted the connection but did not answer as Kafka{within} "
-            "(wrong port, or a TLS listener reached without TLS?)"
-        )
-    if "disconnected while requesting apiversion" in lower:
-        return (
-            "the server closed the connection during the Kafka handshake "
-            "(not a Kafka port, or it expects TLS?)"
-        )
-    if "ssl handshake failed" in lower or "certificate verify failed" in lower:
-        return f"TLS handshake failed: {core}"
-    if "sasl" in lower or "authentication" in lower:
-        return f"authentication failed: {core}"
-    if "connection timed out" in lower or "timed out" in lower:
-        return "connection timed out"
-    if "no route to host" in lower or "network is unreachable" in lower:
-        return core[0].lower() + core[1:] if core else "network unreachable"
-    return core or text
+    return connection_problem(text, setup_timeout_s)[1]
 
 
 @dataclass(frozen=True)
@@ -136,10 +222,17 @@ class ConnectionWatch:
         with self._lock:
             if code in _CAUSE_CODES:
                 self._cause = event
-            if code == "_ALL_BROKERS_DOWN" or code in _AUTH_CODES:
+            # The first report of an outage marks its start; librdkafka repeats it on every
+            # retry (an authentication failure every second or so), and taking each repeat as
+            # the start kept a request waiting for its whole timeout.
+            if (code == "_ALL_BROKERS_DOWN" or code in _AUTH_CODES) and not self._is_down():
                 self._all_down = event
             if fatal:
                 self._fatal = event
+
+    def _is_down(self) -> bool:
+        event, success = self._all_down, self._last_success
+        return event is not None and (success is None or success < event.at)
 
     def note_success(self) -> None:
         with self._lock:
@@ -164,10 +257,39 @@ class ConnectionWatch:
 def unreachable_message(
     bootstrap: str, event: ConnectionEvent | None, waited_s: float, setup_timeout_s: float | None
 ) -> str:
+    return unreachable(bootstrap, event, waited_s, setup_timeout_s)[1]
+
+
+def unreachable(
+    bootstrap: str,
+    event: ConnectionEvent | None,
+    waited_s: float,
+    setup_timeout_s: float | None,
+    sasl: bool | None = None,
+) -> tuple[KafkaProblem, str]:
+    """The kind of connection problem and the sentence that names it."""
     if event is None:
-        return f"cannot reach Kafka at {bootstrap}: no answer within {waited_s:g} s"
-    phrase = describe_connection_problem(event.text, setup_timeout_s)
-    return f"cannot reach Kafka at {bootstrap}: {phrase}"
+        return (
+            KafkaProblem.UNREACHABLE,
+            f"cannot reach Kafka at {bootstrap}: no answer within {waited_s:g} s",
+        )
+    problem, phrase = connection_problem(event.text, setup_timeout_s, sasl)
+    if event.code in _AUTH_CODES and problem is KafkaProblem.UNREACHABLE:
+        problem = KafkaProblem.AUTHENTICATION
+    return problem, f"cannot reach Kafka at {bootstrap}: {phrase}"
+
+
+def principal_of(settings: Mapping[str, object]) -> str | None:
+    """The Kafka principal a client with these settings authenticates as, when it can be told
+    from them (a SASL user name, or ANONYMOUS on a plaintext connection)."""
+    protocol = str(settings.get("security.protocol", "PLAINTEXT")).upper()
+    mechanism = str(settings.get("sasl.mechanism", "")).upper()
+    user = settings.get("sasl.username")
+    if protocol.startswith("SASL") and mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        return f"User:{user}" if user else None
+    if protocol == "PLAINTEXT":
+        return "User:ANONYMOUS"
+    return None
 
 
 def error_code(error: BaseException) -> tuple[str | None, str, bool]:
@@ -181,7 +303,20 @@ def error_code(error: BaseException) -> tuple[str | None, str, bool]:
     return None, str(error), False
 
 
-def request_failed(operation: str, code: str | None, text: str) -> str:
+def request_failed(
+    operation: str,
+    code: str | None,
+    text: str,
+    *,
+    acl: str | None = None,
+    principal: str | None = None,
+) -> str:
+    """`operation` failed, in words that say what to do. For an authorization failure, `acl`
+    names what the request needs ("Describe on group 'orders'") and `principal` who needs it."""
+    if code in AUTHORIZATION_CODES:
+        who = principal or "the client's principal"
+        need = acl or _ACL_BY_CODE.get(code or "", "the ACL this request needs")
+        return f"{operation} failed: Kafka refused it to {who} ({code}): grant {who} {need}"
     words = _BROKER_WORDS.get(code or "")
     if words is None:
         words = f"{text} ({code})" if code else text

@@ -35,6 +35,12 @@ from rebalancer.planning.history_records import (
     settle_rebalances,
     track_joins,
 )
+from rebalancer.planning.kafka_problems import (
+    TOPICS_NOT_VISIBLE,
+    hidden_topics,
+    hidden_topics_message,
+    kafka_problem,
+)
 from rebalancer.planning.observing import (
     combine_observation,
     coordinator_move_message,
@@ -202,6 +208,11 @@ class Observer:
             conditions[2] = Condition(
                 ConditionType.DEGRADED, ConditionStatus.TRUE, "WorkloadNotFound", message
             )
+        elif hidden := hidden_topics(spec.subscription, topics):
+            message = hidden_topics_message(hidden, gateway.principal)
+            conditions[2] = Condition(
+                ConditionType.DEGRADED, ConditionStatus.TRUE, TOPICS_NOT_VISIBLE, message
+            )
         profile = None if spec.kafka.profile.value == "auto" else spec.kafka.profile.value
         if profile is None and gateway.profile is not None:
             profile = gateway.profile.value
@@ -322,13 +333,16 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
             except SecretUnavailable as error:
                 delay = await observer.report_failure(body, "SecretNotFound", str(error))
             except KafkaUnavailable as error:
-                delay = await observer.report_failure(body, "KafkaUnreachable", str(error))
+                # The reason says which: unreachable, credentials refused, TLS, a mismatch.
+                message = kafka_problem(error.reason, str(error), spec.kafka, observer.namespace)
+                delay = await observer.report_failure(body, error.reason, message)
                 # A client that lost its broker can stay unanswered after the broker is back
                 # (measured after a broker restart: minutes of timeouts while a new client got
                 # answers in ms).
                 observer.renew_gateway = observer.failures >= RENEW_AFTER_FAILURES
             except KafkaRequestFailed as error:
-                delay = await observer.report_failure(body, "KafkaRequestFailed", str(error))
+                message = kafka_problem(error.reason, str(error), spec.kafka, observer.namespace)
+                delay = await observer.report_failure(body, error.reason, message)
             except (asyncio.CancelledError, GeneratorExit):
                 raise
             except Exception as error:  # the observer must outlive any single failure

@@ -55,6 +55,7 @@ from rebalancer.structs.client_settings import SettingsPolicy
 from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
 from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.enforcement import pattern_takes_control_topics
+from rebalancer.structs.kafka_problems import KafkaProblem
 from rebalancer.structs.problems import FieldProblem
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import WorkloadView
@@ -261,6 +262,8 @@ def settings_status(
         "maxSessionTimeoutMs": limits.max_session_ms,
         "source": limits.source.value,
     }
+    if limits.refusal is not None:
+        limits_status["message"] = limits_not_read(limits.refusal)
     if plan.refused or plan.resolved is None or plan.rendered is None:
         return {
             "applied": False,
@@ -347,7 +350,24 @@ def settings_conditions(settings: Mapping[str, Any] | None) -> list[Condition]:
                 str(delay.get("message") or ""),
             )
         ]
+    refused = (settings.get("sessionLimits") or {}).get("message")
+    if refused:
+        # Settings checked against limits the broker may not have are the user's to fix too.
+        return [
+            Condition(ConditionType.DEGRADED, ConditionStatus.TRUE, LIMITS_NOT_READ, str(refused))
+        ]
     return []
+
+
+LIMITS_NOT_READ = KafkaProblem.NOT_AUTHORIZED.value
+
+
+def limits_not_read(refusal: str) -> str:
+    """status.settings.sessionLimits.message when the broker refused DescribeConfigs."""
+    return (
+        f"the broker's session limits were not read, so the settings were checked against "
+        f"Kafka's defaults: {refusal}"
+    )
 
 
 # The enforcement sidecar in the pod template ------------------------------------------------

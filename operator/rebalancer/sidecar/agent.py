@@ -201,7 +201,7 @@ class SidecarAgent:
                 # pre-created topics are fine, missing ones are not.
                 raise KafkaRequestFailed(
                     f"the control topic {topic} is missing and could not be created ({error}); "
-                    "create it with one partition or grant the sidecar CreateTopics"
+                    "create it with one partition, or let the sidecar's Kafka user create it"
                 ) from None
             logger.info("created the control topic %s", topic)
 

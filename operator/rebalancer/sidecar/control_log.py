@@ -28,6 +28,13 @@ logger = logging.getLogger(__name__)
 
 # Only these connection settings carry over to the reader and the writer.
 _CLIENT_PREFIXES = ("bootstrap.", "security.", "sasl.", "ssl.", "socket.", "client.")
+# docs/kafka-security.md lists every ACL the sidecar needs, and why.
+ACL_DOC = "docs/kafka-security.md"
+
+
+def refused(error_text: str) -> bool:
+    """Whether a Kafka error says the principal lacks an ACL (librdkafka's words)."""
+    return "authorization failed" in error_text.lower()
 
 
 class ControlWriteFailed(RuntimeError):
@@ -55,6 +62,7 @@ class ControlReader:
         config["logger"] = logging.getLogger("rebalancer.sidecar.librdkafka")
         self.topic = topic
         self._on_record = on_record
+        self._refusal: str | None = None
         self._consumer: Any = Consumer(config)
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sidecar-reader", daemon=True)
@@ -75,7 +83,7 @@ class ControlReader:
                 if message is None:
                     continue
                 if message.error() is not None:
-                    logger.debug("control topic: %s", message.error().str())
+                    self._read_error(str(message.error().str()))
                     continue
                 try:
                     record = decode_record(message.value())
@@ -88,6 +96,23 @@ class ControlReader:
                 self._consumer.close()
             except (KafkaException, RuntimeError) as error:
                 logger.debug("closing the control reader: %s", error)
+
+    def _read_error(self, text: str) -> None:
+        # A missing ACL never heals by itself: say it once, loudly (requests go unseen). The
+        # reader's group id only satisfies librdkafka: its FindCoordinator may be refused
+        # (no ACL on that group is needed), which costs nothing, so only the topic counts.
+        if "topic authorization failed" in text.lower() and text != self._refusal:
+            logger.warning(
+                "the broker refuses to let the sidecar read its control topic %s (%s): grant "
+                "the sidecar's Kafka user Read on topic %s (%s)",
+                self.topic,
+                text,
+                self.topic,
+                ACL_DOC,
+            )
+            self._refusal = text
+            return
+        logger.debug("control topic: %s", text)
 
     @property
     def alive(self) -> bool:
@@ -126,7 +151,10 @@ class ControlWriter:
                 f"the control topic {self.topic} took no write within {self.timeout:g} s"
             )
         if failures:
-            raise ControlWriteFailed(f"writing to {self.topic} failed: {failures[0]}")
+            grant = ""
+            if refused(failures[0]):
+                grant = f"; grant the sidecar's Kafka user Write on topic {self.topic}"
+            raise ControlWriteFailed(f"writing to {self.topic} failed: {failures[0]}{grant}")
 
     async def write(self, key: str, record: ControlRecord) -> None:
         await asyncio.to_thread(self._write_blocking, key, record)

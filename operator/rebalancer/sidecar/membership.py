@@ -36,6 +36,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException
 
 from rebalancer.clients.reporting import MemberReporter
+from rebalancer.sidecar.control_log import ACL_DOC, refused
 from rebalancer.structs.brokers import TopicPartition
 from rebalancer.structs.group_metadata import parse_group_metadata
 from rebalancer.structs.reports import ReportEvent
@@ -190,6 +191,24 @@ class GroupMember:
             logger.error("fatal Kafka error in the sidecar's membership: %s", text)
             self._stopping.set()
 
+    def _poll_error(self, text: str) -> None:
+        # A refused JoinGroup or Fetch comes only here, and the member never joins or never
+        # reads: say what to grant, once, and keep it in the view (GET /v1/group lastError).
+        if refused(text):
+            if text != self.view().error:
+                logger.warning(
+                    "the broker refuses the sidecar's group member (%s): grant the sidecar's "
+                    "Kafka user Read on group %r and on topics %s and %s (%s)",
+                    text,
+                    self._config.get("group.id"),
+                    self.control_topic,
+                    self.flip_topic,
+                    ACL_DOC,
+                )
+            self._update(error=text)
+            return
+        logger.debug("sidecar member: %s", text)
+
     def _report(self, event: ReportEvent) -> None:
         if self.reporter is None:
             return
@@ -210,7 +229,7 @@ class GroupMember:
                     time.sleep(0.5)
                     continue
                 if message is not None and message.error() is not None:
-                    logger.debug("sidecar member: %s", message.error().str())
+                    self._poll_error(str(message.error().str()))
                 while True:
                     try:
                         command = self._commands.get_nowait()

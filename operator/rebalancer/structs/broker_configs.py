@@ -45,8 +45,13 @@ class BrokerLimits:
     # Where the broker says that value comes from (static-broker-config, default-config, ...).
     initial_rebalance_delay_source: str | None = None
     source: LimitSource = LimitSource.DEFAULT
+    # Why the broker's configs could not be read (an ACL the operator lacks), in words that
+    # say what to grant; None when they were read, or the broker simply reported none.
+    refusal: str | None = None
 
     def describe_source(self) -> str:
+        if self.refusal is not None:
+            return "Kafka's default (the broker refused to describe its configs)"
         if self.source is LimitSource.BROKER:
             return "the broker's"
         if self.source is LimitSource.PARTLY:
