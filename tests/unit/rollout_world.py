@@ -30,7 +30,7 @@ from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.gates import GateState
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.specs import WorkloadKind
-from rebalancer.structs.workloads import PodView, WorkloadView
+from rebalancer.structs.workloads import FIELD_MANAGER, PodView, WorkloadView
 
 T0 = 1_700_000_000.0
 
@@ -76,6 +76,9 @@ class World:
     revision: str = "r1"
     current_revision: str = "r1"
     partition: int | None = 0
+    # The field manager that last set the partition (the operator's actions set it as theirs).
+    partition_writer: str | None = None
+    template_writer: str | None = None  # the last writer of the template but the operator
     paused: bool = False
     gate_installed: bool = True
     pod_management: str = "Parallel"
@@ -120,6 +123,22 @@ class World:
             if name not in self.pods:
                 self.create(name, ordinal, now, self.revision_for(ordinal))
 
+    def set_partition(self, partition: int, writer: str, now: float) -> None:
+        """Another writer sets the partition; the controller then replaces the highest pod
+        below the old partition that is not at the new revision yet (one at a time, as the
+        StatefulSet controller does while the replaced pod is not Ready)."""
+        self.partition, self.partition_writer = partition, writer
+        stale = [
+            pod
+            for pod in self.pods.values()
+            if pod.ordinal is not None
+            and pod.ordinal >= partition
+            and pod.revision != self.revision
+            and pod.deleted_at is None
+        ]
+        if stale:
+            max(stale, key=lambda pod: pod.ordinal or 0).deleted_at = now
+
     def revision_for(self, ordinal: int) -> str:
         return self.revision if ordinal >= (self.partition or 0) else self.current_revision
 
@@ -147,7 +166,8 @@ class World:
                         if name in self.pods:
                             self.pods[name].held_at = now
                 case SetStatefulSetPartition(partition=partition):
-                    self.partition = partition
+                    if partition != self.partition:
+                        self.partition, self.partition_writer = partition, FIELD_MANAGER
                 case DeletePods(pods=names, uids=uids):
                     for index, name in enumerate(names):
                         pod = self.pods.get(name)
@@ -208,6 +228,8 @@ class World:
             generation=1,
             observed_generation=1,
             partition=self.partition if self.kind is WorkloadKind.STATEFULSET else None,
+            partition_writer=self.partition_writer,
+            template_writer=self.template_writer,
             pod_management=self.pod_management,
             paused=self.paused,
             gate_installed=self.gate_installed,

@@ -9,6 +9,9 @@ from typing import Any
 
 from kubernetes import client, config
 
+from rebalancer import __version__
+from rebalancer.structs.workloads import FIELD_MANAGER
+
 GROUP = "rebalancer.dev"
 VERSION = "v1alpha1"
 PLURAL = "consumergroups"
@@ -67,6 +70,10 @@ def connect(kubeconfig: Path | None, context: str | None = None) -> KubernetesAp
             client_configuration=configuration,
         )
     api_client = TimedApiClient(configuration)
+    # The API server names the writer of each field after the user agent's first word
+    # (metadata.managedFields): the rollout planner tells its own partition from one
+    # another writer set by it.
+    api_client.user_agent = f"{FIELD_MANAGER}/{__version__}"
     return KubernetesApi(
         core=client.CoreV1Api(api_client),
         apps=client.AppsV1Api(api_client),

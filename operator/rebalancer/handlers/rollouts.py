@@ -14,7 +14,13 @@ from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.rolling import ActuationFailed, Actuator, read_workload
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.planning.gate_templates import DEFAULT_IMAGE, GateOptions
-from rebalancer.planning.rollout_actions import ClearDegraded, MarkDegraded, RecordProgress, Wait
+from rebalancer.planning.rollout_actions import (
+    ClearDegraded,
+    ForeignWrite,
+    MarkDegraded,
+    RecordProgress,
+    Wait,
+)
 from rebalancer.planning.rollout_plans import RolloutSetup
 from rebalancer.planning.rollout_policies import RolloutPolicy, parse_rollout_policy
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
@@ -89,6 +95,9 @@ def _post(body: kopf.Body, actions: list[Any]) -> None:
             kopf.warn(body, reason=action.reason, message=action.message)
         elif isinstance(action, ClearDegraded):
             kopf.info(body, reason=action.reason, message=action.message)
+        elif isinstance(action, ForeignWrite):
+            post = kopf.warn if action.warning else kopf.info
+            post(body, reason=action.reason, message=action.message)
 
 
 async def _step_once(

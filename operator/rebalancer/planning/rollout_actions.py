@@ -104,6 +104,17 @@ class RecordProgress:
     message: str
 
 
+@dataclass(frozen=True)
+class ForeignWrite:
+    """Another writer changed the workload under the rollout: an Event with this reason and
+    message, a Warning when the operator had to act on it (status.rollout.interference keeps
+    what happened for the rollout's end)."""
+
+    reason: str  # PartitionOverridden, PartitionContested, RolloutSuperseded
+    message: str
+    warning: bool
+
+
 Action = (
     OpenGate
     | HoldGates
@@ -117,6 +128,7 @@ Action = (
     | MarkDegraded
     | ClearDegraded
     | RecordProgress
+    | ForeignWrite
 )
 
 

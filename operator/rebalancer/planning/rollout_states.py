@@ -204,6 +204,13 @@ class RolloutState:
     resume_token: str | None = None
     reason: str | None = None
     message: str | None = None
+    # Another field manager moved the partition while this rollout held it (its name): the
+    # operator set it back once; `yielded`: it did so again, and the operator leaves the
+    # partition to it for the rest of the rollout and parks nothing after it.
+    contested_by: str | None = None
+    yielded: bool = False
+    # What other writers did to the workload during this rollout, said again at its end.
+    interference: str | None = None
 
     @property
     def batches(self) -> int:
@@ -267,6 +274,11 @@ _TIMES = frozenset(
 )
 
 
+_TEXTS = frozenset(
+    {"rollout_id", "target", "resume_token", "reason", "message", "contested_by", "interference"}
+)
+
+
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
@@ -294,9 +306,9 @@ def _read(raw: Mapping[str, object]) -> RolloutState:
                 raise TypeError(f"{key} must be a list")
             convert = int if item.name == "sizes" else str
             values[item.name] = tuple(convert(entry) for entry in value)
-        elif item.name in ("static", "holding_deployment", "parked"):
+        elif item.name in ("static", "holding_deployment", "parked", "yielded"):
             values[item.name] = bool(value)
-        elif item.name in ("rollout_id", "target", "resume_token", "reason", "message"):
+        elif item.name in _TEXTS:
             values[item.name] = _text(value)
         else:
             if isinstance(value, bool) or not isinstance(value, int):

@@ -39,14 +39,10 @@ def rollout_conditions(state: RolloutState) -> list[Condition]:
         ]
     if state.phase.active:
         kind = state.kind.value if state.kind is not None else "rollout"
-        return [
-            Condition(
-                ConditionType.PROGRESSING,
-                ConditionStatus.TRUE,
-                "RollingOut",
-                f"{kind}: {batch} ({state.phase.value}); {counts}",
-            )
-        ]
+        message = f"{kind}: {batch} ({state.phase.value}); {counts}"
+        if state.interference:
+            message += f"; {state.interference}"
+        return [Condition(ConditionType.PROGRESSING, ConditionStatus.TRUE, "RollingOut", message)]
     return []
 
 

@@ -37,6 +37,7 @@ from rebalancer.planning.rollout_actions import (
     Action,
     ClearDegraded,
     DeletePods,
+    ForeignWrite,
     HoldGates,
     InstallGate,
     MarkDegraded,
@@ -73,7 +74,7 @@ from rebalancer.planning.rollout_states import (
 from rebalancer.structs.gates import RESUME_ANNOTATION, GateState
 from rebalancer.structs.snapshots import GroupSnapshot, Source
 from rebalancer.structs.specs import WorkloadKind
-from rebalancer.structs.workloads import PodView, WorkloadView
+from rebalancer.structs.workloads import FIELD_MANAGER, PodView, WorkloadView
 
 Phase = RolloutPhase
 # The target's revision while a held Deployment's new template has no ReplicaSet yet.
@@ -199,10 +200,12 @@ class _Step:
         if state.phase is not Phase.PLANNING:
             target = self.target(workload, state)
             if target != state.target and not _adopts(state.target, target):
-                return self.replan(state), []
+                return self.superseded(workload, target)
             if target != state.target:
                 # The held template got its ReplicaSet on the first resume: the same rollout.
                 self.state = state = state.moved(target=target)
+        if self.overridden(workload):
+            return self.contest(workload)
         match state.phase:
             case Phase.PLANNING:
                 return self.planning(workload)
@@ -237,11 +240,14 @@ class _Step:
             state = state.moved(holding_deployment=False)
         if not workload.caught_up:
             return state, actions
-        parking = (
+        wants_parking = (
             self.policy.park_statefulsets
             and workload.kind is WorkloadKind.STATEFULSET
             and workload.update_strategy == "RollingUpdate"
         )
+        # A partition left to another writer (see contest) is not taken back at rest: parking
+        # it would only start the same fight again after every rollout.
+        parking = wants_parking and not state.yielded
         parked = parking and workload.partition == workload.replicas
         change = classify(self.setup, workload, self.obs.group, state.steady_replicas)
         if change is not None:
@@ -260,14 +266,17 @@ class _Step:
                 actions.append(SetStatefulSetPartition(workload.replicas))
             if not state.parked:
                 state = state.moved(parked=True)
+        elif state.parked and state.yielded:
+            state = state.moved(parked=False)
         wants_gate = self.policy.gate_joins and self.policy.inject_gate
         # Adding the gate changes the template: only once the change cannot roll by itself.
-        if wants_gate and not workload.gate_installed and (parked or not parking):
+        if wants_gate and not workload.gate_installed and (parked or not wants_parking):
             actions.append(InstallGate())
         return state, actions
 
-    def replan(self, state: RolloutState) -> RolloutState:
-        """Planning a new rollout: nothing of the last one's progress carries over."""
+    def replan(self, state: RolloutState, interference: str | None = None) -> RolloutState:
+        """Planning a new rollout: nothing of the last one's progress carries over, nor its
+        quarrel over the partition; `interference` says why it starts mid-rollout."""
         return state.moved(
             phase=Phase.PLANNING,
             phase_since=self.now,
@@ -279,7 +288,105 @@ class _Step:
             rebalances=0,
             reason=None,
             message=None,
+            contested_by=None,
+            yielded=False,
+            interference=interference,
         )
+
+    def superseded(self, workload: WorkloadView, target: str) -> tuple[RolloutState, list[Action]]:
+        """The workload was changed under the rollout (a new template, other replicas): the
+        rollout stops where it is and a new one takes what is left, which status and an Event
+        say. Pods of the stopped rollout's batches that the new template reaches are replaced
+        again; the StatefulSet controller replaces those at or above the partition itself."""
+        state = self.state
+        what = changed_target(state.target, target, workload)
+        note = (
+            f"rollout {state.rollout_id} stopped at batch {state.batch} of {state.batches}: "
+            f"{what}; a new rollout takes what is left"
+        )
+        return self.replan(state, note), [ForeignWrite("RolloutSuperseded", note, warning=False)]
+
+    # -- another writer's partition -----------------------------------------------------------
+
+    def overridden(self, workload: WorkloadView) -> bool:
+        """Whether another field manager moved the partition this rollout holds.
+
+        Once a batch's partition is in place the operator changes it only when the next batch
+        opens, always downwards: while a batch is out it must be the batch's lowest ordinal,
+        and while the next gathers it is never below that one's. The value alone can be the
+        operator's own from a step whose state was lost (a crash between acting and saving),
+        so the partition's last writer (managedFields) must be someone else too.
+        """
+        state = self.state
+        chunk = self.chunk()
+        if (
+            state.mechanism is not Mechanism.STATEFULSET_REPLACE
+            or state.yielded
+            or not chunk
+            or workload.update_strategy != "RollingUpdate"
+            or workload.partition is None
+            or workload.partition_writer == FIELD_MANAGER
+        ):
+            return False
+        wanted = min(chunk)
+        if state.phase in (Phase.BATCH_JOINING, Phase.BATCH_SETTLING):
+            return workload.partition != wanted
+        return (
+            state.phase is Phase.BATCH_OPENING and state.batch > 1 and workload.partition < wanted
+        )
+
+    def contest(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        """Set an overridden partition back once, saying who moved it; when the same happens
+        again in this rollout, leave the partition to the other writer instead of fighting over
+        it for good (a GitOps tool re-applying its manifest would), and release the remaining
+        batches at their gates: the StatefulSet controller may then replace pods ahead of their
+        batches, which wait at their gates until their batch opens."""
+        state = self.state
+        writer = workload.partition_writer or "another writer"
+        wanted = min(self.chunk())
+        where = f"during batch {state.batch} of {state.batches}"
+        field = "spec.updateStrategy.rollingUpdate.partition"
+        if state.contested_by is None:
+            later = set(state.ordinals[sum(state.sizes[: state.batch]) :])
+            live = {pod.ordinal for pod in workload.live_pods}
+            if gated(self.setup, workload) and not later <= live:
+                # The controller is replacing a pod of a later batch under the other writer's
+                # partition: set back now, it would come back at the old revision and be
+                # replaced again in its batch. Back at the new one it waits at its gate, and
+                # the controller replaces no other pod before that one is Ready.
+                return state, []
+            note = f"{writer} set {field} to {workload.partition} {where}; set back to {wanted}"
+            early = self.replaced_early(workload)
+            if early:
+                held = "wait at their gates for" if gated(self.setup, workload) else "joined before"
+                note += (
+                    f" (the StatefulSet controller had replaced {', '.join(early)} meanwhile, "
+                    f"which {held} their own batches)"
+                )
+            after = state.moved(contested_by=writer, interference=_also(state.interference, note))
+            return after, [
+                SetStatefulSetPartition(wanted),
+                ForeignWrite("PartitionOverridden", note, warning=True),
+            ]
+        note = (
+            f"{writer} set {field} to {workload.partition} again {where}; the operator leaves "
+            f"the partition to {writer} for the rest of this rollout rather than fight over it, "
+            "and releases the remaining batches as their pods reach their gates (the "
+            "StatefulSet controller may replace pods ahead of their batches); leave the field "
+            f"out of what {writer} writes so that the operator can pace the StatefulSet"
+        )
+        after = state.moved(yielded=True, interference=_also(state.interference, note))
+        return after, [ForeignWrite("PartitionContested", note, warning=True)]
+
+    def replaced_early(self, workload: WorkloadView) -> list[str]:
+        """Pods of later batches already at the new revision."""
+        state = self.state
+        later = set(state.ordinals[sum(state.sizes[: state.batch]) :])
+        return [
+            pod.name
+            for pod in sorted(workload.live_pods, key=lambda pod: -(pod.ordinal or 0))
+            if pod.ordinal in later and pod.updated
+        ]
 
     def flag_problems(
         self, state: RolloutState, workload: WorkloadView
@@ -436,9 +543,11 @@ class _Step:
         waiting = [pod.name for pod in arrived if pod.gate is GateState.WAITING]
         timed_out = state.gather_until is not None and self.now >= state.gather_until
         if len(arrived) == len(chunk) or (timed_out and waiting):
-            waiting += [name for name in self.strays(workload) if name not in waiting]
+            strays = tuple(name for name in self.strays(workload) if name not in waiting)
+            waiting += strays
             opens: list[Action] = [OpenGate(label, tuple(waiting))] if waiting else []
-            return self.released(state, names), actions + opens
+            # Strays join with the batch, and count as its members.
+            return self.released(state, names + strays), actions + opens
         return state, actions + self.unnoticed_replacements(batch_pods)
 
     def unnoticed_replacements(self, pods: Sequence[PodView]) -> list[Action]:
@@ -491,7 +600,11 @@ class _Step:
             return True, []
         if workload.update_strategy == "RollingUpdate":
             lowest = min(chunk)
-            if workload.partition != lowest:
+            if self.state.yielded:
+                # Left to another writer: usable as long as it lets the batch's pods roll.
+                if workload.partition is not None and workload.partition > lowest:
+                    return False, []
+            elif workload.partition != lowest:
                 return False, [SetStatefulSetPartition(lowest)]
             if not workload.caught_up:
                 return False, []
@@ -532,6 +645,16 @@ class _Step:
     def joining(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
         state = self.state
         actions = self.keep_released(workload)
+        late = tuple(
+            name
+            for action in actions
+            if isinstance(action, OpenGate)
+            for name in action.pods
+            if name not in state.opened
+        )
+        if late:
+            # Strays that reached their gates after the release join with the batch.
+            state = self.state = state.moved(opened=state.opened + late)
         if self.settled(workload):
             settled = state.moved(
                 phase=Phase.BATCH_SETTLING,
@@ -612,7 +735,10 @@ class _Step:
             phase_since=self.now,
             holding_deployment=False,
             steady_replicas=workload.replicas,
-            message=f"{_plural(state.batches, 'batch')}, {_plural(joined, 'member')} joined",
+            message=_also(
+                f"{_plural(state.batches, 'batch')}, {_plural(joined, 'member')} joined",
+                state.interference,
+            ),
         )
         return done, actions
 
@@ -861,6 +987,13 @@ class _Step:
             )
         if state.mechanism is Mechanism.SCALE_STEPS:
             return f"{workload.kind.value} {workload.name} did not take the scale step"
+        chunk = self.chunk()
+        if state.yielded and chunk and (workload.partition or 0) > min(chunk):
+            return (
+                f"StatefulSet {workload.name}'s partition is {workload.partition}, set by "
+                f"{workload.partition_writer or 'another writer'}, above the batch's lowest "
+                f"ordinal {min(chunk)}, so its pods are not replaced"
+            )
         held = held_pods(workload)
         waiting = sum(1 for pod in held if pod.gate is GateState.WAITING)
         return (
@@ -882,6 +1015,31 @@ class _Step:
         if group.assigned_partitions is not None and group.total_partitions is not None:
             text += f", {group.assigned_partitions}/{group.total_partitions} partitions assigned"
         return text
+
+
+def changed_target(before: str | None, after: str, workload: WorkloadView) -> str:
+    """What changed between two targets (see _Step.target), and who changed it if known."""
+    old_revision, _, old_rest = (before or "").partition("@")
+    new_revision, _, new_rest = after.partition("@")
+    old_replicas, _, old_how = old_rest.partition(":")
+    new_replicas, _, new_how = new_rest.partition(":")
+    parts = []
+    if old_revision != new_revision:
+        by = f" by {workload.template_writer}" if workload.template_writer else ""
+        parts.append(
+            f"the pod template was changed{by} (revision {old_revision} to {new_revision})"
+        )
+    if old_replicas != new_replicas:
+        by = f" by {workload.replicas_writer}" if workload.replicas_writer else ""
+        parts.append(f"the replicas were changed{by} from {old_replicas} to {new_replicas}")
+    if old_how != new_how or not parts:
+        parts.append(f"the workload changed ({old_how or before} to {new_how})")
+    return " and ".join(parts)
+
+
+def _also(said: str | None, more: str | None) -> str | None:
+    """`more` after what was already said."""
+    return "; ".join(text for text in (said, more) if text) or None
 
 
 def _adopts(planned: str | None, seen: str) -> bool:
@@ -945,6 +1103,8 @@ def _progress(state: RolloutState, reason: str | None = None) -> RecordProgress:
     )
     if state.message and phase in (Phase.FAILED, Phase.PLANNING, Phase.BATCH_OPENING):
         message += f" ({state.message})"
+    elif state.interference and phase is Phase.COMPLETED:
+        message += f" ({state.interference})"
     return RecordProgress(
         reason=reason or _EVENT_REASONS[phase],
         batch=state.batch,

@@ -24,7 +24,12 @@ from rebalancer.structs.gates import (
     GateState,
 )
 from rebalancer.structs.specs import WorkloadKind
-from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, PodView, WorkloadView
+from rebalancer.structs.workloads import (
+    FIELD_MANAGER,
+    ROLLOUT_HOLD_ANNOTATION,
+    PodView,
+    WorkloadView,
+)
 
 Raw = Mapping[str, Any]
 
@@ -218,7 +223,41 @@ def view_workload(body: Raw, pods: Sequence[Raw], replica_sets: Sequence[Raw] = 
         held_for_rollout=ROLLOUT_HOLD_ANNOTATION in (metadata.get("annotations") or {}),
         template_pending=template_pending,
         pods=views,
+        partition_writer=field_writer(body, PARTITION_FIELD),
+        template_writer=field_writer(body, TEMPLATE_FIELD, skip=FIELD_MANAGER),
+        replicas_writer=field_writer(body, REPLICAS_FIELD, skip=FIELD_MANAGER),
     )
+
+
+PARTITION_FIELD = ("f:spec", "f:updateStrategy", "f:rollingUpdate", "f:partition")
+TEMPLATE_FIELD = ("f:spec", "f:template")
+REPLICAS_FIELD = ("f:spec", "f:replicas")
+
+
+def field_writer(body: Raw, path: Sequence[str], skip: str | None = None) -> str | None:
+    """The field manager that last wrote `path` (or anything under it), from managedFields.
+
+    For an update the API server hands a changed field to the manager that changed it; an apply
+    owns what it applied. Of the managers owning the field, the one whose entry is newest wrote
+    it last. Status writes do not count; nor does `skip` (the operator itself, for fields it
+    shares with the user, such as the template its gate is injected into).
+    """
+    found: tuple[str, str] | None = None
+    for entry in _get(body, "metadata", "managedFields") or []:
+        manager = _get(entry, "manager")
+        if not isinstance(manager, str) or manager == skip:
+            continue
+        if _get(entry, "subresource") == "status":
+            continue
+        owned: object = _get(entry, "fieldsV1")
+        for key in path:
+            owned = owned.get(key) if isinstance(owned, Mapping) else None
+        if owned is None:
+            continue
+        stamp = str(_get(entry, "time") or "")
+        if found is None or stamp >= found[0]:
+            found = (stamp, manager)
+    return found[1] if found is not None else None
 
 
 def _same_template(replica_set: Raw, template: Raw) -> bool:

@@ -16,6 +16,9 @@ from rebalancer.structs.specs import WorkloadKind
 # On a Deployment the operator paused for a rollout: the pause is the operator's to undo (a
 # Deployment paused without it is the user's, and stays paused).
 ROLLOUT_HOLD_ANNOTATION = "rebalancer.dev/held-for-rollout"
+# The field manager the API server records for the operator's writes (its client's user agent
+# starts with it): how the planner tells its own partition from one another writer set.
+FIELD_MANAGER = "rebalancer"
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,12 @@ class WorkloadView:
     held_for_rollout: bool = False
     template_pending: bool = False
     pods: tuple[PodView, ...] = ()
+    # Who last wrote these fields (metadata.managedFields, newest first): the partition's
+    # writer, the operator included; the pod template's and the replicas' last writer other
+    # than the operator. None when the object does not say.
+    partition_writer: str | None = None
+    template_writer: str | None = None
+    replicas_writer: str | None = None
 
     @property
     def caught_up(self) -> bool:
