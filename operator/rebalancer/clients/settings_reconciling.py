@@ -40,6 +40,7 @@ from rebalancer.planning.broker_delay import (
 )
 from rebalancer.planning.rollout_holds import hold_ops
 from rebalancer.planning.settings_plans import (
+    LIMITS_NOT_READ,
     SettingsInputs,
     SettingsPlan,
     SidecarInputs,
@@ -155,6 +156,10 @@ async def reconcile_settings(
         status, retry = await _deliver(kube, gateway, target, previous, observed, limits, notices)
         if retry is None:
             break
+    refused = ((status or {}).get("sessionLimits") or {}).get("message")
+    if refused and refused != (previous.get("sessionLimits") or {}).get("message"):
+        # Once per new refusal; status.settings and the Degraded condition keep saying it.
+        notices.append(Notice(True, LIMITS_NOT_READ, str(refused)))
     want = delay_want(target, cluster.cluster_id)
     if want is not None and target.delay is not None:
         delay = await _delay(kube, gateway, target.delay, want, wants, profile, limits, previous)

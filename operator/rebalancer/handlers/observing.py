@@ -101,6 +101,8 @@ class Observer:
     gateway: AdminGateway | None = None
     failures: int = 0
     last_failure_reason: str | None = None
+    # The subscribed topics last found missing from the metadata, warned about once.
+    hidden_warned: tuple[str, ...] = ()
     last_written: dict[str, Any] = field(default_factory=dict)
     last_written_at: float = 0.0
     joins: JoinTracking = field(default_factory=JoinTracking)
@@ -213,6 +215,12 @@ class Observer:
             conditions[2] = Condition(
                 ConditionType.DEGRADED, ConditionStatus.TRUE, TOPICS_NOT_VISIBLE, message
             )
+            if hidden != self.hidden_warned:
+                # Once per change, as report_failure warns once per reason.
+                kopf.warn(body, reason=TOPICS_NOT_VISIBLE, message=message)
+            self.hidden_warned = hidden
+        else:
+            self.hidden_warned = ()
         profile = None if spec.kafka.profile.value == "auto" else spec.kafka.profile.value
         if profile is None and gateway.profile is not None:
             profile = gateway.profile.value
