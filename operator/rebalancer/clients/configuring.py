@@ -17,7 +17,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.clients.kubernetes_api import KubernetesApi, PermissionDenied
 from rebalancer.structs.broker_configs import DELAY_KEY
 from rebalancer.structs.specs import WorkloadKind
 
@@ -54,6 +54,14 @@ def _detail(error: ApiException) -> str:
     return f"HTTP {error.status}: {message or error.reason}"
 
 
+def _failed(what: str, error: ApiException) -> Exception:
+    """A refusal for a missing grant stays PermissionDenied (the handler names the grant);
+    any other is ConfiguringFailed."""
+    if isinstance(error, PermissionDenied):
+        return error
+    return ConfiguringFailed(f"{what}: {_detail(error)}")
+
+
 def _same_configmap(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     metadata, wanted_meta = current.get("metadata") or {}, wanted.get("metadata") or {}
     labels = metadata.get("labels") or {}
@@ -81,9 +89,7 @@ async def apply_configmap(api: KubernetesApi, body: Mapping[str, Any]) -> Config
         )
     except ApiException as error:
         if error.status != 404:
-            raise ConfiguringFailed(
-                f"reading ConfigMap {namespace}/{name}: {_detail(error)}"
-            ) from None
+            raise _failed(f"reading ConfigMap {namespace}/{name}", error) from None
         current = {}
     if not current:
         try:
@@ -96,9 +102,7 @@ async def apply_configmap(api: KubernetesApi, body: Mapping[str, Any]) -> Config
         except ApiException as error:
             if error.status == 409:  # created meanwhile; the next reconcile compares it
                 return ConfigMapOutcome.UNCHANGED
-            raise ConfiguringFailed(
-                f"creating ConfigMap {namespace}/{name}: {_detail(error)}"
-            ) from None
+            raise _failed(f"creating ConfigMap {namespace}/{name}", error) from None
         return ConfigMapOutcome.CREATED
     if _same_configmap(current, body):
         return ConfigMapOutcome.UNCHANGED
@@ -122,9 +126,7 @@ async def apply_configmap(api: KubernetesApi, body: Mapping[str, Any]) -> Config
             _preload_content=False,
         )
     except ApiException as error:
-        raise ConfiguringFailed(
-            f"replacing ConfigMap {namespace}/{name}: {_detail(error)}"
-        ) from None
+        raise _failed(f"replacing ConfigMap {namespace}/{name}", error) from None
     return ConfigMapOutcome.REPLACED
 
 
@@ -142,9 +144,7 @@ async def read_workload_body(
     except ApiException as error:
         if error.status == 404:
             return None
-        raise ConfiguringFailed(
-            f"reading {kind.value} {namespace}/{name}: {_detail(error)}"
-        ) from None
+        raise _failed(f"reading {kind.value} {namespace}/{name}", error) from None
     body.setdefault("kind", kind.value)
     return body
 
@@ -181,9 +181,7 @@ async def patch_workload(
             return False
         if error.status == 422 and await _moved_on(api, namespace, kind, name, ops):
             return False
-        raise ConfiguringFailed(
-            f"patching {kind.value} {namespace}/{name}: {_detail(error)}"
-        ) from None
+        raise _failed(f"patching {kind.value} {namespace}/{name}", error) from None
     return True
 
 
@@ -245,7 +243,7 @@ async def _read_kafka(api: KubernetesApi, namespace: str, name: str) -> Body:
                 f"Kafka {namespace}/{name} ({STRIMZI_GROUP}/{STRIMZI_VERSION}) not found: create "
                 "it or fix spec.policy.brokerDelay.strimzi"
             ) from None
-        raise ConfiguringFailed(f"reading Kafka {namespace}/{name}: {_detail(error)}") from None
+        raise _failed(f"reading Kafka {namespace}/{name}", error) from None
 
 
 async def set_strimzi_delay(
@@ -279,5 +277,5 @@ async def set_strimzi_delay(
             _preload_content=False,
         )
     except ApiException as error:
-        raise ConfiguringFailed(f"patching Kafka {namespace}/{name}: {_detail(error)}") from None
+        raise _failed(f"patching Kafka {namespace}/{name}", error) from None
     return StrimziChange(True, None if previous is None else str(previous))

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
+from kubernetes.client.exceptions import ForbiddenException
 
 from rebalancer import __version__
+from rebalancer.planning.permissions import Denial, account_from_status, denial_from_request
 from rebalancer.structs.workloads import FIELD_MANAGER
 
 GROUP = "rebalancer.dev"
@@ -36,8 +39,36 @@ class KubernetesApi:
 REQUEST_TIMEOUT = (10.0, 60.0)
 
 
+class PermissionDenied(ForbiddenException):  # type: ignore[misc]
+    """A 403 from the API server, told as the permission the operator lacks (`denial`).
+
+    Still an ApiException with status 403, so code that looks at statuses keeps working; its
+    text is the denial's message (verb, resource, namespace and the fix), never the response.
+    """
+
+    def __init__(self, denial: Denial, response: Any = None) -> None:
+        super().__init__(http_resp=response)
+        self.denial = denial
+
+    def __str__(self) -> str:
+        return self.denial.message()
+
+
+def _refusal(method: str, url: str, response: Any) -> PermissionDenied:
+    response.read()
+    try:
+        status = json.loads(response.data or b"{}")
+    except ValueError:
+        status = {}
+    message = status.get("message") if isinstance(status, dict) else None
+    account = account_from_status(message if isinstance(message, str) else None)
+    return PermissionDenied(denial_from_request(method, url, account), response)
+
+
 class TimedApiClient(client.ApiClient):  # type: ignore[misc]
-    """An ApiClient whose requests time out unless they say otherwise."""
+    """An ApiClient whose requests time out unless they say otherwise, and whose 403s are
+    PermissionDenied errors that name the permission (read from the request, so the same for
+    every call site)."""
 
     def call_api(
         self,
@@ -48,7 +79,7 @@ class TimedApiClient(client.ApiClient):  # type: ignore[misc]
         post_params: Any = None,
         _request_timeout: Any = None,
     ) -> Any:
-        return super().call_api(
+        response = super().call_api(
             method,
             url,
             header_params=header_params,
@@ -56,6 +87,9 @@ class TimedApiClient(client.ApiClient):  # type: ignore[misc]
             post_params=post_params,
             _request_timeout=_request_timeout or REQUEST_TIMEOUT,
         )
+        if getattr(response, "status", None) == 403:
+            raise _refusal(method, url, response)
+        return response
 
 
 def connect(kubeconfig: Path | None, context: str | None = None) -> KubernetesApi:

@@ -11,7 +11,7 @@ import base64
 
 from kubernetes.client.exceptions import ApiException
 
-from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.clients.kubernetes_api import KubernetesApi, PermissionDenied
 from rebalancer.structs.brokers import SecuritySettings
 from rebalancer.structs.specs import KafkaSpec, SecretKeyRef
 
@@ -29,11 +29,8 @@ async def read_secret_key(api: KubernetesApi, namespace: str, ref: SecretKeyRef,
                 f"Secret {namespace}/{ref.name} (from {field}) does not exist; create it or fix "
                 f"{field}.name"
             ) from None
-        if error.status == 403:
-            raise SecretUnavailable(
-                f"the operator may not read Secret {namespace}/{ref.name} (from {field}); grant "
-                "it get on secrets in this namespace"
-            ) from None
+        if isinstance(error, PermissionDenied):
+            raise  # a missing grant: the handler names it (get secrets in this namespace)
         raise SecretUnavailable(
             f"reading Secret {namespace}/{ref.name} failed with HTTP {error.status}"
         ) from None

@@ -21,7 +21,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.clients.kubernetes_api import KubernetesApi, PermissionDenied
 from rebalancer.planning.gate_templates import GateOptions, render_gate_patch
 from rebalancer.planning.rollout_actions import (
     Action,
@@ -129,6 +129,8 @@ class Actuator:
         for action in actions:
             try:
                 handled = await self._apply(action)
+            except PermissionDenied:
+                raise  # a missing grant, reported as such by the handler
             except ApiException as error:
                 raise ActuationFailed(action, _reason(error)) from None
             if handled:
@@ -210,15 +212,19 @@ class Actuator:
             pool.shutdown(wait=False)
 
     def _gate_started(self, pod: str) -> float | None:
-        """When the pod's gate container started running, if it is running."""
-        try:
-            body = _json(
-                self.api.core.read_namespaced_pod(pod, self.namespace, _preload_content=False)
+        """When the pod's gate container started running, if it is running.
+
+        Listed by name rather than read: the operator lists pods anyway, and a get would be
+        one more grant (the chart grants list, patch and delete on pods)."""
+        listed = _json(
+            self.api.core.list_namespaced_pod(
+                self.namespace, field_selector=f"metadata.name={pod}", _preload_content=False
             )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
+        )
+        items = listed.get("items") or []
+        if not items:
+            return None
+        body = items[0]
         for entry in (body.get("status") or {}).get("initContainerStatuses") or ():
             if entry.get("name") != GATE_CONTAINER:
                 continue

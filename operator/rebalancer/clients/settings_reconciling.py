@@ -27,7 +27,7 @@ from rebalancer.clients.kafka_configuring import (
     alter_group_configs,
     read_broker_limits,
 )
-from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.clients.kubernetes_api import KubernetesApi, PermissionDenied
 from rebalancer.clients.rolling import read_workload
 from rebalancer.planning.broker_delay import (
     DelayAction,
@@ -434,7 +434,9 @@ async def _delay(
             outcome = result.state.value
             if result.state is ApplyState.FAILED:
                 reason, message = "DelayFailed", result.message
-    except ConfiguringFailed as error:
+    except (ConfiguringFailed, PermissionDenied) as error:
+        # Kept in status.settings.brokerDelay, whose condition names it (a refused Strimzi
+        # resource must not stop the settings from being delivered).
         reason, message, outcome = "DelayFailed", str(error), ApplyState.FAILED.value
     in_force = (limits.initial_rebalance_delay_ms, limits.initial_rebalance_delay_source)
     status = delay_status(decision, want, plan, outcome, in_force)

@@ -11,6 +11,7 @@ from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.receiving import ReportHub, ReportServer
 from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
+from rebalancer.planning.permissions import DenialBook
 from rebalancer.settings import OperatorSettings
 from rebalancer.structs.snapshots import GroupSnapshot
 
@@ -30,6 +31,10 @@ class Dependencies:
     # Set when a settings write changed what the rollout planner looks at (a Deployment paused
     # for it, say): its daemon then steps at once instead of at its next resting poll.
     rollout_wakeups: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
+    # What the Kubernetes API refused, for the groups' Degraded condition (handlers.permissions).
+    denials: DenialBook = field(default_factory=DenialBook)
+    # The check of what every group needs (clients.permissions.follow_permissions).
+    permission_check: asyncio.Task[None] | None = None
 
     def rollout_wakeup(self, namespace: str, name: str) -> asyncio.Event:
         event = self.rollout_wakeups.get((namespace, name))

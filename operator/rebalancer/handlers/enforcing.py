@@ -15,8 +15,10 @@ from rebalancer.clients.enforcing import (
 )
 from rebalancer.clients.kafka_config import build_client_config
 from rebalancer.clients.kafka_errors import KafkaGatewayError
+from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.resolving import SecretUnavailable, read_secret_key, resolve_security
 from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.planning.triggers import (
     TriggerInputs,
@@ -115,6 +117,25 @@ async def enforce(
 ) -> None:
     deps: Dependencies = memo.deps
     namespace = namespace or "default"
+    name = str(body.metadata.name)
+    group_id = spec.get("groupId")
+    try:
+        await _enforce(deps, body, spec, status, namespace, patch)
+    except PermissionDenied as error:
+        report_denied(deps, body, namespace, name, "enforce", error, group_id)
+        raise kopf.TemporaryError(f"enforcement: {error}", delay=30) from None
+    if deps.denials.clear(namespace, name, "enforce") and group_id:
+        deps.hub.wakeup(group_id).set()  # the observer takes the condition back
+
+
+async def _enforce(
+    deps: Dependencies,
+    body: kopf.Body,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    namespace: str,
+    patch: kopf.Patch,
+) -> None:
     try:
         parsed = parse_spec(dict(spec))
         policy = parse_enforce_policy((spec.get("policy") or {}).get("enforce"))

@@ -8,9 +8,11 @@ from typing import Any
 import kopf
 
 from rebalancer import metrics
+from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.patching import patch_status
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.observing import Observer, observe_forever, tracking_from_status
+from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.observing import coordinator_from_status
 from rebalancer.planning.rollout_policies import parse_rollout_policy
 from rebalancer.planning.statuses import rfc3339
@@ -66,13 +68,17 @@ async def validate(
     merged = merge_conditions(
         status.get("conditions") or [], conditions, now=rfc3339(time.time()), generation=generation
     )
-    await patch_status(
-        deps.kube,
-        namespace,
-        name,
-        status,
-        {"observedGeneration": generation, "conditions": merged},
-    )
+    try:
+        await patch_status(
+            deps.kube,
+            namespace,
+            name,
+            status,
+            {"observedGeneration": generation, "conditions": merged},
+        )
+    except PermissionDenied as error:
+        # Told once in the log and an Event; the observer keeps trying to write status.
+        report_denied(deps, body, namespace, name, "status", error)
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)

@@ -21,10 +21,12 @@ from rebalancer.clients.kafka_errors import (
     KafkaRequestFailed,
     KafkaUnavailable,
 )
+from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.learning import PodWatch, learning_status
+from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.backoff import backoff_delay
 from rebalancer.planning.history_pods import PodRecordContext
 from rebalancer.planning.history_records import (
@@ -46,6 +48,8 @@ from rebalancer.planning.observing import (
     coordinator_move_message,
     coordinator_moved,
 )
+from rebalancer.planning.permissions import REASON as PERMISSION_DENIED
+from rebalancer.planning.permissions import denial_conditions
 from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
 from rebalancer.planning.rollout_states import RolloutState
 from rebalancer.planning.rollout_statuses import rollout_conditions
@@ -231,6 +235,7 @@ class Observer:
             fields["learning"], self.learning_applied_at = await learning_status(
                 self.deps, body, self.namespace, self.name, spec, self.learning_applied_at
             )
+        self.deps.denials.clear(self.namespace, self.name, "observe")
         await self._write(body, conditions, fields, force=bool(events) or moved is not None)
         if self.failures:
             kopf.info(body, reason="Recovered", message="the group is observed again")
@@ -266,9 +271,13 @@ class Observer:
             logger.warning("%s/%s: %s", self.namespace, self.name, message)
         self.last_failure_reason = reason
         delay = backoff_delay(self.failures)
-        await self._write(
-            body, failure_conditions(reason, f"{message} (retrying in {delay:.0f}s)"), {}, True
-        )
+        try:
+            await self._write(
+                body, failure_conditions(reason, f"{message} (retrying in {delay:.0f}s)"), {}, True
+            )
+        except PermissionDenied as error:
+            # The status is refused as well: the log and the Event are all there is.
+            report_denied(self.deps, body, self.namespace, self.name, "status", error)
         return delay
 
     async def _write(
@@ -284,6 +293,8 @@ class Observer:
             *conditions,
             *rollout_conditions(RolloutState.from_status(status.get("rollout"))),
             *settings_conditions(status.get("settings")),
+            # Last: while a grant is missing, what needs it is not done, whatever else holds.
+            *denial_conditions(self.deps.denials.of(self.namespace, self.name)),
         ]
         metrics.publish_conditions(self.namespace, self.name, conditions)
         now = time.time()
@@ -338,6 +349,11 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
                     delay = min(delay, PENDING_RECHECK_SECONDS)
             except ResourceGone:
                 return
+            except PermissionDenied as error:
+                observer.deps.denials.record(
+                    observer.namespace, observer.name, "observe", error.denial
+                )
+                delay = await observer.report_failure(body, PERMISSION_DENIED, str(error))
             except SecretUnavailable as error:
                 delay = await observer.report_failure(body, "SecretNotFound", str(error))
             except KafkaUnavailable as error:
@@ -362,6 +378,7 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
             await _sleep_or_wake(stopped, wakeup, delay, spacing)
     finally:
         observer.release()
+        observer.deps.denials.forget(observer.namespace, observer.name)
         observer.deps.latest_groups.pop((observer.namespace, observer.name), None)
         metrics.forget_group(observer.namespace, observer.name)
 

@@ -10,9 +10,11 @@ from typing import Any
 
 import kopf
 
+from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.rolling import ActuationFailed, Actuator, read_workload
 from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.gate_templates import DEFAULT_IMAGE, GateOptions
 from rebalancer.planning.rollout_actions import (
     ClearDegraded,
@@ -116,6 +118,9 @@ async def _step_once(
     kind, workload_name = spec.workload.kind, spec.workload.name
     try:
         workload = await read_workload(deps.kube, namespace, kind, workload_name)
+    except PermissionDenied as error:
+        report_denied(deps, body, namespace, name, "rollouts", error, spec.group_id)
+        return None
     except Exception as error:  # the API may be briefly away; the state keeps
         logger.warning("%s/%s: reading %s failed: %s", namespace, name, workload_name, error)
         return None
@@ -140,10 +145,15 @@ async def _step_once(
     actuator = Actuator(deps.kube, namespace, kind, workload_name, gate)
     try:
         await actuator.apply(actions)
+    except PermissionDenied as error:
+        report_denied(deps, body, namespace, name, "rollouts", error, spec.group_id)
+        return None
     except ActuationFailed as error:
         # The state does not advance: the next step asks for the same end state again.
         kopf.warn(body, reason="RolloutActionFailed", message=str(error))
         return None
+    if deps.denials.clear(namespace, name, "rollouts"):
+        deps.hub.wakeup(spec.group_id).set()  # the observer takes the condition back
     _post(body, list(actions))
     return after, list(actions)
 

@@ -18,10 +18,12 @@ import kopf
 from rebalancer.clients.configuring import ConfiguringFailed
 from rebalancer.clients.kafka_config import build_client_config
 from rebalancer.clients.kafka_errors import KafkaRequestFailed, KafkaUnavailable
+from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
 from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.handlers.permissions import report_denied
 from rebalancer.handlers.rollouts import rollout_policy
 from rebalancer.planning.broker_delay import DelayWant, cluster_key_for
 from rebalancer.planning.gate_templates import DEFAULT_IMAGE
@@ -127,18 +129,28 @@ async def _reconcile(
             )
         finally:
             deps.pool.release(key)
+    except PermissionDenied as error:
+        report_denied(deps, body, namespace, name, "settings", error, spec.group_id)
+        raise kopf.TemporaryError(f"settings not reconciled: {error}", delay=30) from None
     except (SecretUnavailable, KafkaUnavailable, KafkaRequestFailed, ConfiguringFailed) as error:
         # The observer reports an unreachable cluster or a missing Secret as Degraded already.
         raise kopf.TemporaryError(f"settings not reconciled: {error}", delay=10) from error
+    if deps.denials.clear(namespace, name, "settings"):
+        deps.hub.wakeup(spec.group_id).set()  # the observer takes the condition back
     for notice in outcome.notices:
         post = kopf.warn if notice.warning else kopf.info
         post(body, reason=notice.reason, message=notice.message)
+        if notice.warning:
+            logger.warning("%s/%s: %s", namespace, name, notice.message)
     settings = outcome.status or {}
     if settings != previous:
         try:
             await patch_status(deps.kube, namespace, name, status, {"settings": settings})
         except ResourceGone:
             return
+        except PermissionDenied as error:
+            report_denied(deps, body, namespace, name, "status", error)
+            raise kopf.TemporaryError(f"settings status not written: {error}", delay=30) from None
         deps.rollout_wakeup(namespace, name).set()
     if outcome.retry_after is not None:
         raise kopf.TemporaryError("the workload changed meanwhile", delay=outcome.retry_after)

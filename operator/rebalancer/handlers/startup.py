@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -10,6 +11,7 @@ import kopf
 from rebalancer.clients.enforcing import SidecarClient
 from rebalancer.clients.kafka_admin import AdminPool
 from rebalancer.clients.kubernetes_api import connect, connection_details
+from rebalancer.clients.permissions import follow_permissions
 from rebalancer.clients.receiving import ReportHub, ReportServer
 from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
@@ -46,6 +48,11 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     server = ReportServer(hub, config.reports_host, config.reports_port, config.report_token)
     await server.start()
     deps.server = server
+    # Before kopf lists anything: what kopf's own requests need is named at start (kopf would
+    # retry a refused one for a minute and then only log it).
+    deps.permission_check = asyncio.create_task(
+        follow_permissions(kube, config.namespaces, deps.denials)
+    )
     memo.deps = deps
 
 
@@ -69,6 +76,8 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
     deps: Dependencies | None = getattr(memo, "deps", None)
     if deps is None:
         return
+    if deps.permission_check is not None:
+        deps.permission_check.cancel()
     if deps.server is not None:
         await deps.server.stop()
     deps.pool.close_all()
