@@ -275,7 +275,7 @@ def test_the_gate_names_the_permission_it_lacks_and_waits_with_it(
     def gate_said() -> str:
         return "\n".join(p.read_text(errors="replace") for p in logs.rglob("*.log"))
 
-    needs = f"needs get, list and watch on pods in namespace {NAMESPACE}"
+    needs = f"may not list pods in namespace {NAMESPACE}"
     eventually(lambda: needs in gate_said(), "the gate naming the missing permission", timeout=90)
     assert get_json(kubectl, "pod", "gated", "-n", NAMESPACE)["status"]["phase"] == "Pending"
 

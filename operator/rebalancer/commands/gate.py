@@ -19,6 +19,9 @@ EXIT_OPEN = 0
 EXIT_TIMEOUT = 1
 EXIT_MISCONFIGURED = 2
 EXIT_GONE = 3
+# Timed out with every request refused (HTTP 401/403): the pod's ServiceAccount lacks the
+# gate's grant; the last line says which and where the chart grants it.
+EXIT_FORBIDDEN = 4
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,8 +31,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description=(
             "Wait until the Rebalancer operator writes rebalancer.dev/gate: open on this pod, "
             "then exit 0 so the consumer starts together with the rest of its batch. The pod is "
-            "watched through the Kubernetes API; its service account needs get, list and watch "
-            "on pods in its namespace."
+            "watched through the Kubernetes API; its service account needs list and watch on "
+            "pods in its namespace (the chart's gate.serviceAccounts grants them). Exit codes: "
+            "0 opened or bypassed, 1 timed out, 2 misconfigured, 3 pod gone, 4 timed out with "
+            "every request refused (a missing grant, named in the last line)."
         ),
     )
     parser.add_argument(
@@ -144,4 +149,4 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_GONE
     if outcome.verdict in (Verdict.OPEN, Verdict.BYPASS):
         return EXIT_OPEN
-    return EXIT_TIMEOUT
+    return EXIT_FORBIDDEN if outcome.refused else EXIT_TIMEOUT

@@ -2,7 +2,8 @@
 
 Mechanism. The gate knows its pod from the downward API (POD_NAME, POD_NAMESPACE) and watches
 that one pod through the Kubernetes API (a list and watch with fieldSelector=metadata.name, so
-the pod's service account needs get, list and watch on pods in its namespace). The operator
+the pod's service account needs list and watch on pods in its namespace: the chart's
+gate.serviceAccounts grants them). The operator
 releases a batch by writing `rebalancer.dev/gate: open` on each of its pods, with
 `rebalancer.dev/gate-open-at`: one wall-clock moment (epoch seconds) for the whole batch, a
 little after the patches (1 s, or 2 s after the start of a gate that has only just started).
@@ -22,5 +23,7 @@ its controller recreates it, so an open gate never carries over to the pod's nex
 - Where the API is: REBALANCER_API_SERVER (a plain URL, for example a local proxy), else
   KUBECONFIG, else the in-cluster service account.
 
-Exit codes: 0 opened or bypassed, 1 timed out, 2 misconfigured, 3 the pod is gone.
+Exit codes: 0 opened or bypassed, 1 timed out, 2 misconfigured, 3 the pod is gone, 4 timed out
+with every request refused (HTTP 403: a missing grant, which the last line names with the
+chart value that grants it).
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -70,14 +71,18 @@ class GateOutcome:
     message: str
     waited_s: float
     gone: bool = False  # the pod was deleted or never existed
+    # The API refused the gate's own requests (HTTP 401/403) until the end: a missing grant.
+    refused: bool = False
 
 
 class _Refused(Exception):
     """The API server answered with an error status the gate cannot wait out by relisting."""
 
-    def __init__(self, status: int, text: str) -> None:
+    def __init__(self, status: int, text: str, verb: str = "list") -> None:
         super().__init__(f"HTTP {status}: {text[:300]}")
         self.status = status
+        self.text = text
+        self.verb = verb  # what the gate asked: list or watch its pod
 
 
 class _Gone(Exception):
@@ -169,7 +174,7 @@ class _Watcher:
             if response.status == 410:
                 raise _Gone
             if response.status != 200:
-                raise _Refused(response.status, await response.text())
+                raise _Refused(response.status, await response.text(), "watch")
             while True:
                 try:
                     line = await asyncio.wait_for(
@@ -192,7 +197,7 @@ class _Watcher:
         if kind == "ERROR":
             if obj.get("code") == 410:
                 raise _Gone
-            raise _Refused(int(obj.get("code") or 500), str(obj.get("message")))
+            raise _Refused(int(obj.get("code") or 500), str(obj.get("message")), "watch")
         version = (obj.get("metadata") or {}).get("resourceVersion")
         if version:
             self.resource_version = str(version)
@@ -221,6 +226,9 @@ async def wait_at_gate(
     watcher.started = watcher.last_sign = clock()
     failures = 0
     reported: str | None = None
+    # The last refusal's text, until a watch goes through (a list may pass while the watch that
+    # follows it is refused).
+    refusal: str | None = None
     connector = aiohttp.TCPConnector(limit=2)
     async with aiohttp.ClientSession(
         connector=connector, timeout=aiohttp.ClientTimeout(total=30)
@@ -234,6 +242,7 @@ async def wait_at_gate(
                         reported = ""
                 else:
                     decision = await watcher.watch_pod(session)
+                    refusal = None  # watching works: whatever was refused is granted now
                 failures = 0
             except _Gone:
                 watcher.resource_version = None
@@ -246,6 +255,8 @@ async def wait_at_gate(
                 failures += 1
                 watcher.resource_version = None
                 text = _explain(error, namespace)
+                refused = isinstance(error, _Refused) and error.status in (401, 403)
+                refusal = text.removesuffix("; retrying") if refused else None
                 if text != reported:
                     log(text)
                     reported = text
@@ -257,13 +268,45 @@ async def wait_at_gate(
                     await asyncio.sleep(pause)
                     continue
             if decision.verdict is not Verdict.WAIT:
-                return GateOutcome(decision.verdict, decision.message, clock() - watcher.started)
+                waited = clock() - watcher.started
+                if refusal is not None and decision.verdict is not Verdict.OPEN:
+                    message = f"{decision.message}, refused all along: {refusal}"
+                    return GateOutcome(decision.verdict, message, waited, refused=True)
+                return GateOutcome(decision.verdict, decision.message, waited)
 
 
 def _explain(error: BaseException, namespace: str) -> str:
-    if isinstance(error, _Refused) and error.status in (401, 403):
+    if isinstance(error, _Refused) and error.status == 403:
+        return f"{refusal_message(error.verb, namespace, _user(error.text))}; retrying"
+    if isinstance(error, _Refused) and error.status == 401:
         return (
-            f"the API refused the gate ({error}); the pod's service account needs get, list "
-            f"and watch on pods in namespace {namespace}; retrying"
+            f"the API did not accept the gate's credentials ({error}); the pod needs its "
+            "service account token (automountServiceAccountToken); retrying"
         )
     return f"cannot reach the Kubernetes API ({type(error).__name__}: {error}); retrying"
+
+
+def refusal_message(verb: str, namespace: str, user: str | None) -> str:
+    """What a 403 means for the gate: which grant its ServiceAccount lacks, and the chart value
+    that grants it (gate.serviceAccounts: a Role with list and watch on pods)."""
+    account = None
+    if user and user.startswith("system:serviceaccount:"):
+        account_namespace, _, name = user.removeprefix("system:serviceaccount:").partition(":")
+        account = f"{{namespace: {account_namespace}, name: {name}}}"
+    who = f"the pod's ServiceAccount ({user})" if user else "the pod's ServiceAccount"
+    listed = f"list {account} in" if account else "list the pod's ServiceAccount in"
+    return (
+        f"{who} may not {verb} pods in namespace {namespace}, which the gate needs to watch "
+        f"its pod: grant it (charts/rebalancer: {listed} gate.serviceAccounts, which binds a "
+        "Role with list and watch on pods; or grant those yourself)"
+    )
+
+
+def _user(text: str) -> str | None:
+    """The user a 403's Status names (`User "system:serviceaccount:ns:name"`)."""
+    try:
+        message = json.loads(text).get("message")
+    except (ValueError, AttributeError):
+        message = text
+    found = re.search(r'User "([^"]+)"', str(message))
+    return found.group(1) if found else None
