@@ -44,9 +44,6 @@ ALLOWED: dict[Grant, Use] = {
         "the operator writes conditions and status.group with JSON patches",
         "rebalancer.clients.patching:patch_status",
     ),
-    ("rebalancer.dev", "consumergroups/status", "get"): Use(
-        "the operator reads the status back", "rebalancer.clients.patching:read_status"
-    ),
     ("", "secrets", "get"): Use(
         "TLS and SASL material named by spec.kafka", "rebalancer.clients.resolving:read_secret_key"
     ),

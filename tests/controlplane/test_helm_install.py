@@ -215,6 +215,20 @@ PERMISSIONS = [
     ("delete", "configmaps", APPS, False),
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", "", False),
     ("create", "serviceaccounts/token", APPS, False),
+    # Secrets only by name in the watched namespaces: not even its own namespace's (the report
+    # token is a mounted file, not read through the API).
+    ("get", "secrets", NAMESPACE, False),
+    ("list", "configmaps", APPS, False),  # the settings ConfigMaps by name only
+    ("get", "configmaps", "default", False),
+    ("get", "consumergroups.rebalancer.dev/status", APPS, False),  # the watch brings status
+    ("get", "pods", APPS, False),  # listed, never read one by one
+    ("create", "pods/exec", APPS, False),
+    ("create", "pods/eviction", APPS, False),
+    # No cluster-scoped writes.
+    ("create", "namespaces", "", False),
+    ("patch", "customresourcedefinitions.apiextensions.k8s.io", "", False),
+    ("patch", "nodes", "", False),
+    ("create", "clusterroles.rbac.authorization.k8s.io", "", False),
 ]
 
 

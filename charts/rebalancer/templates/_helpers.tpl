@@ -72,7 +72,8 @@ A digest pins the exact image, so it wins over the tag.
 
 {{/*
 What the operator does with ConsumerGroups and the objects they reference: one grant per API
-call it makes, nothing more (tests/chart/test_rbac.py names the code behind each). Used in the
+call it makes, nothing more (tests/chart/test_rbac.py names the code behind each, and
+tests/controlplane/test_rbac_rules.py runs the operator without each). Used in the
 ClusterRole when every namespace is watched, else in a Role per watched namespace.
 */}}
 {{- define "rebalancer.groupRules" -}}
@@ -81,10 +82,11 @@ ClusterRole when every namespace is watched, else in a Role per watched namespac
 - apiGroups: ["rebalancer.dev"]
   resources: ["consumergroups"]
   verbs: ["list", "watch", "patch"]
-# Status is written with JSON patches by the operator and merge patches by kopf, and read back.
+# Status is written with JSON patches by the operator and merge patches by kopf (never read
+# through the subresource: the watch brings it).
 - apiGroups: ["rebalancer.dev"]
   resources: ["consumergroups/status"]
-  verbs: ["get", "patch"]
+  verbs: ["patch"]
 # TLS and SASL material referenced by spec.kafka, read by name.
 - apiGroups: [""]
   resources: ["secrets"]

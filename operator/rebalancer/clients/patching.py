@@ -88,24 +88,6 @@ async def patch_status(
         raise
 
 
-async def read_status(api: KubernetesApi, namespace: str, name: str) -> dict[str, object]:
-    try:
-        body = await asyncio.to_thread(
-            api.custom.get_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-        )
-    except ApiException as error:
-        if error.status == 404:
-            raise ResourceGone(f"{namespace}/{name}") from None
-        raise
-    status = body.get("status") if isinstance(body, dict) else None
-    return dict(status) if isinstance(status, dict) else {}
-
-
 async def workload_exists(api: KubernetesApi, namespace: str, kind: str, name: str) -> bool:
     reader = (
         api.apps.read_namespaced_stateful_set

@@ -46,7 +46,7 @@ def examples(bootstrap: str, report_url: str, replicas: int) -> list[dict[str, A
 # What the join gate needs, as the chart grants it (charts/rebalancer/templates/gate-rbac.yaml,
 # value gate.serviceAccounts): it lists and watches its own pod.
 GATE_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}
 ]
 
 
