@@ -38,14 +38,16 @@ WORKLOAD = f"{NAME}-consumer"
 TOKEN = "lab-injected-token"
 SIDECAR = "rebalancer-sidecar"
 REPLICAS = 2
-# What taking the sidecar out may cost, in generations, per pod replaced: its leave (the
-# consumer's and the sidecar's LeaveGroup fall into one rebalance or two) and its successor's
-# join. Measured (cooperative-sticky, session 6 s): one pod per batch, 2 new generations in all
-# for the two pods in 9 of 9 runs; both in one batch, 2 or 3 in 6 runs. A sidecar that stayed in
-# the group until it had formed without its consumer cost 6 for the two pods, one per batch.
-TAKE_OUT_GENERATIONS_PER_POD = 2
+# What taking the sidecar out may cost, in generations: per pod replaced, its leave (its
+# consumer's and its sidecar's LeaveGroup, in one rebalance or two) and its successor's join,
+# which often falls into the leave's rebalance; and one cooperative second round when a
+# successor takes partitions another member holds. Measured (cooperative-sticky, session 6 s,
+# two pods): one per batch, 2 in 11 of 14 runs, 4 or 5 in 3 runs on a loaded machine; both in
+# one batch, 2 to 4 in 14 runs. A sidecar that stayed in the group until it had formed without its
+# consumer made it 3 per pod, 6 for the two pods one per batch, and fails this bound.
+TAKE_OUT_GENERATIONS = 2 * REPLICAS + 1
 # From a sidecar's SIGTERM to its LeaveGroup sent (its close returned).
-LEFT_AT_ONCE_SECONDS = 2.0
+LEFT_AT_ONCE_SECONDS = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -175,6 +177,13 @@ def sidecar_view(host: str, port: int) -> dict[str, Any] | None:
         return None
 
 
+def joined_view(host: str, port: int) -> dict[str, Any] | None:
+    """The sidecar's /v1/group once it is in the group: it answers with generation -1 and no
+    member id from its start until its first assignment."""
+    view = sidecar_view(host, port)
+    return view if view is not None and view.get("generation", -1) >= 0 else None
+
+
 def outcomes_written(host: str, port: int, status: str) -> float:
     """How many outcomes with `status` this sidecar wrote as its group's actor."""
     text = sidecar_call(host, port, "/metrics", token=None)
@@ -278,10 +287,6 @@ def take_the_sidecar_out(
     print(f"take out: generations {generation} before, {final['generation']} at the end")
     assert final["state"] == "Stable" and final["assignedPartitions"] == 4, final
     assert final["generation"] == settled_again["generation"], "no generation after settling"
-    # A sidecar that waited for the group to form without its consumer before leaving would
-    # add a generation per pod and fail this bound.
-    taken = final["generation"] - generation
-    assert taken <= TAKE_OUT_GENERATIONS_PER_POD * REPLICAS, f"{taken} generations to take it out"
     details = final["memberDetails"]
     assert sorted(m["host"] for m in details) == sorted(p["metadata"]["name"] for p in plain)
     assert [m["generation"] for m in details] == [final["generation"]] * REPLICAS, details
@@ -290,7 +295,8 @@ def take_the_sidecar_out(
         text = log_of(lab, pod, "consumer")
         seen = [int(g) for g in re.findall(r"assigned generation=(\d+)", text)]
         assert seen and max(seen) == final["generation"], (pod["metadata"]["name"], seen)
-    # Each sidecar left the group as soon as it was told to stop.
+    # Each sidecar left the group as soon as it was told to stop (0.01 to 0.24 s measured); it
+    # did not stay for the group to form again without its consumer.
     for pod in with_it:
         text = log_of(lab, pod, SIDECAR)
         stopped = logged_at(text, "stopping: leaving the group")
@@ -299,6 +305,8 @@ def take_the_sidecar_out(
         delay = (left[0] - stopped[0]).total_seconds()
         print(f"{pod['metadata']['name']}: sidecar stopped to left the group: {delay:.2f} s")
         assert 0 <= delay < LEFT_AT_ONCE_SECONDS, text[-2000:]
+    taken = final["generation"] - generation
+    assert taken <= TAKE_OUT_GENERATIONS, f"{taken} generations to take the sidecar out"
 
 
 def test_inject_rolls_the_sidecar_into_two_pods_and_one_of_them_enforces(lab: Lab) -> None:
@@ -349,9 +357,8 @@ def test_inject_rolls_the_sidecar_into_two_pods_and_one_of_them_enforces(lab: La
 
     def joined(address: str) -> dict[str, Any]:
         return eventually(
-            lambda: (v := sidecar_view(address, port)) and v.get("generation") is not None and v,
-            90, f"the sidecar at {address}:{port} in the group",
-        )  # fmt: skip
+            lambda: joined_view(address, port), 90, f"the sidecar at {address}:{port} in the group"
+        )
 
     views = [joined(address) for address in addresses]
     assert [view["member"] for view in views] == [f"{p['metadata']['name']}-sidecar" for p in found]
@@ -442,11 +449,10 @@ def test_one_batch_of_two_pods_takes_the_sidecar_in_and_out(lab: Lab) -> None:
     eventually(lambda: settled(lab, name), 90, "the group Stable on 4 partitions")
     print(f"inject to the group settled: {time.monotonic() - started:.1f} s")
 
-    def in_group(address: str) -> bool:
-        return (sidecar_view(address, port) or {}).get("generation") is not None
-
     addresses = [pod["status"]["podIP"] for pod in found]
-    eventually(lambda: all(map(in_group, addresses)), 60, "both sidecars in the group")
+    eventually(
+        lambda: all(joined_view(a, port) for a in addresses), 60, "both sidecars in the group"
+    )
     time.sleep(4)  # the sidecars' joins are over by now
     formed = eventually(lambda: settled(lab, name), 30, "the group Stable with the sidecars")
     generation = int(formed["generation"])
@@ -527,9 +533,8 @@ def test_a_running_deployment_gets_the_sidecar_and_loses_it_again(lab: Lab) -> N
     assert pod["metadata"]["uid"] != first["metadata"]["uid"]
     address = pod["status"]["podIP"]
     view = eventually(
-        lambda: (v := sidecar_view(address, port)) and v.get("generation") is not None and v,
-        90, "the injected sidecar in the Deployment's group",
-    )  # fmt: skip
+        lambda: joined_view(address, port), 90, "the injected sidecar in the Deployment's group"
+    )
     assert view["memberId"]
     status = (get_cg(lab, name)["status"].get("settings") or {}).get("sidecar") or {}
     assert status.get("injected") is True, status
