@@ -1,9 +1,12 @@
 """An admin gateway through a broker outage of the length that made librdkafka 2.16.0 abort the
 whole process when the broker came back (an assertion in rd_kafka_enq_once_del_source_return):
 the gateway replaces a client whose request went unanswered, so the process lives and the
-gateway answers again once the broker is back.
+gateway answers again once the broker is back. And through the loss of a group's coordinator
+on three nodes, which aborted the process the same way once Kafka named the new coordinator
+after a DescribeGroups had timed out in librdkafka: requests to a coordinator are bounded by the
+gateway's own clock instead.
 
-Run in a child process: without the replacement, the abort would take pytest down with it.
+Run in child processes: an abort would take pytest down with it.
 """
 
 from __future__ import annotations
@@ -80,3 +83,72 @@ def test_the_gateway_outlives_a_broker_outage_and_answers_after_it(tmp_path: Pat
     assert child.returncode == 0, said[-3000:]
     assert "unavailable" in said and "replaced the Kafka admin client" in said, said[-3000:]
     assert any(line.startswith("after ") for line in said.splitlines()), said[-3000:]
+
+
+COORDINATOR_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, logging, sys, time
+    from pathlib import Path
+
+    from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
+    from rebalancer.clients.kafka_errors import KafkaUnavailable
+    from rebalancer.lab.broker import KafkaCluster
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+    logging.getLogger("rebalancer.kafka.librdkafka").setLevel(logging.CRITICAL)
+
+    async def main(state: Path) -> None:
+        cluster = KafkaCluster(3, log_dir=state)
+        cluster.start()
+        # Requests time out (3 s) well before Kafka names a new coordinator (9 s of fencing).
+        config = {**build_client_config(cluster.bootstrap.split(","), None)}
+        config["socket.timeout.ms"] = "3000"
+        gateway = AdminGateway(config)
+        coordinator = (await gateway.describe_group("g")).coordinator_id
+        print("before", coordinator, flush=True)
+        cluster.kill_node(coordinator)
+        started = time.monotonic()
+        while time.monotonic() - started < 60:
+            try:
+                moved = (await gateway.describe_group("g")).coordinator_id
+            except KafkaUnavailable as error:
+                print("unavailable:", error, flush=True)
+            else:
+                print("after", moved, flush=True)
+                # On: the process must also live past the moment the new one was named.
+                if time.monotonic() - started > 30:
+                    break
+            await asyncio.sleep(1)
+        gateway.close()
+        cluster.stop()
+
+    asyncio.run(main(Path(sys.argv[1])))
+    """
+)
+
+
+def test_the_gateway_outlives_its_group_coordinator_killed_on_three_nodes(
+    tmp_path: Path,
+) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", COORDINATOR_SCRIPT, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        # Three JVMs start in 11-30 s on 2 busy cores; 60 s of describing after the kill.
+        said, _ = child.communicate(timeout=240)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    assert child.returncode == 0, said[-3000:]
+    lines = said.splitlines()
+    before = next(int(line.split()[1]) for line in lines if line.startswith("before "))
+    # While there was none, the gateway said the coordinator did not answer, not the cluster.
+    waits = [line for line in lines if line.startswith("unavailable:")]
+    assert waits and all("no coordinator of group 'g' answered" in line for line in waits), waits
+    after = {int(line.split()[1]) for line in lines if line.startswith("after ")}
+    assert after and before not in after, (before, after)

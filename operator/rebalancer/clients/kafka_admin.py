@@ -28,6 +28,7 @@ from rebalancer.clients.kafka_errors import (
     KafkaGatewayError,
     KafkaRequestFailed,
     KafkaUnavailable,
+    describe_connection_problem,
     error_code,
     principal_of,
     request_failed,
@@ -75,6 +76,16 @@ FAST_FAILURE_DEFAULTS: Mapping[str, str] = {
 UNREACHABLE_GRACE_S = 1.5
 # A connection error this old still explains a timeout on a later request.
 CAUSE_MEMORY_S = 60.0
+# Requests a group's coordinator answers (DescribeGroups, OffsetFetch) get this long in
+# librdkafka, and the gateway's own deadline (request_timeout) bounds the wait instead.
+# librdkafka 2.16 aborts the process when such a request timed out in librdkafka before its
+# coordinator was known and the coordinator is found later: the late lookup is answered with
+# _DESTROY, and the failed lookup's reply releases the request's enq_once once more
+# ("rd_kafka_enq_once_del_source_return: Assertion `eonce->refcnt > 0' failed"). Measured: the
+# operator gone ~10 s after a group's coordinator was SIGKILLed on a three-node cluster, the
+# moment Kafka named the new coordinator. A request still pending then completes as usual, and
+# the client it belongs to is replaced at the gateway's deadline anyway.
+COORDINATOR_REQUEST_TIMEOUT_S = 600.0
 _WAIT_STEP_S = 0.1
 
 
@@ -211,6 +222,20 @@ class AdminGateway:
         )
         return KafkaUnavailable(message, problem=problem)
 
+    def _silent(self, started: float, waited: float, group_id: str | None) -> KafkaUnavailable:
+        """No answer by the deadline. For a request to a group's coordinator (no broker said
+        all brokers are down), the coordinator is what did not answer, not the cluster."""
+        if group_id is None:
+            return self._unreachable(started, waited)
+        cause = self._watch.cause(since=started - CAUSE_MEMORY_S)
+        seen = ""
+        if cause is not None:
+            seen = f" (last connection problem: {describe_connection_problem(cause.text)})"
+        return KafkaUnavailable(
+            f"no coordinator of group {group_id!r} answered at {self.bootstrap} within "
+            f"{waited:.0f} s{seen}; a lost broker's groups have none until Kafka names a new one"
+        )
+
     def _translate(
         self, error: Exception, operation: str, started: float, acl: str | None = None
     ) -> KafkaGatewayError:
@@ -226,10 +251,13 @@ class AdminGateway:
         operation: str,
         admin: Any,
         acl: str | None = None,
+        coordinator: str | None = None,
     ) -> Any:
         started = time.monotonic()
-        # librdkafka's own request timeout should fire first and say more; this is the backstop.
-        deadline = started + self.request_timeout + 2.0
+        # librdkafka's own request timeout should fire first and say more; this is the backstop,
+        # and the only deadline of a request to `coordinator`'s group coordinator (see
+        # COORDINATOR_REQUEST_TIMEOUT_S).
+        deadline = started + self.request_timeout + (0.0 if coordinator else 2.0)
         waiting = asyncio.wrap_future(future)
         try:
             while not waiting.done():
@@ -238,7 +266,7 @@ class AdminGateway:
                 if down is not None and now - max(down, started) >= UNREACHABLE_GRACE_S:
                     raise self._unreachable(started, now - started)
                 if now >= deadline:
-                    raise self._unreachable(started, now - started)
+                    raise self._silent(started, now - started, coordinator)
                 await asyncio.wait({waiting}, timeout=min(_WAIT_STEP_S, deadline - now))
         except KafkaUnavailable:
             waiting.cancel()
@@ -297,24 +325,30 @@ class AdminGateway:
 
     async def describe_group(self, group_id: str) -> BrokerGroupView:
         admin = self._check_open()
-        futures = admin.describe_consumer_groups([group_id], request_timeout=self.request_timeout)
+        futures = admin.describe_consumer_groups(
+            [group_id], request_timeout=COORDINATOR_REQUEST_TIMEOUT_S
+        )
         description = await self._await(
             futures[group_id],
             f"describing group {group_id!r}",
             admin,
             acl=f"Describe on group {group_id!r}",
+            coordinator=group_id,
         )
         return read_group(description)
 
     async def committed_offsets(self, group_id: str) -> CommittedOffsets:
         admin = self._check_open()
         request = [ConsumerGroupTopicPartitions(group_id)]
-        futures = admin.list_consumer_group_offsets(request, request_timeout=self.request_timeout)
+        futures = admin.list_consumer_group_offsets(
+            request, request_timeout=COORDINATOR_REQUEST_TIMEOUT_S
+        )
         result = await self._await(
             futures[group_id],
             f"reading committed offsets of group {group_id!r}",
             admin,
             acl=f"Describe on group {group_id!r} and on its topics",
+            coordinator=group_id,
         )
         return read_offsets(group_id, result)
 
