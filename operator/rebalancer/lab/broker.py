@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import base64
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -67,6 +68,16 @@ DEFAULT_HEAP = ("-Xmx512m", "-Xms256m")
 # A group the readiness probe describes: finding its coordinator makes the broker create
 # __consumer_offsets, which every first JoinGroup would otherwise wait for.
 _PROBE_GROUP = "rebalancer-lab-readiness"
+# The probe's DescribeGroups gets this long in librdkafka, longer than any start: librdkafka
+# 2.16 aborts the process when a request to a group coordinator timed out in librdkafka before
+# the coordinator was known and the coordinator is found later (an assertion in
+# rd_kafka_enq_once_del_source_return). Measured: with a 2 s timeout per try, a first start of
+# a three-node cluster took the starting process down (1 of 2 runs; a test session with it).
+_PROBE_REQUEST_TIMEOUT_S = 600.0
+# A request that has waited this long is joined by a new one, the old left in flight (it is
+# dropped with the probe): a lookup that met "no coordinator yet" may wait for a broker state
+# change that never comes (measured: one request unanswered for 90 s on a ready cluster).
+_PROBE_ASK_AGAIN_S = 5.0
 
 
 # Asked in a process of its own: librdkafka 2.16 aborts the whole process when a client whose
@@ -498,6 +509,7 @@ class KafkaCluster:
             }
         )
         wanted = {node.node_id for node in self._nodes if node in nodes or node.running}
+        asked: list[tuple[float, Any]] = []  # DescribeGroups in flight: (sent at, future)
         try:
             while True:
                 for node in nodes:
@@ -516,7 +528,7 @@ class KafkaCluster:
                         f"{self.start_timeout:g} s; the log of node {nodes[0].node_id} "
                         f"({nodes[0].log_path}) ends:\n{_tail(nodes[0].log_path)}"
                     )
-                if _answers(probe, wanted, min(2.0, remaining)):
+                if _answers(probe, wanted, min(2.0, remaining), asked):
                     return
                 time.sleep(0.1)
         finally:
@@ -700,19 +712,31 @@ def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def _answers(probe: AdminClient, wanted: set[int], timeout: float) -> bool:
+def _answers(
+    probe: AdminClient, wanted: set[int], timeout: float, asked: list[tuple[float, Any]]
+) -> bool:
+    """Whether every `wanted` node is in the metadata and the probe group's coordinator answers.
+    `asked` holds the DescribeGroups in flight from earlier looks: never timed out, looked at
+    again (see _PROBE_REQUEST_TIMEOUT_S)."""
     try:
         metadata = probe.list_topics(timeout=timeout)
     except Exception:
         return False
     if not wanted <= set(metadata.brokers):
         return False
-    try:
-        future = probe.describe_consumer_groups([_PROBE_GROUP], request_timeout=timeout)
-        future[_PROBE_GROUP].result(timeout=timeout + 1)
-    except Exception:
-        return False
-    return True
+    now = time.monotonic()
+    if not asked or now - asked[-1][0] >= _PROBE_ASK_AGAIN_S:
+        request = probe.describe_consumer_groups(
+            [_PROBE_GROUP], request_timeout=_PROBE_REQUEST_TIMEOUT_S
+        )
+        asked.append((now, request[_PROBE_GROUP]))
+    done, _ = concurrent.futures.wait([future for _, future in asked], timeout=timeout)
+    for future in done:
+        if future.exception() is None:
+            return True
+    # Answered with an error (no coordinator yet): asked again at the next look.
+    asked[:] = [(at, future) for at, future in asked if future not in done]
+    return False
 
 
 def _stop_all(*_: Any) -> None:
