@@ -13,7 +13,7 @@ from rebalancer.clients.kafka_errors import (
     request_failed,
     unreachable,
 )
-from rebalancer.planning.kafka_problems import hidden_topics, hidden_topics_message, kafka_problem
+from rebalancer.planning.kafka_problems import hidden_topics, kafka_problem, refused_topics_problem
 from rebalancer.planning.settings_plans import SettingsPlan, settings_conditions, settings_status
 from rebalancer.structs.broker_configs import BrokerLimits
 from rebalancer.structs.brokers import SecuritySettings, cluster_key
@@ -307,14 +307,23 @@ def test_an_unknown_problem_keeps_the_gateways_words() -> None:
     assert kafka_problem("KafkaRequestFailed", "it failed", kafka_spec(), "shop") == "it failed"
 
 
-def test_topics_the_metadata_hides_are_named_with_the_acl() -> None:
+def test_subscribed_topics_missing_from_the_metadata_are_checked_and_a_refusal_named() -> None:
     subscription = SubscriptionSpec(topics=("orders", "refunds"))
-    hidden = hidden_topics(subscription, {"orders": 4}.keys())
-    assert hidden == ("refunds",)
-    message = hidden_topics_message(hidden, "User:orders-operator")
-    assert "grant User:orders-operator Describe on topic 'refunds'" in message
-    assert hidden_topics(SubscriptionSpec(pattern="orders.*"), []) == ()
+    assert hidden_topics(subscription, {"orders": 4}.keys()) == ("refunds",)
     assert hidden_topics(subscription, ["orders", "refunds"]) == ()
+    # A pattern matches whatever the metadata shows: nothing to check.
+    assert hidden_topics(SubscriptionSpec(pattern="orders.*"), []) == ()
+    refusal = request_failed(
+        "describing topic 'refunds'",
+        "TOPIC_AUTHORIZATION_FAILED",
+        "",
+        acl="Describe on topic 'refunds'",
+        principal="User:orders-operator",
+    )
+    message = refused_topics_problem(refusal, kafka_spec(), "shop")
+    assert "grant User:orders-operator Describe on topic 'refunds'" in message
+    assert "cannot count their partitions" in message
+    assert "Secret shop/orders-kafka key 'username'" in message
 
 
 def test_a_refused_describe_configs_is_kept_and_made_a_condition() -> None:

@@ -13,11 +13,11 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -360,6 +360,40 @@ class AdminGateway:
         metadata = await self._await(future, "listing topics", admin)
         self._cluster_profile = cluster_profile_hint(metadata.cluster_id) or self._cluster_profile
         return read_topics(metadata)
+
+    async def refused_topics(self, topics: Sequence[str]) -> KafkaRequestFailed | None:
+        """The error of a refusal to describe some of `topics` to this principal; None when
+        none is refused (each exists, or merely does not exist yet).
+
+        The metadata of all topics leaves out, without a word, both a topic that does not exist
+        and one the principal may not Describe. DescribeTopics tells them apart, and unlike a
+        metadata request for named topics it never asks the broker to create them."""
+        if not topics:
+            return None
+        admin = self._check_open()
+        futures = admin.describe_topics(
+            TopicCollection(list(topics)), request_timeout=self.request_timeout
+        )
+        refused: list[str] = []
+        for topic, future in futures.items():
+            try:
+                await self._await(future, f"describing topic {topic!r}", admin)
+            except KafkaRequestFailed as error:
+                if error.code == "TOPIC_AUTHORIZATION_FAILED":
+                    refused.append(str(topic))
+        if not refused:
+            return None
+        names = ", ".join(repr(topic) for topic in refused)
+        noun = "topic" if len(refused) == 1 else "topics"
+        code = "TOPIC_AUTHORIZATION_FAILED"
+        message = request_failed(
+            f"describing {noun} {names}",
+            code,
+            "",
+            acl=f"Describe on {noun} {names}",
+            principal=self.principal,
+        )
+        return KafkaRequestFailed(message, code=code)
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int = -1) -> bool:
         """Create a topic; False if it already existed. -1 takes the broker's replication."""

@@ -38,10 +38,9 @@ from rebalancer.planning.history_records import (
     track_joins,
 )
 from rebalancer.planning.kafka_problems import (
-    TOPICS_NOT_VISIBLE,
     hidden_topics,
-    hidden_topics_message,
     kafka_problem,
+    refused_topics_problem,
 )
 from rebalancer.planning.observing import (
     combine_observation,
@@ -105,8 +104,8 @@ class Observer:
     gateway: AdminGateway | None = None
     failures: int = 0
     last_failure_reason: str | None = None
-    # The subscribed topics last found missing from the metadata, warned about once.
-    hidden_warned: tuple[str, ...] = ()
+    # The refusal to describe subscribed topics last warned about (warned once per change).
+    refused_warned: str | None = None
     last_written: dict[str, Any] = field(default_factory=dict)
     last_written_at: float = 0.0
     joins: JoinTracking = field(default_factory=JoinTracking)
@@ -145,6 +144,9 @@ class Observer:
         gateway = await self._gateway(spec)
         view = await gateway.describe_group(spec.group_id)
         topics = await gateway.list_topics()
+        # Absent from the metadata: not created yet, or hidden for want of Describe (a refusal
+        # to describe them tells; the group is observed all the same).
+        refused = await gateway.refused_topics(hidden_topics(spec.subscription, topics))
         total = sum(count for topic, count in topics.items() if spec.subscription.matches(topic))
         now = time.time()
         book = self.deps.hub.book(spec.group_id)
@@ -214,17 +216,17 @@ class Observer:
             conditions[2] = Condition(
                 ConditionType.DEGRADED, ConditionStatus.TRUE, "WorkloadNotFound", message
             )
-        elif hidden := hidden_topics(spec.subscription, topics):
-            message = hidden_topics_message(hidden, gateway.principal)
+        elif refused is not None:
+            message = refused_topics_problem(str(refused), spec.kafka, self.namespace)
             conditions[2] = Condition(
-                ConditionType.DEGRADED, ConditionStatus.TRUE, TOPICS_NOT_VISIBLE, message
+                ConditionType.DEGRADED, ConditionStatus.TRUE, refused.reason, message
             )
-            if hidden != self.hidden_warned:
+            if message != self.refused_warned:
                 # Once per change, as report_failure warns once per reason.
-                kopf.warn(body, reason=TOPICS_NOT_VISIBLE, message=message)
-            self.hidden_warned = hidden
+                kopf.warn(body, reason=refused.reason, message=message)
+            self.refused_warned = message
         else:
-            self.hidden_warned = ()
+            self.refused_warned = None
         profile = None if spec.kafka.profile.value == "auto" else spec.kafka.profile.value
         if profile is None and gateway.profile is not None:
             profile = gateway.profile.value

@@ -14,7 +14,6 @@ from rebalancer.structs.kafka_problems import KafkaProblem
 from rebalancer.structs.specs import KafkaSpec, SecretKeyRef, SubscriptionSpec
 
 SECURITY_DOC = "docs/kafka-security.md"
-TOPICS_NOT_VISIBLE = "TopicsNotVisible"
 
 
 def security_protocol(kafka: KafkaSpec) -> str:
@@ -89,20 +88,18 @@ def hidden_topics(subscription: SubscriptionSpec, visible: Iterable[str]) -> tup
     """Topics spec.subscription.topics names that the cluster's metadata does not show.
 
     Kafka leaves a topic out of the metadata when it does not exist and also when the asker
-    may not Describe it; either way its partitions are not counted. A pattern cannot tell."""
+    may not Describe it (the gateway's refused_topics tells which). A pattern cannot tell."""
     if subscription.pattern is not None:
         return ()
     shown = set(visible)
     return tuple(topic for topic in subscription.topics if topic not in shown)
 
 
-def hidden_topics_message(hidden: tuple[str, ...], principal: str | None) -> str:
-    names = ", ".join(repr(topic) for topic in hidden)
-    who = principal or "the operator's Kafka principal"
-    noun = "topic" if len(hidden) == 1 else "topics"
-    return (
-        f"{noun} {names} of spec.subscription.topics not in the cluster's metadata, so its "
-        f"partitions are not counted: Kafka hides a topic that does not exist and one {who} "
-        f"may not describe; fix: create the {noun}, or grant {who} Describe on {noun} {names} "
-        f"({SECURITY_DOC})"
+def refused_topics_problem(message: str, kafka: KafkaSpec, namespace: str) -> str:
+    """The gateway's refusal to describe subscribed topics, as the Degraded message says it."""
+    return kafka_problem(
+        KafkaProblem.NOT_AUTHORIZED,
+        f"{message}; without it the operator cannot count their partitions",
+        kafka,
+        namespace,
     )
