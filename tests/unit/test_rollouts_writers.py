@@ -78,7 +78,7 @@ def test_a_partition_lowered_mid_batch_is_set_back_once_and_said() -> None:
     assert said.reason == "PartitionOverridden" and said.warning
     assert "someone-else set spec.updateStrategy.rollingUpdate.partition to 0" in said.message
     assert "during batch 1 of 3; set back to 2" in said.message
-    assert "replaced orders-1 meanwhile, which wait at their gates" in said.message
+    assert "replaced orders-1 meanwhile, which waits at its gate for its own batch" in said.message
     # Set back, then lowered batch by batch as planned, then parked.
     partitions = [a.partition for a in logged(world, SetStatefulSetPartition)]  # type: ignore[attr-defined]
     assert partitions == [2, 2, 1, 0, 3]

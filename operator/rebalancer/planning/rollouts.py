@@ -358,10 +358,14 @@ class _Step:
             note = f"{writer} set {field} to {workload.partition} {where}; set back to {wanted}"
             early = self.replaced_early(workload)
             if early:
-                held = "wait at their gates for" if gated(self.setup, workload) else "joined before"
+                one = len(early) == 1
+                if gated(self.setup, workload):
+                    held = "waits at its gate for its" if one else "wait at their gates for their"
+                else:
+                    held = "joined before its" if one else "joined before their"
                 note += (
                     f" (the StatefulSet controller had replaced {', '.join(early)} meanwhile, "
-                    f"which {held} their own batches)"
+                    f"which {held} own {'batch' if one else 'batches'})"
                 )
             after = state.moved(contested_by=writer, interference=_also(state.interference, note))
             return after, [
