@@ -1,4 +1,5 @@
-"""Requests a group's coordinator answers are bounded by the gateway, never by librdkafka.
+"""Requests a group's coordinator answers are bounded by the gateway, never by librdkafka, and a
+coordinator that moved is looked up anew.
 
 librdkafka 2.16 aborts the process when such a request timed out inside librdkafka before the
 coordinator was known and the coordinator is found later (rd_kafka_enq_once_del_source_return);
@@ -7,6 +8,11 @@ gives librdkafka a timeout no request reaches and gives up by its own clock, wit
 that names the coordinator, not the cluster, as what did not answer. Here a fake librdkafka
 client that never answers stands in for the cluster (tests/kafka/test_gateway_outage.py kills a
 real coordinator).
+
+A node that answers it is the group's coordinator no longer (the group moved back to a restarted
+broker) is asked again by a new client: librdkafka caches the coordinator it found and keeps the
+entry fresh with every use, so the same client asked the old node at every look and the
+observer failed with "the group coordinator moved" for minutes.
 """
 
 from __future__ import annotations
@@ -14,12 +20,16 @@ from __future__ import annotations
 import concurrent.futures
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace as Obj
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
+from rebalancer.clients import kafka_admin
 from rebalancer.clients.kafka_admin import COORDINATOR_REQUEST_TIMEOUT_S, AdminGateway
-from rebalancer.clients.kafka_errors import KafkaUnavailable
+from rebalancer.clients.kafka_errors import KafkaRequestFailed, KafkaUnavailable
+from rebalancer.structs.brokers import GroupState
 
 # Below the gateway's 1.5 s grace after an all-brokers-down report: whatever the real client
 # made at construction says about the address, the deadline is what ends the wait.
@@ -102,3 +112,65 @@ async def test_requests_to_any_broker_keep_librdkafka_s_own_timeout(gateway: Adm
         await gateway.describe_cluster()
     assert silent.timeouts["describe_cluster"] == TIMEOUT_S
     assert "cannot reach Kafka at 127.0.0.1:9" in str(raised.value)
+
+
+class Answering(Silent):
+    """A client whose coordinator lookups find `node`: it answers, or says it is the group's
+    coordinator no longer (`moved`)."""
+
+    def __init__(self, node: int, moved: bool = False) -> None:
+        super().__init__()
+        self.node = node
+        self.moved = moved
+        self.asked = 0
+
+    def _pending(self, keys: list[str]) -> dict[str, concurrent.futures.Future[Any]]:
+        self.asked += 1
+        answers = super()._pending(keys)
+        for key, future in answers.items():
+            if self.moved:
+                future.set_exception(KafkaException(KafkaError(KafkaError.NOT_COORDINATOR)))
+            elif key == "orders":
+                future.set_result(
+                    Obj(
+                        group_id=key,
+                        members=[],
+                        partition_assignor="",
+                        state=Obj(name="EMPTY"),
+                        type=Obj(name="CLASSIC"),
+                        coordinator=Obj(id=self.node),
+                    )
+                )
+        return answers
+
+
+async def test_a_coordinator_that_moved_is_looked_up_anew_by_a_new_client(
+    gateway: AdminGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stale = Answering(node=1, moved=True)
+    fresh = Answering(node=3)
+    gateway._admin = stale
+    monkeypatch.setattr(kafka_admin, "AdminClient", lambda config: fresh)
+    view = await gateway.describe_group("orders")
+    # Asked once where the stale client thought the coordinator was, once more by a new one.
+    assert (stale.asked, fresh.asked) == (1, 1)
+    assert view.coordinator_id == 3 and view.state is GroupState.EMPTY
+    assert gateway._admin is fresh
+
+
+async def test_a_coordinator_that_keeps_moving_is_reported_after_one_new_client(
+    gateway: AdminGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[Answering] = []
+
+    def client(config: Any) -> Answering:
+        made.append(Answering(node=2, moved=True))
+        return made[-1]
+
+    gateway._admin = Answering(node=1, moved=True)
+    monkeypatch.setattr(kafka_admin, "AdminClient", client)
+    with pytest.raises(KafkaRequestFailed, match="the group coordinator moved") as raised:
+        await gateway.committed_offsets("orders")
+    assert raised.value.code == "NOT_COORDINATOR"
+    # One new client, not one per answer: the next observation asks again.
+    assert len(made) == 1 and made[0].asked == 1

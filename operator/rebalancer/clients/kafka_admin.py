@@ -86,6 +86,12 @@ CAUSE_MEMORY_S = 60.0
 # moment Kafka named the new coordinator. A request still pending then completes as usual, and
 # the client it belongs to is replaced at the gateway's deadline anyway.
 COORDINATOR_REQUEST_TIMEOUT_S = 600.0
+# A group's coordinator that answers it no longer is (the group moved to another node, as when
+# a restarted broker takes its partitions back). librdkafka keeps the node it found in a cache
+# that each use keeps fresh (it expires metadata.max.age.ms after the last use), so the same
+# client would ask the old node again at every look: measured, an observer that failed with
+# "the group coordinator moved" for minutes after a preferred leader election.
+MOVED_CODES = frozenset({"NOT_COORDINATOR"})
 _WAIT_STEP_S = 0.1
 
 
@@ -285,9 +291,10 @@ class AdminGateway:
         self._watch.note_success()
         return result
 
-    def _replace_client(self, used: Any) -> None:
+    def _replace_client(self, used: Any, why: str = "it lost the cluster") -> None:
         """A new librdkafka client in place of one whose request went unanswered for want of
-        a broker, once however many requests of it failed.
+        a broker (or that holds a coordinator that moved), once however many requests of it
+        failed.
 
         librdkafka 2.16.0 (confluent-kafka 2.16.1) aborts the whole process when such a client
         sees the broker come back after about 15 s away (an assertion in
@@ -298,7 +305,29 @@ class AdminGateway:
             if self._admin is not used or self._closed.is_set():
                 return
             self._admin = AdminClient(self._client_config)
-        logger.info("replaced the Kafka admin client for %s: it lost the cluster", self.bootstrap)
+        logger.info("replaced the Kafka admin client for %s: %s", self.bootstrap, why)
+
+    async def _ask_coordinator(
+        self,
+        group_id: str,
+        operation: str,
+        acl: str,
+        request: Callable[[Any], concurrent.futures.Future[Any]],
+    ) -> Any:
+        """What `request(admin)` asks `group_id`'s coordinator. A node that answers it is the
+        coordinator no longer is asked again once, by a new client that looks the coordinator
+        up anew (see MOVED_CODES)."""
+        admin = self._check_open()
+        try:
+            return await self._await(
+                request(admin), operation, admin, acl=acl, coordinator=group_id
+            )
+        except KafkaRequestFailed as error:
+            if error.code not in MOVED_CODES:
+                raise
+            self._replace_client(admin, f"group {group_id!r} has another coordinator")
+        admin = self._check_open()
+        return await self._await(request(admin), operation, admin, acl=acl, coordinator=group_id)
 
     async def call(
         self,
@@ -324,31 +353,32 @@ class AdminGateway:
         return view
 
     async def describe_group(self, group_id: str) -> BrokerGroupView:
-        admin = self._check_open()
-        futures = admin.describe_consumer_groups(
-            [group_id], request_timeout=COORDINATOR_REQUEST_TIMEOUT_S
-        )
-        description = await self._await(
-            futures[group_id],
-            f"describing group {group_id!r}",
-            admin,
-            acl=f"Describe on group {group_id!r}",
-            coordinator=group_id,
+        def request(admin: Any) -> concurrent.futures.Future[Any]:
+            futures = admin.describe_consumer_groups(
+                [group_id], request_timeout=COORDINATOR_REQUEST_TIMEOUT_S
+            )
+            future: concurrent.futures.Future[Any] = futures[group_id]
+            return future
+
+        description = await self._ask_coordinator(
+            group_id, f"describing group {group_id!r}", f"Describe on group {group_id!r}", request
         )
         return read_group(description)
 
     async def committed_offsets(self, group_id: str) -> CommittedOffsets:
-        admin = self._check_open()
-        request = [ConsumerGroupTopicPartitions(group_id)]
-        futures = admin.list_consumer_group_offsets(
-            request, request_timeout=COORDINATOR_REQUEST_TIMEOUT_S
-        )
-        result = await self._await(
-            futures[group_id],
+        def request(admin: Any) -> concurrent.futures.Future[Any]:
+            futures = admin.list_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group_id)],
+                request_timeout=COORDINATOR_REQUEST_TIMEOUT_S,
+            )
+            future: concurrent.futures.Future[Any] = futures[group_id]
+            return future
+
+        result = await self._ask_coordinator(
+            group_id,
             f"reading committed offsets of group {group_id!r}",
-            admin,
-            acl=f"Describe on group {group_id!r} and on its topics",
-            coordinator=group_id,
+            f"Describe on group {group_id!r} and on its topics",
+            request,
         )
         return read_offsets(group_id, result)
 
