@@ -29,7 +29,9 @@ from confluent_kafka import KafkaError, KafkaException
 from rebalancer.clients import kafka_admin
 from rebalancer.clients.kafka_admin import COORDINATOR_REQUEST_TIMEOUT_S, AdminGateway
 from rebalancer.clients.kafka_errors import KafkaRequestFailed, KafkaUnavailable
+from rebalancer.planning.kafka_problems import kafka_problem
 from rebalancer.structs.brokers import GroupState
+from rebalancer.structs.specs import KafkaSpec
 
 # Below the gateway's 1.5 s grace after an all-brokers-down report: whatever the real client
 # made at construction says about the address, the deadline is what ends the wait.
@@ -92,6 +94,11 @@ async def test_a_silent_coordinator_is_given_up_by_the_gateway_not_by_librdkafka
     message = str(raised.value)
     assert message.startswith("no coordinator of group 'orders' answered at 127.0.0.1:9"), message
     assert "a lost broker's groups have none until Kafka names a new one" in message
+    # The Degraded reason names the coordinator, and its fix is no field of the ConsumerGroup.
+    assert raised.value.reason == "KafkaCoordinatorUnavailable"
+    told = kafka_problem(raised.value.reason, message, KafkaSpec(("k:9092",)), "default")
+    assert told.startswith(message + "; fix: nothing in the ConsumerGroup: Kafka names a new")
+    assert "spec.kafka.bootstrapServers" not in told
     # The client that holds the unanswered request is replaced: the next look asks anew.
     assert gateway._admin is not silent
 
@@ -112,6 +119,7 @@ async def test_requests_to_any_broker_keep_librdkafka_s_own_timeout(gateway: Adm
         await gateway.describe_cluster()
     assert silent.timeouts["describe_cluster"] == TIMEOUT_S
     assert "cannot reach Kafka at 127.0.0.1:9" in str(raised.value)
+    assert raised.value.reason == "KafkaUnreachable"
 
 
 class Answering(Silent):

@@ -48,6 +48,7 @@ from rebalancer.structs.brokers import (
     CommittedOffsets,
     cluster_key,
 )
+from rebalancer.structs.kafka_problems import KafkaProblem
 
 __all__ = [
     "AdminGateway",
@@ -239,7 +240,8 @@ class AdminGateway:
             seen = f" (last connection problem: {describe_connection_problem(cause.text)})"
         return KafkaUnavailable(
             f"no coordinator of group {group_id!r} answered at {self.bootstrap} within "
-            f"{waited:.0f} s{seen}; a lost broker's groups have none until Kafka names a new one"
+            f"{waited:.0f} s{seen}; a lost broker's groups have none until Kafka names a new one",
+            problem=KafkaProblem.COORDINATOR_UNAVAILABLE,
         )
 
     def _translate(

@@ -68,6 +68,12 @@ def _fix(problem: str, kafka: KafkaSpec, namespace: str) -> str | None:
             "check spec.kafka.bootstrapServers (host names and ports) and that the brokers run "
             "and are reachable from the operator's pod"
         )
+    if problem == KafkaProblem.COORDINATOR_UNAVAILABLE:
+        return (
+            "nothing in the ConsumerGroup: Kafka names a new coordinator once the controller "
+            "has fenced the lost broker (about 10 s on Apache Kafka); if it lasts, check that "
+            "the brokers run and that the group's __consumer_offsets partition has a leader"
+        )
     if problem == KafkaProblem.NOT_AUTHORIZED:
         where = ""
         if sasl is not None:

@@ -13,3 +13,6 @@ class KafkaProblem(StrEnum):
     SECURITY_MISMATCH = "KafkaSecurityMismatch"
     NOT_AUTHORIZED = "KafkaNotAuthorized"  # the principal lacks an ACL the request needs
     REQUEST_FAILED = "KafkaRequestFailed"  # the cluster answered, and said no for another cause
+    # The cluster answers, but no broker coordinates the group yet (one was lost, and Kafka has
+    # not named another).
+    COORDINATOR_UNAVAILABLE = "KafkaCoordinatorUnavailable"
