@@ -69,8 +69,9 @@ from rebalancer.lab.running import Lab
 from rebalancer.structs.enforcement import control_topic, flip_topic
 
 # Lab start (three JVMs, the control plane) is outside the test's clock; each case is a cold
-# start, a rollout or an injection, one failover (about 10 s measured, fencing included) and the
-# wait for every message: about 2-3 minutes measured on 2 cores shared with other test runs.
+# start, a rollout or an injection, one failover (10-13 s measured, fencing included) and the
+# wait for every message: 60-80 s each measured, the module 3 min with the lab's start, on 2
+# cores shared with other test runs; 900 s leaves room for a machine several times as busy.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 PARTITIONS = 4
