@@ -120,9 +120,10 @@ def test_a_cold_start_leaves_a_join_record_per_member_and_the_job_reads_them(
     for member, row in by_member.items():
         (offset,) = row["join_offsets_ms"]  # type: ignore[misc]
         expected = (float(str(row["detected_at"])) - first) * 1000.0
-        # Offsets are whole milliseconds and detection times floats: two joins 1 ms apart can
-        # read 0 ms apart (1.0002 measured), so the bound is rounding plus float error.
-        assert abs(float(offset) - expected) <= 1.01, (member, offset, expected)
+        # Offsets and detection times are stamped at millisecond resolution by different
+        # steps: two joins 1.0002 ms apart by detection read 0 ms apart by offset in one run.
+        # Within 2 ms they agree; a wrong offset is off by the spread itself (seconds).
+        assert abs(float(offset) - expected) <= 2.0, (member, offset, expected)
         assert isinstance(row["generation"], int) and row["generation"] >= 0, row
         assert row["namespace"] == "default" and row["name"] == "orders", row
         assert row["assignor"] == "cooperative-sticky" and row["static_membership"] is False, row
