@@ -148,6 +148,10 @@ class Lab:
 
     def start_kubernetes(self) -> None:
         state = self.config.state_dir
+        # Each lab starts from an empty cluster, as it starts an empty broker: etcd's data from
+        # an earlier lab in the same state directory would hold its objects (the examples it
+        # applies again, pods of a node that is gone).
+        shutil.rmtree(state / "control-plane", ignore_errors=True)
         self.plane = ControlPlane(
             state / "control-plane",
             self.config.host,
