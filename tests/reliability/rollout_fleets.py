@@ -13,10 +13,13 @@ import re
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
 from tests.e2e.support import (
     condition,
@@ -26,6 +29,7 @@ from tests.e2e.support import (
     eventually,
     get_cg,
     kubectl,
+    running_lab,
 )
 
 from rebalancer.lab.running import Lab
@@ -365,3 +369,17 @@ class HoldWatch:
     def assert_clean(self) -> None:
         assert self.held_samples > 0, f"the hold watch saw nothing held in {self.samples} samples"
         assert not self.violations, self.violations
+
+
+@contextmanager
+def pods_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """The fault modules' lab: workloads run as pods, each waiting up to a second before its
+    first container starts (not all at once), dynamic members' session SESSION_MS."""
+    with running_lab(
+        tmp_path_factory.mktemp("lab"),
+        fleet=False,
+        pods=True,
+        jitter="uniform(0,1)",
+        session_timeout_ms=SESSION_MS,
+    ) as running:
+        yield running

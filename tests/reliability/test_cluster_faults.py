@@ -42,6 +42,7 @@ from tests.reliability.rollout_fleets import (
     fleet,
     managed,
     patch_rollout,
+    pods_lab,
     pods_of,
     settled,
     workload_body,
@@ -191,13 +192,7 @@ WRITTEN = "contest"
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    with running_lab(
-        tmp_path_factory.mktemp("lab"),
-        fleet=False,
-        pods=True,
-        jitter="uniform(0,1)",
-        session_timeout_ms=SESSION_MS,
-    ) as running:
+    with pods_lab(tmp_path_factory) as running:
         yield running
 
 

@@ -26,9 +26,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tests.e2e.support import apply, eventually, get_cg, incarnations, running_lab
+from tests.e2e.support import apply, eventually, get_cg, incarnations
 from tests.reliability.rollout_fleets import (
-    SESSION_MS,
     assert_rolled_once,
     assert_truthful_end,
     bump_template,
@@ -37,6 +36,7 @@ from tests.reliability.rollout_fleets import (
     managed,
     observed_since,
     patch_rollout,
+    pods_lab,
     rollout_of,
     settled,
     workload_body,
@@ -54,13 +54,7 @@ PARTITIONS = 4
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    with running_lab(
-        tmp_path_factory.mktemp("lab"),
-        fleet=False,
-        pods=True,
-        jitter="uniform(0,1)",
-        session_timeout_ms=SESSION_MS,
-    ) as running:
+    with pods_lab(tmp_path_factory) as running:
         yield running
 
 

@@ -30,7 +30,6 @@ from tests.e2e.support import (
     get_cg,
     kubectl,
     restart_operator,
-    running_lab,
 )
 from tests.reliability.rollout_fleets import (
     PARTITIONS,
@@ -45,6 +44,7 @@ from tests.reliability.rollout_fleets import (
     hard_kill,
     managed,
     observed_since,
+    pods_lab,
     pods_of,
     rollout_of,
     settled,
@@ -71,13 +71,7 @@ SESSION_MS = 6000
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    with running_lab(
-        tmp_path_factory.mktemp("lab"),
-        fleet=False,
-        pods=True,
-        jitter="uniform(0,1)",
-        session_timeout_ms=SESSION_MS,
-    ) as running:
+    with pods_lab(tmp_path_factory) as running:
         yield running
 
 
