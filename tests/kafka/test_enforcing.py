@@ -24,10 +24,8 @@ from sidecar_support import SidecarProcess, wait_joined
 
 from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
 from rebalancer.lab.broker import KafkaBroker
-from rebalancer.lab.mock_cluster import MockCluster
 from rebalancer.lab.producer import ensure_topic
 from rebalancer.structs.brokers import GroupState
-from rebalancer.structs.enforcement import control_topic, flip_topic
 
 PARTITIONS = 4
 REPORT_TOKEN = "report-token"
@@ -344,54 +342,3 @@ def test_a_matching_new_topic_reaches_every_member_in_one_generation(
         sidecar.kill()
         fleet.kill_all()
         collector.close()
-
-
-def test_kip_848_groups_on_the_mock_cluster_move_nothing(tmp_path: Path) -> None:
-    """The consumer protocol's equivalent: the sidecar's subscription change bumps the group
-    epoch and the coordinator recomputes the target assignment; nobody revokes anything."""
-    with MockCluster() as mock:
-        mock.set_consumer_group_timeouts(6000, 1000)
-        topic, group_id = fresh("kip848"), fresh("kip848")
-        # The mock has no CreateTopics: the sidecar takes pre-created control topics.
-        mock.create_topic(topic, PARTITIONS)
-        mock.create_topic(control_topic(group_id), 1)
-        mock.create_topic(flip_topic(group_id), 1)
-        collector = ReportCollector(REPORT_TOKEN).start()
-        fleet = Fleet(mock.bootstrap, tmp_path)
-        protocol = {"KAFKA_GROUP_PROTOCOL": "consumer"}
-        apps = ["kip848-0", "kip848-1"]
-        sidecar = SidecarProcess(apps[0], mock.bootstrap, group_id, tmp_path, env=protocol)
-        try:
-            for host in apps:
-                fleet.start(
-                    host,
-                    group_id,
-                    topic,
-                    **protocol,
-                    REBALANCER_REPORT_URL=collector.url,
-                    REBALANCER_REPORT_TOKEN=REPORT_TOKEN,
-                    REBALANCER_REPORT_INTERVAL_S="1",
-                )
-            everything = {(topic, partition) for partition in range(PARTITIONS)}
-
-            def split() -> dict[str, set[tuple[str, int]]] | None:
-                owned = {host: partitions_of(collector.latest(host)) for host in apps}
-                union = set().union(*owned.values())
-                disjoint = sum(map(len, owned.values())) == len(everything)
-                return owned if union == everything and disjoint and all(owned.values()) else None
-
-            before = eventually(split, 45, "the members split the partitions")
-            wait_joined([sidecar])
-            started = time.time()
-            status, body = sidecar.enforce(group_id, "kip848-1", waitSeconds=30)
-            assert status == 200 and body["status"] == "enforced", body
-            assert body["generation"] > body["fromGeneration"]
-            time.sleep(2)
-            assert split() == before
-            for host in apps:
-                events = [event for event, _, _ in events_since(collector, host, started)]
-                assert "revoked" not in events and "lost" not in events, events
-        finally:
-            sidecar.kill()
-            fleet.kill_all()
-            collector.close()

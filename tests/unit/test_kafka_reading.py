@@ -21,8 +21,6 @@ from rebalancer.structs.brokers import (
     TopicPartition,
 )
 
-LEADER = "orders-0-894110a2-4cc5-4491-ba7c-79b3bb64ca46"
-
 
 def description(**fields: object) -> Obj:
     base: dict[str, object] = {
@@ -60,16 +58,42 @@ def test_a_described_classic_group_keeps_members_and_assignments() -> None:
     assert view.coordinator_id == 1
 
 
-def test_an_answer_that_cannot_be_true_is_reported_as_unknown_not_as_empty() -> None:
-    # A live group described with no members, "consumer" type, and the leader's member id
-    # where the assignor name belongs (a Kafka-protocol broker has answered so).
-    odd = description(type=Obj(name="CONSUMER"), partition_assignor=LEADER)
-    view = read_group(odd)
+def test_a_kip_848_group_keeps_each_members_target_assignment() -> None:
+    moving = member("a", 0, 1)
+    moving.target_assignment = Obj(topic_partitions=[Obj(topic="t", partition=0)])
+    settled = member("b", 2)
+    settled.target_assignment = Obj(topic_partitions=[Obj(topic="t", partition=2)])
+    view = read_group(
+        description(
+            type=Obj(name="CONSUMER"),
+            state=Obj(name="RECONCILING"),
+            partition_assignor="uniform",
+            members=[moving, settled],
+        )
+    )
+    assert view.protocol is GroupProtocol.CONSUMER and view.assignor == "uniform"
+    assert view.state is GroupState.RECONCILING
+    a, b = view.members
+    assert a.target_partitions == (TopicPartition("t", 0),) and a.reconciling
+    assert b.target_partitions == b.partitions and not b.reconciling
+
+
+def test_a_classic_member_has_no_target_assignment() -> None:
+    view = read_group(description(members=[member("a", 0)]))
+    assert view.members[0].target_partitions is None
+    assert not view.members[0].reconciling
+
+
+def test_an_empty_kip_848_group_is_known_as_such() -> None:
+    view = read_group(description(type=Obj(name="CONSUMER"), state=Obj(name="EMPTY")))
+    assert view.protocol is GroupProtocol.CONSUMER
+    assert view.members_known and view.members == ()
+
+
+def test_a_live_group_described_without_members_has_unknown_membership() -> None:
+    view = read_group(description(type=Obj(name="CONSUMER")))
     assert view.state is GroupState.STABLE
     assert not view.members_known
-    assert view.members == ()
-    assert view.protocol is GroupProtocol.UNKNOWN
-    assert view.assignor is None
 
 
 def test_groups_described_as_unknown_have_unknown_state_and_members() -> None:

@@ -304,3 +304,32 @@ def test_a_restarted_observer_resumes_from_the_coordinator_in_status() -> None:
     assert coordinator_from_status({"group": None}) is None
     assert coordinator_from_status({"group": {"coordinator": "2"}}) is None
     assert coordinator_from_status({"group": {"coordinator": True}}) is None
+
+
+def test_a_kip_848_group_counts_the_members_still_reconciling_to_their_target() -> None:
+    t = TopicPartition
+    moving = BrokerMember("m1", "a", "a", None, (t("orders", 0), t("orders", 1)), (t("orders", 0),))
+    settled = BrokerMember(
+        "m2", "b", "b", None, (t("orders", 2),), (t("orders", 1), t("orders", 2))
+    )
+    done = BrokerMember("m3", "c", "c", None, (t("orders", 3),), (t("orders", 3),))
+    described = BrokerGroupView(
+        "orders", GroupState.RECONCILING, GroupProtocol.CONSUMER, "uniform",
+        (moving, settled, done), 1, True,
+    )  # fmt: skip
+    snapshot = combine_observation(described, [], 4, now=10.0)
+    assert snapshot.members_reconciling == 2
+    group = render_group(snapshot, GroupTracking(since=0.0), None)
+    assert group["protocol"] == "consumer" and group["membersReconciling"] == 2
+    assert [m["targetPartitions"] for m in group["memberDetails"]] == [1, 2, 1]
+    ready, progressing, _ = observed_conditions(snapshot)
+    assert ready.reason == "Rebalancing" and progressing.status.value == "True"
+
+
+def test_a_classic_group_says_nothing_of_reconciling() -> None:
+    member = BrokerMember("m1", "a", "a", None, (TopicPartition("orders", 0),))
+    snapshot = combine_observation(view(GroupState.STABLE, (member,), True), [], 1, now=1.0)
+    assert snapshot.members_reconciling is None
+    group = render_group(snapshot, GroupTracking(since=0.0), None)
+    assert "membersReconciling" not in group
+    assert "targetPartitions" not in group["memberDetails"][0]

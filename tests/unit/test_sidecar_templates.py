@@ -29,7 +29,7 @@ from rebalancer.sidecar.settings import parse_listen
 from rebalancer.structs.conditions import ConditionType
 from rebalancer.structs.enforce_policy import SidecarPolicy, parse_enforce_policy
 from rebalancer.structs.problems import SpecInvalid
-from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
+from rebalancer.structs.specs import WorkloadKind
 
 POLICY = SidecarPolicy(inject=True, port=9095, token_secret="orders-token", token_key="tok")
 SASL = {"secretKeyRef": {"name": "kafka-user", "key": "password"}}
@@ -303,16 +303,6 @@ def inputs(body: dict[str, Any] | None = None, **changes: Any) -> SidecarInputs:
     [
         ({"staggered": False}, "spec.policy.rollout.enabled", "SidecarRefused"),
         ({"pattern": ".*"}, "spec.subscription.pattern", "PatternTakesControlTopics"),
-        (
-            {"protocol_choice": ProtocolChoice.CONSUMER},
-            "spec.policy.enforce.sidecar.inject",
-            "SidecarRefused",
-        ),
-        (
-            {"observed": {"protocol": "consumer"}},
-            "spec.policy.enforce.sidecar.inject",
-            "SidecarRefused",
-        ),
         ({"container": "app"}, "spec.workload.container", "SidecarRefused"),
     ],
 )
@@ -366,3 +356,13 @@ def test_the_parser_and_the_crd_agree_that_inject_needs_a_token_secret() -> None
     parsed = parse_enforce_policy({"sidecar": {"inject": True, "tokenSecretRef": {"name": "t"}}})
     assert parsed.sidecar.inject and parsed.sidecar.token_secret == "t"
     assert parsed.sidecar.token_key == "token" and parsed.sidecar.port == 8091
+
+
+def test_a_kip848_fleet_gets_a_sidecar_that_speaks_its_protocol() -> None:
+    # One sidecar per pod elects one actor in a KIP-848 group on Apache Kafka as in a classic
+    # one (tests/kafka/test_kip848_groups.py), so injection is planned for such fleets too.
+    app = consumer()
+    app["env"] = [*app["env"], {"name": "KAFKA_GROUP_PROTOCOL", "value": "consumer"}]
+    plan = plan_sidecar(inputs(workload(app)))
+    assert not plan.refused and plan.rendered is not None
+    assert env_of(plan.rendered.container)["KAFKA_GROUP_PROTOCOL"] == "consumer"

@@ -1,9 +1,8 @@
 """confluent-kafka admin results read into the operator's own structs.
 
 Works on attribute names, not confluent classes, so it stays testable with simple stand-ins.
-Where a broker answers with something that cannot be true (a KIP-848 answer with no members
-for a live group, a member id where the assignor belongs), the view says "not known" instead of
-passing the nonsense on.
+A live group described without members (an answer cut short, for example by a missing ACL) is
+"members not known", never "no members".
 """
 
 from __future__ import annotations
@@ -37,8 +36,6 @@ _STATES = {
     "RECONCILING": GroupState.RECONCILING,
 }
 _PROTOCOLS = {"CLASSIC": GroupProtocol.CLASSIC, "CONSUMER": GroupProtocol.CONSUMER}
-# Client-generated member ids end in a UUID; no real assignor name does.
-_MEMBER_ID = re.compile(r"-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # Kafka's own internal topics: never consumed by applications, so never part of a group's count.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -57,12 +54,15 @@ def _partitions(assignment: Any) -> tuple[TopicPartition, ...]:
 
 
 def read_member(member: Any) -> BrokerMember:
+    # Only ConsumerGroupDescribe (KIP-848 groups) has a target assignment; DescribeGroups has none.
+    target = getattr(member, "target_assignment", None)
     return BrokerMember(
         member_id=str(member.member_id or ""),
         client_id=str(member.client_id or ""),
         host=str(member.host or "").lstrip("/"),
         instance_id=getattr(member, "group_instance_id", None) or None,
         partitions=_partitions(getattr(member, "assignment", None)),
+        target_partitions=None if target is None else _partitions(target),
     )
 
 
@@ -70,16 +70,9 @@ def read_group(description: Any) -> BrokerGroupView:
     state = read_state(getattr(description, "state", None))
     members = tuple(read_member(member) for member in description.members or ())
     members_known = bool(members) or state in (GroupState.EMPTY, GroupState.DEAD)
-    reported_protocol = _PROTOCOLS.get(
-        _enum_name(getattr(description, "type", None)), GroupProtocol.UNKNOWN
-    )
-    # A classic answer can only come from DescribeGroups; a "consumer" answer without a single
-    # member proves nothing (Kafka-protocol brokers have given it for every group).
-    trusted = bool(members) or reported_protocol is GroupProtocol.CLASSIC
-    protocol = reported_protocol if trusted else GroupProtocol.UNKNOWN
+    protocol = _PROTOCOLS.get(_enum_name(getattr(description, "type", None)), GroupProtocol.UNKNOWN)
+    # Classic: the protocol the leader's assignor chose; KIP-848: the broker's assignor (uniform).
     assignor = str(description.partition_assignor or "") or None
-    if assignor is not None and _MEMBER_ID.search(assignor):
-        assignor = None
     coordinator = getattr(description, "coordinator", None)
     coordinator_id = getattr(coordinator, "id", None)
     return BrokerGroupView(

@@ -263,8 +263,6 @@ async def _deliver(
                 view=view,
                 options=target.sidecar_options,
                 pattern=target.pattern,
-                protocol_choice=target.protocol_choice,
-                observed=observed,
                 staggered=target.staggered,
                 park=target.park,
             )

@@ -1,8 +1,8 @@
 """Merge what the broker says and what members report into one snapshot.
 
-The broker is trusted for state when it knows it; members are trusted for generation and
-assignment, because classic DescribeGroups exposes no generation and some brokers return no
-members at all. Each figure carries its source so users can judge it.
+The broker is trusted for state, members and assignment when it knows them; members' reports
+give the generation (member epoch under KIP-848), which neither DescribeGroups nor confluent-kafka's
+ConsumerGroupDescribe exposes. Each figure carries its source so users can judge it.
 """
 
 from __future__ import annotations
@@ -68,6 +68,9 @@ def combine_observation(
                     generation=reported.generation if reported else None,
                     partitions=len(member.partitions),
                     source=Source.BROKER,
+                    target_partitions=(
+                        None if member.target_partitions is None else len(member.target_partitions)
+                    ),
                 )
             )
             owned.update(member.partitions)
@@ -112,6 +115,9 @@ def combine_observation(
         assignor = ",".join(sorted(strategies)) or None
 
     member_count = len(details)
+    # KIP-848: members still moving to the coordinator's target assignment (only the broker says).
+    targets_known = [m for m in members if m.target_partitions is not None]
+    reconciling = sum(m.reconciling for m in targets_known) if targets_known else None
     assigned = len(owned) if details else (0 if sources["members"] is Source.BROKER else None)
     return GroupSnapshot(
         state=state,
@@ -126,6 +132,7 @@ def combine_observation(
         observed_at=now,
         sources=sources,
         coordinator=view.coordinator_id if view is not None else None,
+        members_reconciling=reconciling,
     )
 
 

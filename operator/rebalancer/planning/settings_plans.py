@@ -388,8 +388,6 @@ class SidecarInputs:
     view: WorkloadView | None
     options: SidecarOptions = field(default_factory=SidecarOptions)
     pattern: str | None = None  # spec.subscription.pattern
-    protocol_choice: ProtocolChoice = ProtocolChoice.AUTO
-    observed: Mapping[str, Any] = field(default_factory=dict)  # status.group
     # As for settings: adding a container restarts every pod, so only as a managed rollout.
     staggered: bool = True
     park: bool = True
@@ -421,20 +419,6 @@ def _sidecar_problems(inputs: SidecarInputs) -> tuple[list[FieldProblem], str]:
             "narrow the pattern so that it cannot match __rebalancer.*",
         )
         return [problem], "PatternTakesControlTopics"
-    kip848 = inputs.protocol_choice is ProtocolChoice.CONSUMER or (
-        _observed_protocol(inputs.observed) is GroupProtocol.CONSUMER
-    )
-    if kip848:
-        problems.append(
-            FieldProblem(
-                "spec.policy.enforce.sidecar.inject",
-                "is true for a KIP-848 group (group.protocol=consumer), where a sidecar in every "
-                "pod is not supported yet: with several sidecars the control partition may stay "
-                "unassigned and no sidecar acts (docs/enforcing.md)",
-                "set inject: false and run one standalone sidecar, reached through "
-                "spec.policy.enforce.sidecar.url",
-            )
-        )
     if not inputs.staggered:
         problems.append(
             FieldProblem(

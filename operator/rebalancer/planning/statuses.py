@@ -34,6 +34,7 @@ def render_group(
                     "instanceId": member.instance_id,
                     "generation": member.generation,
                     "partitions": member.partitions,
+                    "targetPartitions": member.target_partitions,
                     "source": member.source.value,
                 }.items()
                 if value is not None
@@ -54,6 +55,7 @@ def render_group(
         "lastRebalanceCause": tracking.last_cause,
         "brokerProfile": profile,
         "coordinator": snapshot.coordinator,
+        "membersReconciling": snapshot.members_reconciling,
     }
     group.update({key: value for key, value in optional.items() if value is not None})
     return group
@@ -67,7 +69,14 @@ def observed_conditions(snapshot: GroupSnapshot) -> list[Condition]:
             f", {snapshot.assigned_partitions}/{snapshot.total_partitions} partitions assigned"
         )
     summary = f"group is {snapshot.state} with {snapshot.members} members{partitions}"
-    rebalancing = snapshot.state in {"PreparingRebalance", "CompletingRebalance"}
+    # Classic groups rebalance in the first two; KIP-848 groups compute and then reconcile a
+    # target assignment in the last two.
+    rebalancing = snapshot.state in {
+        "PreparingRebalance",
+        "CompletingRebalance",
+        "Assigning",
+        "Reconciling",
+    }
     if snapshot.settled:
         ready = Condition(ConditionType.READY, ConditionStatus.TRUE, "GroupStable", summary)
     elif rebalancing:

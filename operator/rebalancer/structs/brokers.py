@@ -61,6 +61,13 @@ class BrokerMember:
     host: str
     instance_id: str | None
     partitions: tuple[TopicPartition, ...]
+    # KIP-848 only: what the coordinator's target assignment gives the member; None where the
+    # protocol has no such thing (classic groups). Differs from `partitions` while it reconciles.
+    target_partitions: tuple[TopicPartition, ...] | None = None
+
+    @property
+    def reconciling(self) -> bool:
+        return self.target_partitions is not None and self.target_partitions != self.partitions
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ class MemberSummary:
     generation: int | None
     partitions: int
     source: Source
+    # KIP-848: the partitions the coordinator's target assignment gives the member.
+    target_partitions: int | None = None
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class GroupSnapshot:
     sources: dict[str, Source] = field(default_factory=dict)
     # The broker node coordinating the group, when the broker said (DescribeGroups).
     coordinator: int | None = None
+    # KIP-848: members whose assignment is not yet their target; None for classic groups.
+    members_reconciling: int | None = None
 
     @property
     def member_keys(self) -> frozenset[str]:
