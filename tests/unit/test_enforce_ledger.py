@@ -127,6 +127,18 @@ ACTIONS = [
         Action.REPORT_IN_PROGRESS,
     ),
     (
+        "new request, KIP-848 group computing its target: served by it",
+        RequestEntry(REQUEST, 0),
+        view(group_state="Assigning"),
+        Action.REPORT_IN_PROGRESS,
+    ),
+    (
+        "new request, KIP-848 group reconciling a target computed before it: a new epoch",
+        RequestEntry(REQUEST, 0),
+        view(group_state="Reconciling"),
+        Action.ENFORCE,
+    ),
+    (
         "new request while another is in flight: coalesced",
         RequestEntry(REQUEST, 0),
         view(in_flight="r0"),

@@ -233,11 +233,18 @@ def test_topic_creation_fires_once_per_new_topic_set() -> None:
 
 def test_skipped_trigger_is_used_up() -> None:
     decision = decide_enforcement(
-        EnforcePolicy(request_token="b"), SEEN, TriggerInputs(0, group_state="Reconciling"), G
+        EnforcePolicy(request_token="b"), SEEN, TriggerInputs(0, group_state="Assigning"), G
     )
     assert decision.verdict is Verdict.SKIP_IN_PROGRESS
     assert "in progress" in decision.message
     assert decision.memory.token == "b"
+
+
+def test_a_reconciling_kip848_group_is_enforced_its_target_predates_the_request() -> None:
+    decision = decide_enforcement(
+        EnforcePolicy(request_token="b"), SEEN, TriggerInputs(0, group_state="Reconciling"), G
+    )
+    assert decision.verdict is Verdict.ENFORCE
 
 
 # (pattern, topics, known, new)

@@ -19,10 +19,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from rebalancer.structs.enforce_policy import EnforceSpec
+from rebalancer.structs.enforcement import SERVING_REBALANCE_STATES
 
-REBALANCING_STATES = frozenset(
-    {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
-)
 MIN_SCHEDULE_SECONDS = 60
 
 
@@ -177,7 +175,7 @@ def decide_enforcement(
         remembered = replace(remembered, last_scheduled_at=inputs.now)
     cause = due[0]
     described = ", ".join(c.value for c in due)
-    if inputs.group_state in REBALANCING_STATES and not policy.retry_when_stable:
+    if inputs.group_state in SERVING_REBALANCE_STATES and not policy.retry_when_stable:
         return TriggerDecision(
             Verdict.SKIP_IN_PROGRESS,
             cause,

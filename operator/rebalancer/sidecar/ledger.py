@@ -11,15 +11,12 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from rebalancer.structs.enforcement import (
+    SERVING_REBALANCE_STATES,
     ActorClaim,
     ControlRecord,
     EnforceOutcome,
     EnforceRequest,
     EnforceStatus,
-)
-
-REBALANCING_STATES = frozenset(
-    {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
 )
 
 
@@ -123,7 +120,7 @@ def next_action(entry: RequestEntry, view: ActorView) -> Action:
     """KIP-568's semantics: a request met by a rebalance in progress is answered "in-progress";
     it is retried once the group is Stable only if it asked to be."""
     outcome = entry.outcome
-    rebalancing = view.group_state in REBALANCING_STATES or (
+    rebalancing = view.group_state in SERVING_REBALANCE_STATES or (
         view.in_flight is not None and view.in_flight != entry.request.request_id
     )
     age = view.now - entry.request.at

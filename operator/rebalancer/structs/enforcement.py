@@ -14,6 +14,12 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+# Group states in which a rebalance under way will still compute an assignment after a request
+# that arrives now, so the request is served by it (KIP-568's "in progress"). A KIP-848 group
+# that is Reconciling already has its target for the current epoch, computed before the request:
+# only a new epoch serves it, so Reconciling is not among them.
+SERVING_REBALANCE_STATES = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning"})
+
 CONTROL_PREFIX = "__rebalancer."
 FLIP_SUFFIX = ".flip"
 MAX_TOPIC_LENGTH = 249
