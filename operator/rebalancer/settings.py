@@ -8,6 +8,22 @@ from pathlib import Path
 
 
 @dataclass(frozen=True)
+class AdmissionSettings:
+    port: int
+    # Where the webhook server listens, and the address the API server is told to call
+    # when the operator writes the webhook configuration itself (`configuration`).
+    listen: str = "0.0.0.0"
+    host: str | None = None
+    # PEM files, re-read when they change (a cert-manager renewal); None: a self-signed pair
+    # is made at start.
+    certfile: Path | None = None
+    keyfile: Path | None = None
+    # The ValidatingWebhookConfiguration the operator keeps current itself (a lab, a local
+    # run); None when it is installed by the chart.
+    configuration: str | None = None
+
+
+@dataclass(frozen=True)
 class OperatorSettings:
     kubeconfig: Path | None = None
     context: str | None = None
@@ -25,6 +41,11 @@ class OperatorSettings:
     max_workers: int = 20
     # Image of the join gate init container; the chart sets the operator's own image.
     gate_image: str | None = None
+    # Seconds a gate waits without a sign of the operator before letting its pod start, for
+    # groups that do not set spec.policy.rollout.bypassGateAfterSeconds (0: never).
+    gate_bypass_after_seconds: int = 120
+    # The validating admission webhook (handlers.ownership): off without a port.
+    admission: AdmissionSettings | None = None
 
     @property
     def clusterwide(self) -> bool:

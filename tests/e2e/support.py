@@ -47,6 +47,7 @@ def running_lab(
     It uses the session's shared Kafka broker unless `own_broker` (for tests that stop it)."""
     if not own_broker:
         config.setdefault("external_bootstrap", shared_broker().bootstrap)
+    config.setdefault("admission_port", free_port())
     lab = Lab(
         LabConfig(
             state_dir=state_dir,

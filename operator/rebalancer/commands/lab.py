@@ -50,6 +50,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--reports-port", type=int, default=8090, help="operator's member-report port (8090)"
     )
     parser.add_argument(
+        "--admission-port",
+        type=int,
+        default=9443,
+        help="port of the operator's admission webhook, which refuses a ConsumerGroup whose "
+        "group or workload another one manages (9443; 0 turns it off)",
+    )
+    parser.add_argument(
         "--prometheus-port",
         type=int,
         default=9090,
@@ -116,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         brokers=args.brokers,
         initial_rebalance_delay_ms=args.initial_rebalance_delay_ms,
         reports_port=args.reports_port,
+        admission_port=args.admission_port or None,
         prometheus_port=args.prometheus_port or None,
         consumers=args.consumers,
         partitions=args.partitions,

@@ -77,6 +77,46 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "(default: spec.policy.rollout.gateImage, else the published operator image)",
     )
     parser.add_argument(
+        "--admission-port",
+        type=int,
+        default=None,
+        help="serve the validating admission webhook that refuses a ConsumerGroup whose group "
+        "or workload another ConsumerGroup already manages, over HTTPS on this port "
+        "(default: off)",
+    )
+    parser.add_argument(
+        "--admission-listen",
+        default="0.0.0.0",
+        help="address the admission webhook listens on (default: 0.0.0.0)",
+    )
+    parser.add_argument(
+        "--admission-host",
+        default=None,
+        help="host name or address the API server calls the webhook at, for a configuration "
+        "the operator writes itself and the self-signed certificate (default: 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--admission-cert",
+        type=Path,
+        default=None,
+        help="PEM certificate of the webhook server, re-read when it changes; a ca.crt beside "
+        "it is the caBundle (default: a self-signed one made at start with openssl)",
+    )
+    parser.add_argument(
+        "--admission-key",
+        type=Path,
+        default=None,
+        help="PEM private key of --admission-cert",
+    )
+    parser.add_argument(
+        "--admission-configuration",
+        default=None,
+        metavar="NAME",
+        help="create and keep current the ValidatingWebhookConfiguration NAME pointing at this "
+        "operator (needs RBAC on validatingwebhookconfigurations; the chart installs its own "
+        "instead; default: none)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -94,16 +134,44 @@ def run(args: argparse.Namespace) -> int:
 
     import rebalancer.handlers.enforcing
     import rebalancer.handlers.groups
+    import rebalancer.handlers.ownership
     import rebalancer.handlers.rollouts
     import rebalancer.handlers.settings
     import rebalancer.handlers.startup  # noqa: F401  (registers the handlers)
-    from rebalancer.settings import OperatorSettings, token_from_environment
+    from rebalancer.settings import AdmissionSettings, OperatorSettings, token_from_environment
 
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
     )
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    if (args.admission_cert is None) != (args.admission_key is None):
+        print(
+            "rebalancer operator: --admission-cert and --admission-key go together; pass both, "
+            "or neither for a self-signed certificate",
+            file=sys.stderr,
+        )
+        return 2
+    configuration = args.admission_configuration
+    if configuration is not None and "." not in configuration:
+        # The webhook is named ownership.<NAME>; the API server wants three dot-separated
+        # segments there, and kopf would stop the operator at start on its refusal.
+        print(
+            f"rebalancer operator: --admission-configuration {configuration!r} must be a "
+            "domain name with a dot, for example rebalancer.example.com",
+            file=sys.stderr,
+        )
+        return 2
+    admission = None
+    if args.admission_port is not None:
+        admission = AdmissionSettings(
+            port=args.admission_port,
+            listen=args.admission_listen,
+            host=args.admission_host,
+            certfile=args.admission_cert,
+            keyfile=args.admission_key,
+            configuration=args.admission_configuration,
+        )
     settings = OperatorSettings(
         kubeconfig=args.kubeconfig,
         context=args.context,
@@ -117,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
         liveness_url=args.liveness,
         status_refresh_seconds=args.status_refresh_seconds,
         gate_image=args.gate_image,
+        admission=admission,
     )
     memo = kopf.Memo(settings=settings)
     kopf.run(

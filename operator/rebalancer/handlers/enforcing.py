@@ -18,6 +18,7 @@ from rebalancer.clients.kafka_errors import KafkaGatewayError
 from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.resolving import SecretUnavailable, read_secret_key, resolve_security
 from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.handlers.ownership import ClaimIndex, conflicts_of
 from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.planning.triggers import (
@@ -113,12 +114,15 @@ async def enforce(
     namespace: str | None,
     memo: kopf.Memo,
     patch: kopf.Patch,
+    claims: ClaimIndex | None = None,
     **_: Any,
 ) -> None:
     deps: Dependencies = memo.deps
     namespace = namespace or "default"
     name = str(body.metadata.name)
     group_id = spec.get("groupId")
+    if conflicts_of(body, namespace, claims)[1]:
+        return  # an older resource owns the group: the observer says so
     try:
         await _enforce(deps, body, spec, status, namespace, patch)
     except PermissionDenied as error:

@@ -12,6 +12,7 @@ from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.patching import patch_status
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.observing import Observer, observe_forever, tracking_from_status
+from rebalancer.handlers.ownership import ClaimIndex
 from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.observing import coordinator_from_status
 from rebalancer.planning.rollout_policies import parse_rollout_policy
@@ -88,6 +89,7 @@ async def observe(
     name: str,
     memo: kopf.Memo,
     stopped: kopf.DaemonStopped,
+    claims: ClaimIndex | None = None,
     **_: Any,
 ) -> None:
     deps: Dependencies = memo.deps
@@ -100,5 +102,6 @@ async def observe(
         name=name,
         tracking=tracking,
         coordinator=coordinator_from_status(status),
+        claims=claims,
     )
     await observe_forever(observer, body, stopped)

@@ -26,6 +26,7 @@ from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.learning import PodWatch, learning_status
+from rebalancer.handlers.ownership import ClaimIndex, conflicts_of
 from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.backoff import backoff_delay
 from rebalancer.planning.history_pods import PodRecordContext
@@ -47,6 +48,7 @@ from rebalancer.planning.observing import (
     coordinator_move_message,
     coordinator_moved,
 )
+from rebalancer.planning.ownership import NOT_OWNER, not_owner_message
 from rebalancer.planning.permissions import REASON as PERMISSION_DENIED
 from rebalancer.planning.permissions import denial_conditions
 from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
@@ -118,6 +120,11 @@ class Observer:
     # The node that coordinated the group at the last look (status.group.coordinator after a
     # restart): another one is told in a CoordinatorMoved Event.
     coordinator: int | None = None
+    # Every ConsumerGroup's claims (handlers.ownership): a newer rival of an owner observes
+    # and reports nothing of the group.
+    claims: ClaimIndex | None = None
+    # The not-owner message last told in an Event (told once per change).
+    not_owner_told: str | None = None
 
     def release(self) -> None:
         if self.gateway_key is not None:
@@ -244,6 +251,56 @@ class Observer:
         self.failures = 0
         self.last_failure_reason = None
 
+    async def yields(self, body: kopf.Body) -> bool:
+        """Whether an older ConsumerGroup owns this one's group or workload. If so the group
+        is not observed: its status.group is removed, Ready and Degraded say who owns it, an
+        Event tells it once, and nothing is recorded or learned for it."""
+        claim, conflicts = conflicts_of(body, self.namespace, self.claims)
+        if claim is None or not conflicts:
+            if self.not_owner_told is not None:
+                kopf.info(
+                    body,
+                    reason="OwnershipRestored",
+                    message="no other resource "
+                    "manages this group or workload any more; observing the group",
+                )
+                self.not_owner_told = None
+            return False
+        message = not_owner_message(claim, conflicts)
+        if message != self.not_owner_told:
+            kopf.warn(body, reason=NOT_OWNER, message=message)
+            logger.warning("%s/%s: %s", self.namespace, self.name, message)
+        self.not_owner_told = message
+        # What an earlier look wrote described a group this resource does not manage.
+        self.deps.latest_groups.pop((self.namespace, self.name), None)
+        metrics.forget_group(self.namespace, self.name)
+        self.release()
+        status = dict(body.get("status") or {})
+        conditions = [
+            Condition(ConditionType.READY, ConditionStatus.FALSE, NOT_OWNER, message),
+            Condition(ConditionType.PROGRESSING, ConditionStatus.FALSE, NOT_OWNER, message),
+            Condition(ConditionType.DEGRADED, ConditionStatus.TRUE, NOT_OWNER, message),
+        ]
+        merged = merge_conditions(
+            status.get("conditions") or [],
+            conditions,
+            now=rfc3339(time.time()),
+            generation=body.metadata.get("generation"),
+        )
+        fields: dict[str, Any] = {
+            "observedGeneration": body.metadata.get("generation"),
+            "conditions": merged,
+        }
+        if status.get("group") is not None:
+            # Null is pruned by the API server: the field goes.
+            fields["group"] = None
+        comparable = _without_clock(fields)
+        if comparable != self.last_written or status.get("group") is not None:
+            await patch_status(self.deps.kube, self.namespace, self.name, status, fields)
+            self.last_written = comparable
+            self.last_written_at = time.time()
+        return True
+
     async def _coordinator_move(self, gateway: AdminGateway, now_at: int | None) -> str | None:
         """The CoordinatorMoved message when another node coordinates the group than at the
         last look, None otherwise. The cluster is described only then, to say how many brokers
@@ -345,6 +402,9 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
             started = time.monotonic()
             succeeded = False
             try:
+                if await observer.yields(body):
+                    await _sleep_or_wake(stopped, wakeup, delay, spacing)
+                    continue
                 await observer.observe_once(body, spec)
                 succeeded = True
                 if observer.tracking.pending or observer.unwritten:

@@ -14,6 +14,7 @@ from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.rolling import ActuationFailed, Actuator, read_workload
 from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.handlers.ownership import ClaimIndex, conflicts_of
 from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.gate_templates import DEFAULT_IMAGE, GateOptions
 from rebalancer.planning.rollout_actions import (
@@ -165,17 +166,23 @@ async def roll_out(
     name: str,
     memo: kopf.Memo,
     stopped: kopf.DaemonStopped,
+    claims: ClaimIndex | None = None,
     **_: Any,
 ) -> None:
     deps: Dependencies = memo.deps
     try:
-        await _roll_out_forever(deps, body, namespace or "default", name, stopped)
+        await _roll_out_forever(deps, body, namespace or "default", name, stopped, claims)
     finally:
         deps.rollout_wakeups.pop((namespace or "default", name), None)
 
 
 async def _roll_out_forever(
-    deps: Dependencies, body: kopf.Body, namespace: str, name: str, stopped: kopf.DaemonStopped
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    stopped: kopf.DaemonStopped,
+    claims: ClaimIndex | None,
 ) -> None:
     state = RolloutState.from_status((body.get("status") or {}).get("rollout"))
     written: dict[str, Any] | None = None
@@ -189,6 +196,11 @@ async def _roll_out_forever(
             policy = rollout_policy(body)
         except SpecInvalid:
             await stopped.wait(5)  # validate() reports it; look again for the user's fix
+            continue
+        if conflicts_of(body, namespace, claims)[1]:
+            # An older resource owns the workload: no parking, no gate, not even a hand-back
+            # (what is parked or held is the owner's). The observer says so.
+            await _sleep_or_wake(stopped, wakeup, RESTING_POLL_SECONDS)
             continue
         resting = state.phase.value == "Idle" and not state.parked and not state.holding_deployment
         if not policy.enabled and not managed and resting:
@@ -269,11 +281,19 @@ async def _sleep_or_wake(stopped: kopf.DaemonStopped, wakeup: asyncio.Event, del
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
 async def hand_back(
-    body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo, **_: Any
+    body: kopf.Body,
+    namespace: str | None,
+    name: str,
+    memo: kopf.Memo,
+    claims: ClaimIndex | None = None,
+    **_: Any,
 ) -> None:
     """Deleting a ConsumerGroup gives the workload back: no gate left shut, nothing parked."""
     deps: Dependencies = memo.deps
     namespace = namespace or "default"
+    if conflicts_of(body, namespace, claims)[1]:
+        # A newer duplicate goes: the workload stays with the older resource that owns it.
+        return
     state = RolloutState.from_status((body.get("status") or {}).get("rollout"))
     try:
         spec = parse_spec(body.get("spec"))

@@ -23,6 +23,7 @@ from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
 from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.handlers.ownership import ClaimIndex, conflicts_of
 from rebalancer.handlers.permissions import report_denied
 from rebalancer.handlers.rollouts import rollout_policy
 from rebalancer.planning.broker_delay import DelayWant, cluster_key_for
@@ -70,8 +71,11 @@ async def _reconcile(
     name: str,
     memo: kopf.Memo,
     wants: kopf.Index[str, DelayWant] | None,
+    claims: ClaimIndex | None,
 ) -> None:
     deps: Dependencies = memo.deps
+    if conflicts_of(body, namespace, claims)[1]:
+        return  # an older resource owns the workload: the observer says so
     try:
         spec = parse_spec(body.get("spec"))
         rollout = rollout_policy(body)
@@ -165,9 +169,10 @@ async def settings_changed(
     name: str,
     memo: kopf.Memo,
     delay_wants: kopf.Index[str, DelayWant] | None = None,  # kopf passes every index
+    claims: ClaimIndex | None = None,
     **_: Any,
 ) -> None:
-    await _reconcile(body, namespace or "default", name, memo, delay_wants)
+    await _reconcile(body, namespace or "default", name, memo, delay_wants, claims)
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=RECONCILE_SECONDS, initial_delay=RECONCILE_SECONDS)
@@ -177,9 +182,10 @@ async def settings_followed(
     name: str,
     memo: kopf.Memo,
     delay_wants: kopf.Index[str, DelayWant] | None = None,  # kopf passes every index
+    claims: ClaimIndex | None = None,
     **_: Any,
 ) -> None:
     try:
-        await _reconcile(body, namespace or "default", name, memo, delay_wants)
+        await _reconcile(body, namespace or "default", name, memo, delay_wants, claims)
     except kopf.TemporaryError as error:
         logger.info("%s/%s: %s", namespace, name, error)  # the next tick tries again

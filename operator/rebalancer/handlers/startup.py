@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import kopf
 
+from rebalancer.clients.certificates import make_self_signed
 from rebalancer.clients.enforcing import SidecarClient
 from rebalancer.clients.kafka_admin import AdminPool
 from rebalancer.clients.kubernetes_api import connect, connection_details
@@ -16,7 +19,7 @@ from rebalancer.clients.receiving import ReportHub, ReportServer
 from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
 from rebalancer.handlers.dependencies import Dependencies
-from rebalancer.settings import OperatorSettings
+from rebalancer.settings import AdmissionSettings, OperatorSettings
 
 PREFIX = "rebalancer.dev"
 
@@ -34,6 +37,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.execution.max_workers = config.max_workers
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
+    if config.admission is not None:
+        _serve_admission(settings, config.admission)
     kube = connect(config.kubeconfig, config.context)
     hub = ReportHub()
     deps = Dependencies(
@@ -54,6 +59,33 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         follow_permissions(kube, config.namespaces, deps.denials)
     )
     memo.deps = deps
+
+
+def _serve_admission(settings: kopf.OperatorSettings, admission: AdmissionSettings) -> None:
+    """kopf serves the validating webhook (handlers.ownership) over HTTPS."""
+    certfile, keyfile = admission.certfile, admission.keyfile
+    if certfile is None or keyfile is None:
+        host = admission.host or "127.0.0.1"
+        names = [host, "localhost", "127.0.0.1"]
+        pair = make_self_signed(Path(tempfile.mkdtemp(prefix="rebalancer-webhook-")), names)
+        certfile, keyfile = pair.certfile, pair.keyfile
+    settings.admission.server = kopf.WebhookServer(
+        addr=admission.listen,
+        port=admission.port,
+        host=admission.host,
+        certfile=str(certfile),
+        pkeyfile=str(keyfile),
+        # The caBundle kopf writes into a configuration it manages: a self-signed certificate
+        # is its own CA; a mounted one comes with its CA beside it (ca.crt) when there is one.
+        cafile=str(_ca_beside(certfile)),
+    )
+    if admission.configuration:
+        settings.admission.managed = admission.configuration
+
+
+def _ca_beside(certfile: Path) -> Path:
+    ca = certfile.parent / "ca.crt"
+    return ca if ca.exists() else certfile
 
 
 @kopf.on.login()

@@ -29,6 +29,9 @@ from rebalancer.lab.processes import ChildProcess, python_module, stop_all
 from rebalancer.lab.prometheus import find_prometheus, prometheus_process, wait_ready
 
 logger = logging.getLogger(__name__)
+# The ValidatingWebhookConfiguration the lab's operator writes (its webhook is named
+# ownership.<this>, a domain of three segments as the API server requires).
+ADMISSION_CONFIGURATION = "lab.rebalancer.dev"
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,9 @@ class LabConfig:
     external_bootstrap: str | None = None
     # None: no Prometheus server even when one is installed.
     prometheus_port: int | None = 9090
+    # The operator's admission webhook (refusing a second owner of a group or a workload),
+    # served on this port of `host` and registered with the lab's API server; None: off.
+    admission_port: int | None = None
     # More flags per control-plane component (ControlPlane's extra_flags), for a lab whose API
     # server must behave in a way under test (`{"kube-apiserver": ("--watch-cache=false",)}`).
     control_plane_flags: Mapping[str, tuple[str, ...]] | None = None
@@ -140,11 +146,29 @@ class Lab:
                 str(state / "history"),
                 "--status-refresh-seconds",
                 "15",
+                *self._admission_flags(),
             ),
             state / "logs" / "operator.log",
         )
         self.operator.start()
         logger.info("operator started (log: %s)", self.operator.log_path)
+
+    def _admission_flags(self) -> list[str]:
+        """The webhook on loopback, where the lab's API server calls it; the operator writes
+        the ValidatingWebhookConfiguration itself (the chart installs its own)."""
+        port = self.config.admission_port
+        if port is None:
+            return []
+        return [
+            "--admission-port",
+            str(port),
+            "--admission-listen",
+            self.config.host,
+            "--admission-host",
+            self.config.host,
+            "--admission-configuration",
+            ADMISSION_CONFIGURATION,
+        ]
 
     def start_kubernetes(self) -> None:
         state = self.config.state_dir

@@ -1,0 +1,111 @@
+"""kopf registration for ownership: the index of claims, the admission webhook, the check.
+
+planning.ownership decides; this module files every ConsumerGroup's claims in a kopf index
+(kept current by kopf's watch), refuses a conflicting create or update in a validating
+webhook, and lets the daemons and timers ask whether their resource owns its fleet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from rebalancer.planning.ownership import (
+    Claim,
+    Conflict,
+    admission_refusal,
+    claim_keys,
+    claim_of,
+    yielding_to,
+)
+from rebalancer.structs.problems import SpecInvalid
+from rebalancer.structs.specs import parse_spec
+
+GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
+# A resource being created has no timestamp yet in some admission paths: it is the newest.
+NOT_YET_CREATED = "9999-12-31T23:59:59Z"
+
+ClaimIndex = kopf.Index[tuple[str, ...], Claim]
+
+
+def claim_from_body(body: kopf.Body | dict[str, Any], namespace: str | None) -> Claim | None:
+    """The resource's claim, None while its spec is invalid (it then claims nothing: the
+    spec handler reports what to fix, and no action is taken on an unparsed spec anyway)."""
+    try:
+        spec = parse_spec(body.get("spec"))
+    except SpecInvalid:
+        return None
+    metadata = body.get("metadata") or {}
+    return claim_of(
+        namespace or metadata.get("namespace") or "default",
+        str(metadata.get("name") or ""),
+        str(metadata.get("uid") or ""),
+        str(metadata.get("creationTimestamp") or NOT_YET_CREATED),
+        spec,
+    )
+
+
+def rivals(claim: Claim, claims: ClaimIndex | None) -> list[Claim]:
+    """Every claim filed under any of this claim's keys (itself included)."""
+    if claims is None:
+        return []
+    found: list[Claim] = []
+    for key in claim_keys(claim):
+        if key in claims:
+            found.extend(claims[key])
+    return found
+
+
+def conflicts_of(
+    body: kopf.Body, namespace: str | None, claims: ClaimIndex | None
+) -> tuple[Claim | None, list[Conflict]]:
+    """The resource's claim and the older resources it yields to (none: it owns its fleet)."""
+    claim = claim_from_body(body, namespace)
+    if claim is None:
+        return None, []
+    return claim, yielding_to(claim, rivals(claim, claims))
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+def claims(body: kopf.Body, namespace: str | None, **_: Any) -> dict[tuple[str, ...], Claim] | None:
+    """Each ConsumerGroup filed under its group and its workload."""
+    if body.metadata.get("deletionTimestamp"):
+        # A resource on its way out hands its fleet over now: its delete handler gives the
+        # workload back, and a successor applied meanwhile is not refused or held back.
+        return None
+    claim = claim_from_body(body, namespace)
+    if claim is None:
+        return None
+    return {key: claim for key in claim_keys(claim)}
+
+
+# failurePolicy Ignore: an operator that is down or unreachable never blocks a write to a
+# ConsumerGroup (not even removing a finalizer by hand); what slips through meanwhile is caught
+# at run time, where the newer resource takes no action (docs/ownership.md).
+@kopf.on.validate(
+    GROUP,
+    VERSION,
+    PLURAL,
+    id="ownership",
+    operations=["CREATE", "UPDATE"],
+    ignore_failures=True,
+    side_effects=False,
+)
+def refuse_conflicts(
+    body: kopf.Body,
+    namespace: str | None,
+    claims: ClaimIndex | None = None,
+    **kwargs: Any,
+) -> None:
+    old = kwargs.get("old")  # the stored object on UPDATE (not in kopf's typed protocol)
+    claim = claim_from_body(body, namespace)
+    if claim is None:
+        return
+    if old is not None and claim_from_body(old, namespace) == claim:
+        # An update that changes no claim (status, annotations, a policy) is not judged
+        # again: a conflict that already exists is the run-time check's to report.
+        return
+    refusal = admission_refusal(claim, rivals(claim, claims))
+    if refusal is not None:
+        raise kopf.AdmissionError(refusal, code=409)
