@@ -2,9 +2,10 @@
 
     .venv/bin/python bench/enforce.py [--rounds 10] [--members 12] [--no-mock] [--png PATH]
 
-Everything is real: an Apache Kafka broker (and librdkafka's mock cluster for a second opinion
-and for KIP-848), `python -m rebalancer.lab.consumer` processes as the application, reporting every
-rebalance (docs/member-reports.md), and `rebalancer sidecar` processes doing the enforcing.
+Everything is real: an Apache Kafka broker (classic groups eager and cooperative, and KIP-848
+groups; librdkafka's mock cluster for a second opinion), `python -m rebalancer.lab.consumer`
+processes as the application, reporting every rebalance (docs/member-reports.md), and
+`rebalancer sidecar` processes doing the enforcing.
 
 1. Latency from the POST to the new generation held by every application member (the group is
    Stable again), cooperative-sticky: median and p95.
@@ -44,6 +45,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "operator"))
+
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from rebalancer.lab.broker import KafkaBroker  # noqa: E402
 from rebalancer.lab.mock_cluster import MockCluster  # noqa: E402
@@ -221,6 +224,16 @@ def settled(
     return max(generations)
 
 
+def broker_stable(admin: AdminClient, group_id: str) -> bool:
+    """A KIP-848 group the coordinator calls Stable: every member at its target assignment.
+    Its members report no callback when nothing moves, so the broker is the only witness."""
+    future = admin.describe_consumer_groups([group_id], request_timeout=10)[group_id]
+    try:
+        return str(future.result(timeout=15).state.name) == "STABLE"
+    except Exception:  # not known yet: not Stable
+        return False
+
+
 def settled_once(
     lab: Lab, hosts: list[str], everything: frozenset[tuple[str, int]], *, shared: bool = True
 ) -> tuple[int] | None:
@@ -298,6 +311,7 @@ def run_enforcements(
         }
     hosts = [f"app-{number}" for number in range(apps)]
     everything = frozenset((topic, partition) for partition in range(partitions))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
         urls = []
         for number, host in enumerate(hosts):
@@ -313,6 +327,8 @@ def run_enforcements(
             wait_for(lambda url=url: joined(url), 60, "the sidecars join")
         time.sleep(QUIET_S)
         for number in range(1, rounds + 1):
+            if not shared:
+                wait_for(lambda: broker_stable(admin, group_id), 60, "the group is Stable")
             url = random.choice(urls)
             started = time.time()
             status, body = call(
@@ -324,6 +340,12 @@ def run_enforcements(
                 say(f"[{label}] enforcement {number}: {status} {body}")
                 continue
             target = body["generation"]
+            reconciled = None
+            if not shared:
+                # The new epoch reaches each member at its next heartbeat; Stable again once all
+                # hold it (group.consumer.heartbeat.interval.ms, 5 s by default).
+                wait_for(lambda: broker_stable(admin, group_id), 60, "every member reconciled")
+                reconciled = time.time()
             if shared:
                 wait_for(
                     lambda target=target: (settled(lab, hosts, everything) or -1) >= target,
@@ -332,8 +354,8 @@ def run_enforcements(
                 )
             time.sleep(QUIET_S)
             seen, revoked, stable_at = window_costs(lab, hosts, started)
-            # Under KIP-848 unchanged members get no callback: the sidecar's answer is the mark.
-            latency = (stable_at if stable_at is not None else answered) - started
+            # Under KIP-848 unchanged members get no callback: the broker's Stable is the mark.
+            latency = (stable_at or reconciled or answered) - started
             result.latencies.append(latency)
             result.generations.append(seen)
             result.revoked.append(revoked)
@@ -534,13 +556,21 @@ def main() -> int:
         def kafka_topic(name: str, partitions: int) -> None:
             asyncio.run(ensure_topic(kafka.bootstrap, name, partitions))
 
-        for label, strategy in (
-            ("kafka cooperative-sticky", "cooperative-sticky"),
-            ("kafka eager (range)", "range"),
+        for label, strategy, protocol in (
+            ("kafka cooperative-sticky", "cooperative-sticky", "classic"),
+            ("kafka eager (range)", "range", "classic"),
+            # A sidecar in every pod, as in the classic groups: Kafka's uniform assignor gives
+            # the control partition to one of them.
+            ("kafka KIP-848 (consumer protocol)", "", "consumer"),
         ):
             enforce.append(
                 run_enforcements(
-                    label, kafka.bootstrap, kafka_topic, strategy=strategy, rounds=args.rounds
+                    label,
+                    kafka.bootstrap,
+                    kafka_topic,
+                    strategy=strategy,
+                    rounds=args.rounds,
+                    protocol=protocol,
                 )
             )
         if not args.no_topics:
@@ -567,22 +597,13 @@ def main() -> int:
             mock.set_consumer_group_timeouts(SESSION_MS, 1000)
             say(f"librdkafka mock cluster at {mock.bootstrap}")
             rounds = max(3, args.rounds // 2)
-            for label, strategy, protocol in (
-                ("mock cooperative-sticky", "cooperative-sticky", "classic"),
-                ("mock eager (range)", "range", "classic"),
-                ("mock KIP-848 (consumer protocol)", "", "consumer"),
+            for label, strategy in (
+                ("mock cooperative-sticky", "cooperative-sticky"),
+                ("mock eager (range)", "range"),
             ):
                 enforce.append(
                     run_enforcements(
-                        label,
-                        mock.bootstrap,
-                        mock.create_topic,
-                        strategy=strategy,
-                        rounds=rounds,
-                        protocol=protocol,
-                        # With several sidecars the mock's KIP-848 assignor left the control
-                        # partition unassigned (docs/enforcing.md); one sidecar measures the lever.
-                        sidecars=1 if protocol == "consumer" else None,
+                        label, mock.bootstrap, mock.create_topic, strategy=strategy, rounds=rounds
                     )
                 )
     say(f"done in {time.monotonic() - started:.0f} s")

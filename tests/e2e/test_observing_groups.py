@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+import uuid
 
 import pytest
 from tests.e2e.support import (
@@ -18,6 +20,7 @@ from tests.e2e.support import (
 )
 
 from rebalancer.clients.recording import read_history
+from rebalancer.lab.producer import ensure_topic
 from rebalancer.lab.running import Lab
 
 pytestmark = pytest.mark.e2e
@@ -109,6 +112,42 @@ def test_status_and_events_follow_real_rebalances(lab: Lab) -> None:
     assert "orders-consumer" in kubectl(lab, "get", "statefulsets")
     time.sleep(1)
     assert first.running, "deleting the ConsumerGroup must not touch the consumers"
+
+
+def test_a_kip848_group_is_reported_with_its_protocol_and_target_assignment(lab: Lab) -> None:
+    # A group id of its own: the broker is shared by the session.
+    name = f"kip-{uuid.uuid4().hex[:6]}"
+    asyncio.run(ensure_topic(lab.bootstrap, name, 6))
+    apply(lab, statefulset(f"{name}-consumer"), consumer_group(name, lab.bootstrap))
+    protocol = {"KAFKA_GROUP_PROTOCOL": "consumer"}
+    for index in range(2):
+        lab.start_consumer(index, group_id=name, prefix=f"{name}-consumer", env=protocol)
+
+    def settled() -> dict[str, object] | None:
+        body = get_cg(lab, name)
+        group = body.get("status", {}).get("group", {})
+        ready = condition(body, "Ready")
+        # Each member is named by its pod once its first report is in.
+        hosts = sorted(d.get("host") for d in group.get("memberDetails", []))
+        pods = [f"{name}-consumer-0", f"{name}-consumer-1"]
+        if hosts == pods and ready.get("status") == "True":
+            return body
+        return None
+
+    group = eventually(settled, 90, "2 KIP-848 members named by their pods, Ready")["status"][
+        "group"
+    ]
+    assert group["protocol"] == "consumer"
+    # The broker's assignor, as ConsumerGroupDescribe names it; no client assignor applies.
+    assert group["assignor"] == "uniform"
+    assert group["state"] == "Stable" and group["membersReconciling"] == 0
+    details = group["memberDetails"]
+    assert all(d["targetPartitions"] == d["partitions"] for d in details)
+    assert sum(d["partitions"] for d in details) == 6
+    wide = kubectl(lab, "get", "consumergroup", name, "-o", "wide").splitlines()
+    header = wide[0].split()
+    assert "PROTOCOL" in header
+    assert wide[1].split()[header.index("PROTOCOL")] == "consumer"
 
 
 def test_unreachable_kafka_is_degraded_and_named(lab: Lab) -> None:

@@ -34,11 +34,14 @@ from confluent_kafka.cimpl import NewTopic
 from kafka_support import eventually, free_port
 from tests.kube_clusters import SharedCluster, fresh_namespace, shared_cluster
 
+from rebalancer.clients.kafka_admin import AdminGateway
+from rebalancer.clients.kafka_configuring import alter_group_configs
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.lab.broker import KafkaBroker
 from rebalancer.lab.broker_security import BrokerSecurity, make_certificates
 from rebalancer.lab.processes import ChildProcess, python_module
 from rebalancer.planning.sidecar_templates import SIDECAR_CONTAINER, render_sidecar
+from rebalancer.structs.broker_configs import ApplyState, ConfigOutcome
 from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.enforcement import control_topic, flip_topic
 
@@ -63,6 +66,8 @@ PASSWORDS = {
         "rb-sidecar-no-flip",
         "rb-sidecar-no-read",
         "rb-sidecar-no-write",
+        "rb-group-configs",
+        "rb-no-alter",
     )
 }
 WRONG_PASSWORD = f"pw-{secrets.token_hex(10)}"
@@ -73,6 +78,7 @@ OPERATOR_ACLS = [("DESCRIBE", "GROUP", GROUP), ("DESCRIBE", "TOPIC", TOPIC)]
 # A subscribed topic the operator may describe but nobody has created yet.
 NOT_YET = "orders-not-yet"
 CONFIGS_ACL = ("DESCRIBE_CONFIGS", "CLUSTER", "")
+KIP848_GROUP = "orders-kip848"
 
 
 def sidecar_acls(group: str) -> list[tuple[str, str, str]]:
@@ -104,6 +110,9 @@ ACLS: dict[str, list[tuple[str, str, str]]] = {
         a for a in sidecar_acls("returns") if a != ("READ", "TOPIC", control_topic("returns"))
     ],
     "rb-sidecar-no-write": [a for a in sidecar_acls("quotes") if a[0] != "WRITE"],
+    # KIP-848 group configs (spec.policy.settings of a consumer-protocol group).
+    "rb-group-configs": [("ALTER_CONFIGS", "GROUP", KIP848_GROUP)],
+    "rb-no-alter": [("DESCRIBE", "GROUP", KIP848_GROUP)],
 }
 
 
@@ -678,3 +687,25 @@ def test_no_secret_reaches_a_log_a_status_or_an_event(
     for where, text in logs.items():
         for value in forms:
             assert value not in text, f"a secret is in the {where}"
+
+
+async def _set_group_configs(broker: KafkaBroker, user: str) -> ConfigOutcome:
+    gateway = AdminGateway(broker.client_settings(user, PASSWORDS[user]))
+    try:
+        return await alter_group_configs(
+            gateway, KIP848_GROUP, {"consumer.session.timeout.ms": "50000"}
+        )
+    finally:
+        gateway.close()
+
+
+async def test_kip848_group_configs_need_alter_configs_on_the_group_and_nothing_more(
+    secured: KafkaBroker,
+) -> None:
+    # AlterConfigs on the group alone also lets the operator read the configs back (Kafka's
+    # authorizer implies DescribeConfigs from it), as docs/kafka-security.md says.
+    allowed = await _set_group_configs(secured, "rb-group-configs")
+    assert allowed.state is ApplyState.APPLIED, allowed.message
+    refused = await _set_group_configs(secured, "rb-no-alter")
+    assert refused.state is ApplyState.FAILED
+    assert f"AlterConfigs on group {KIP848_GROUP!r}" in refused.message, refused.message
