@@ -156,6 +156,14 @@ REPORTS_REJECTED = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+GATE_BYPASSES = Counter(
+    "rebalancer_gate_bypasses",
+    "Pods whose join gate let them start without their batch because the operator was silent "
+    "for the bypass time (spec.policy.rollout.bypassGateAfterSeconds), counted when the "
+    "operator notices.",
+    GROUP_LABELS,
+    registry=REGISTRY,
+)
 OPERATOR_INFO = Info(
     "rebalancer_operator",
     "The running operator's version.",
@@ -176,6 +184,7 @@ _GROUP_METRICS: tuple[Counter | Gauge, ...] = (
     GROUP_READY,
     GROUP_DEGRADED,
     OBSERVATION_FAILURES,
+    GATE_BYPASSES,
 )
 
 OPERATOR_INFO.info({"version": __version__})
@@ -239,6 +248,11 @@ def publish_conditions(namespace: str, consumergroup: str, conditions: Iterable[
         if gauge is not None:
             value = 1 if condition.status is ConditionStatus.TRUE else 0
             gauge.labels(namespace, consumergroup).set(value)
+
+
+def record_gate_bypasses(namespace: str, consumergroup: str, pods: int) -> None:
+    """Count `pods` whose gates were bypassed, once each (the operator marks the pods)."""
+    GATE_BYPASSES.labels(namespace, consumergroup).inc(pods)
 
 
 def record_observation_failure(namespace: str, consumergroup: str, reason: str) -> None:

@@ -82,11 +82,12 @@ ALL_FEATURES: dict[str, Any] = {
     "reportToken": {"enabled": True},
     "rbac": {"create": True, "strimzi": True},
     "gate": {
+        "bypassAfterSeconds": 300,
         "serviceAccounts": [
             {"namespace": "apps", "name": "default"},
             {"namespace": "apps", "name": "orders"},
             {"namespace": "payments", "name": "default"},
-        ]
+        ],
     },
     "history": {"enabled": True, "persistence": {"storageClassName": "fast", "size": "5Gi"}},
     "serviceAccount": {"annotations": {"example.com/role": "rebalancer"}},

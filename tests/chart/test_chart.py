@@ -110,6 +110,7 @@ def test_default_install(helm: Helm) -> None:
         "--log-level=INFO",
         "--status-refresh-seconds=60",
         f"--gate-image=ghcr.io/rebalancer-dev/rebalancer:{__version__}",
+        "--gate-bypass-after-seconds=120",
     ]
     assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "liveness"}
     assert main["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
@@ -156,6 +157,7 @@ def test_every_option_reaches_the_manifests(helm: Helm) -> None:
     assert main["image"] == "ghcr.io/rebalancer-dev/rebalancer@sha256:" + "0" * 64
     assert "--history-dir=/var/lib/rebalancer/history" in main["args"]
     assert "--log-level=DEBUG" in main["args"]
+    assert "--gate-bypass-after-seconds=300" in main["args"]
     assert main["args"][-1] == "--status-refresh-seconds=30"
     env = {e["name"]: e.get("value") for e in main["env"]}
     assert env["REBALANCER_REPORT_TOKEN_FILE"] == "/etc/rebalancer/report-token/token"
@@ -252,6 +254,7 @@ def test_schema_rejects_bad_values_clearly(helm: Helm) -> None:
         "operator.watchNamespaces[0]=Team_A": "operator.watchNamespaces.0: Does not match pattern",
         "serviceMonitor.interval=often": "serviceMonitor.interval: Does not match pattern",
         "imagee.tag=1": "Additional property imagee is not allowed",
+        "gate.bypassAfterSeconds=10": "gate.bypassAfterSeconds: Must not validate the schema",
     }
     for setting, message in cases.items():
         result = helm.template(None, "--set", setting)

@@ -481,7 +481,12 @@ def test_every_step_says_when_to_look_again() -> None:
 def test_a_released_batch_is_looked_at_by_its_timers_not_every_half_second() -> None:
     world = World(start_delay=lambda _n, _i: 1.0)
     world.scale_to(2, T0)
-    setup = setup_for(RolloutPolicy(gather_seconds=40, batch_deadline_seconds=100))
+    # Without bypass (whose hold refreshes are timers too, a third of it apart), the deadline
+    # is the only timer left.
+    policy = RolloutPolicy(
+        gather_seconds=40, batch_deadline_seconds=100, bypass_gate_after_seconds=0
+    )
+    setup = setup_for(policy)
     state, _ = step(RolloutState(), world.observe(setup, T0), T0)
     state, actions = step(state, world.observe(setup, T0 + 2), T0 + 2)
     assert state.phase is RolloutPhase.BATCH_JOINING

@@ -28,6 +28,7 @@ from rebalancer.planning.rollout_actions import (
     DeletePods,
     HoldGates,
     InstallGate,
+    NoteBypassedGates,
     OpenGate,
     PauseDeployment,
     ResumeDeployment,
@@ -41,6 +42,7 @@ from rebalancer.planning.workload_views import selector_string, view_workload
 from rebalancer.structs.gates import (
     GATE_ANNOTATION,
     GATE_BATCH_ANNOTATION,
+    GATE_BYPASSED_ANNOTATION,
     GATE_CONTAINER,
     GATE_HELD_ANNOTATION,
     GATE_OPEN,
@@ -143,6 +145,8 @@ class Actuator:
                 await self.open_gates(batch, pods)
             case HoldGates(pods=pods):
                 await self.hold_gates(pods)
+            case NoteBypassedGates(pods=pods):
+                await self.note_bypasses(pods)
             case SetStatefulSetPartition(partition=partition):
                 await self.set_partition(partition)
             case DeletePods(pods=pods, uids=uids):
@@ -189,6 +193,12 @@ class Actuator:
         if not pods:
             return
         patch = {"metadata": {"annotations": {GATE_HELD_ANNOTATION: format_time(self.clock())}}}
+        with self._pool(len(pods)) as run:
+            await asyncio.gather(*(run(self._patch_pod_now, pod, patch) for pod in pods))
+
+    async def note_bypasses(self, pods: Sequence[str]) -> None:
+        """Mark pods whose gates were bypassed, so a restarted operator does not tell it again."""
+        patch = {"metadata": {"annotations": {GATE_BYPASSED_ANNOTATION: format_time(self.clock())}}}
         with self._pool(len(pods)) as run:
             await asyncio.gather(*(run(self._patch_pod_now, pod, patch) for pod in pods))
 

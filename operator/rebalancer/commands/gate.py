@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
+
 if TYPE_CHECKING:
     from rebalancer.gate.waiting import ApiEndpoint
 
@@ -71,9 +73,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--bypass-after",
         type=float,
-        default=0.0,
+        default=float(DEFAULT_BYPASS_SECONDS),
         metavar="SECONDS",
-        help="let the pod start after this long without a sign of the operator (default 0: never)",
+        help="let the pod start after this long without a sign of the operator, so an operator "
+        f"that is down cannot hold pods in Init (default {DEFAULT_BYPASS_SECONDS}; 0: never)",
     )
     parser.set_defaults(command_module=sys.modules[__name__])
 

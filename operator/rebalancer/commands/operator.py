@@ -7,6 +7,8 @@ import logging
 import sys
 from pathlib import Path
 
+from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
+
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -77,6 +79,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "(default: spec.policy.rollout.gateImage, else the published operator image)",
     )
     parser.add_argument(
+        "--gate-bypass-after-seconds",
+        type=int,
+        default=DEFAULT_BYPASS_SECONDS,
+        metavar="SECONDS",
+        help="seconds a join gate waits without a sign of the operator before it lets its pod "
+        "start, for ConsumerGroups that do not set spec.policy.rollout.bypassGateAfterSeconds "
+        f"(default: {DEFAULT_BYPASS_SECONDS}; 0 never bypasses, else at least 30)",
+    )
+    parser.add_argument(
         "--admission-port",
         type=int,
         default=None,
@@ -130,6 +141,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
+    bypass = args.gate_bypass_after_seconds
+    if bypass < 0 or 0 < bypass < 30:
+        # Below 30 s a gate could let go between two refreshes of a busy operator.
+        print(
+            f"rebalancer operator: --gate-bypass-after-seconds {bypass} must be 0 (never bypass) "
+            "or at least 30 (the chart's gate.bypassAfterSeconds)",
+            file=sys.stderr,
+        )
+        return 2
     import kopf
 
     import rebalancer.handlers.enforcing
@@ -185,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
         liveness_url=args.liveness,
         status_refresh_seconds=args.status_refresh_seconds,
         gate_image=args.gate_image,
+        gate_bypass_after_seconds=args.gate_bypass_after_seconds,
         admission=admission,
     )
     memo = kopf.Memo(settings=settings)

@@ -17,9 +17,11 @@ its controller recreates it, so an open gate never carries over to the pod's nex
   broken connection relists, with backoff while the API is unreachable.
 - Timeout (`--timeout`, default 900 s, 0 for never): the gate exits 1 with a message, and the
   kubelet restarts it per the pod's restartPolicy (the wait starts over).
-- Bypass (`--bypass-after`, default 0 for never): while it holds a pod the operator refreshes
-  `rebalancer.dev/gate-held-at` on it; a gate that sees no refresh for this long lets the pod
-  go (exit 0, saying so), so pods still start when the operator is gone.
+- Bypass (`--bypass-after`, default 120 s, 0 for never): while it holds a pod the operator
+  refreshes `rebalancer.dev/gate-held-at` on it; a gate that sees no refresh for this long
+  (counted from its own start when there was none) lets the pod go (exit 0, saying so), so pods
+  still start when the operator is gone. The operator, once back, tells each bypass with a
+  GateBypassed Event and rebalancer_gate_bypasses_total.
 - Where the API is: REBALANCER_API_SERVER (a plain URL, for example a local proxy), else
   KUBECONFIG, else the in-cluster service account.
 

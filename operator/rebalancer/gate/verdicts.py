@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from rebalancer.structs.gates import (
+    DEFAULT_BYPASS_SECONDS,
     GATE_ANNOTATION,
     GATE_BATCH_ANNOTATION,
     GATE_OPEN,
@@ -26,7 +27,7 @@ class Verdict(StrEnum):
 @dataclass(frozen=True)
 class GateLimits:
     timeout_s: float = 900.0  # 0: wait forever
-    bypass_after_s: float = 0.0  # 0: never bypass
+    bypass_after_s: float = float(DEFAULT_BYPASS_SECONDS)  # 0: never bypass
 
 
 @dataclass(frozen=True)

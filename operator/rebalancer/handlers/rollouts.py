@@ -10,6 +10,7 @@ from typing import Any
 
 import kopf
 
+from rebalancer import metrics
 from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.rolling import ActuationFailed, Actuator, read_workload
@@ -21,6 +22,7 @@ from rebalancer.planning.rollout_actions import (
     ClearDegraded,
     ForeignWrite,
     MarkDegraded,
+    NoteBypassedGates,
     RecordProgress,
     Wait,
 )
@@ -44,7 +46,7 @@ from rebalancer.structs.conditions import (
     ConditionType,
     merge_conditions,
 )
-from rebalancer.structs.gates import RESUME_ANNOTATION
+from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS, RESUME_ANNOTATION
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.snapshots import GroupSnapshot
 from rebalancer.structs.specs import ConsumerGroupSpec, WorkloadKind, parse_spec
@@ -80,10 +82,11 @@ def rollout_setup(policy: RolloutPolicy, profile: BrokerProfile) -> RolloutSetup
     return RolloutSetup(policy, profile, window)
 
 
-def rollout_policy(body: kopf.Body) -> RolloutPolicy:
-    """`spec.policy.rollout`, managed only when the user turned it on (the CRD's default)."""
+def rollout_policy(body: kopf.Body, bypass_default: int = DEFAULT_BYPASS_SECONDS) -> RolloutPolicy:
+    """`spec.policy.rollout`, managed only when the user turned it on (the CRD's default); an
+    unset bypassGateAfterSeconds is `bypass_default`, the operator's."""
     raw = ((body.get("spec") or {}).get("policy") or {}).get("rollout")
-    policy = parse_rollout_policy(raw)
+    policy = parse_rollout_policy(raw, bypass_default)
     if not isinstance(raw, dict) or "enabled" not in raw:
         policy = replace(policy, enabled=False)
     return policy
@@ -101,6 +104,10 @@ def _post(body: kopf.Body, actions: list[Any]) -> None:
         elif isinstance(action, ForeignWrite):
             post = kopf.warn if action.warning else kopf.info
             post(body, reason=action.reason, message=action.message)
+        elif isinstance(action, NoteBypassedGates):
+            kopf.warn(body, reason="GateBypassed", message=action.message)
+            namespace = body.metadata.namespace or "default"
+            metrics.record_gate_bypasses(namespace, body.metadata.name or "", len(action.pods))
 
 
 async def _step_once(
@@ -193,7 +200,7 @@ async def _roll_out_forever(
         wakeup.clear()
         try:
             spec = parse_spec(body.get("spec"))
-            policy = rollout_policy(body)
+            policy = rollout_policy(body, deps.settings.gate_bypass_after_seconds)
         except SpecInvalid:
             await stopped.wait(5)  # validate() reports it; look again for the user's fix
             continue

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rebalancer.structs.gates import GATE_CONTAINER
+from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS, GATE_CONTAINER
 
 DEFAULT_IMAGE = "ghcr.io/rebalancer-dev/rebalancer"
 
@@ -24,7 +24,7 @@ class GateOptions:
     # 0 waits forever.
     timeout_seconds: int = 900
     # Seconds without a sign of the operator after which the gate lets the pod go; 0 never.
-    bypass_after_seconds: int = 0
+    bypass_after_seconds: int = DEFAULT_BYPASS_SECONDS
     image_pull_policy: str = "IfNotPresent"
     # Extra environment, for example REBALANCER_API_SERVER where no service account token is
     # mounted.

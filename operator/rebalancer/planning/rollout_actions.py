@@ -28,6 +28,28 @@ class HoldGates:
 
 
 @dataclass(frozen=True)
+class NoteBypassedGates:
+    """These pods' gates let them start without being opened (the operator was silent for the
+    bypass time): mark each pod so it is told once, and tell it with a Warning Event and
+    rebalancer_gate_bypasses_total."""
+
+    pods: tuple[str, ...]
+    bypass_after_seconds: int
+
+    @property
+    def message(self) -> str:
+        count = len(self.pods)
+        which = "pod" if count == 1 else "pods"
+        return (
+            f"{count} {which} started without their batch: their join gates saw no sign of the "
+            f"operator for the bypass time (spec.policy.rollout.bypassGateAfterSeconds, "
+            f"{self.bypass_after_seconds} s now) and let them go: {', '.join(self.pods)}. They "
+            "joined the group as they started, which can cost a rebalance each; if the operator "
+            "was not down, look at its log and restarts (or raise bypassGateAfterSeconds)"
+        )
+
+
+@dataclass(frozen=True)
 class SetStatefulSetPartition:
     """spec.updateStrategy.rollingUpdate.partition = partition."""
 
@@ -118,6 +140,7 @@ class ForeignWrite:
 Action = (
     OpenGate
     | HoldGates
+    | NoteBypassedGates
     | SetStatefulSetPartition
     | DeletePods
     | ScaleWorkload

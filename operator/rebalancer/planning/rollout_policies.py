@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
 from rebalancer.structs.problems import FieldProblem, SpecInvalid
 
 PATH = "spec.policy.rollout"
@@ -47,7 +48,7 @@ class RolloutPolicy:
     inject_gate: bool = False
     gate_image: str | None = None
     gate_timeout_seconds: int = 900
-    bypass_gate_after_seconds: int = 0
+    bypass_gate_after_seconds: int = DEFAULT_BYPASS_SECONDS
     static_membership: StaticMembership = StaticMembership.AUTO
     # None: what the session timeout allows on the broker (see rollout_plans.static_budget).
     static_restart_budget_seconds: int | None = None
@@ -119,8 +120,13 @@ def _mapping(raw: object, path: str, problems: list[FieldProblem]) -> Mapping[st
     return raw
 
 
-def parse_rollout_policy(raw: object) -> RolloutPolicy:
-    """Parse `spec.policy.rollout` (None or {} for the defaults), or raise SpecInvalid."""
+def parse_rollout_policy(
+    raw: object, bypass_default: int = DEFAULT_BYPASS_SECONDS
+) -> RolloutPolicy:
+    """Parse `spec.policy.rollout` (None or {} for the defaults), or raise SpecInvalid.
+
+    `bypass_default` stands for an unset bypassGateAfterSeconds: the operator's own default
+    (--gate-bypass-after-seconds), which the chart sets for every group at once."""
     problems: list[FieldProblem] = []
     body = _mapping(raw, PATH, problems)
     defaults = RolloutPolicy()
@@ -178,7 +184,7 @@ def parse_rollout_policy(raw: object) -> RolloutPolicy:
         inject_gate=flag("injectGate", defaults.inject_gate),
         gate_image=image if isinstance(image, str) else None,
         gate_timeout_seconds=number("gateTimeoutSeconds", 900, 0, 86400),
-        bypass_gate_after_seconds=number("bypassGateAfterSeconds", 0, 0, 86400),
+        bypass_gate_after_seconds=number("bypassGateAfterSeconds", bypass_default, 0, 86400),
         static_membership=static,
         static_restart_budget_seconds=_integer(
             body, "staticRestartBudgetSeconds", PATH, None, 1, 3600, problems

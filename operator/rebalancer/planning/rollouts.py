@@ -41,6 +41,7 @@ from rebalancer.planning.rollout_actions import (
     HoldGates,
     InstallGate,
     MarkDegraded,
+    NoteBypassedGates,
     OpenGate,
     PauseDeployment,
     RecordProgress,
@@ -161,6 +162,7 @@ def trace_step(
     ):
         actions.append(_progress(current, "RolloutProgress"))
     actions.extend(_holds(current, observation, now))
+    actions.extend(_bypasses(observation))
     wake = _next_wake(current, observation, now)
     if wake is not None:
         actions.append(Wait(wake))
@@ -1138,6 +1140,16 @@ def _holds(state: RolloutState, observation: Observation, now: float) -> list[Ac
         and (pod.held_at is None or now - pod.held_at >= refresh)
     )
     return [HoldGates(stale)] if stale else []
+
+
+def _bypasses(observation: Observation) -> list[Action]:
+    """Pods whose gates let them go while the operator was silent, not told yet."""
+    workload = observation.workload
+    if workload is None:
+        return []
+    pods = tuple(pod.name for pod in workload.live_pods if pod.bypassed)
+    bypass = observation.setup.policy.bypass_gate_after_seconds
+    return [NoteBypassedGates(pods, bypass)] if pods else []
 
 
 def _gathering(state: RolloutState, observation: Observation) -> bool:

@@ -18,6 +18,7 @@ from rebalancer.planning.raw_fields import field_at as _get
 from rebalancer.structs.gates import (
     GATE_ANNOTATION,
     GATE_BATCH_ANNOTATION,
+    GATE_BYPASSED_ANNOTATION,
     GATE_CONTAINER,
     GATE_HELD_ANNOTATION,
     GATE_OPEN,
@@ -150,6 +151,16 @@ def view_pod(pod: Raw, workload: str, kind: WorkloadKind, revision: str) -> PodV
         created_at=parse_timestamp(metadata.get("creationTimestamp")) or 0.0,
         lifecycle=pod_lifecycle(pod),
         unnoticed=_unnoticed(pod),
+        bypassed=_bypassed(pod, annotations),
+    )
+
+
+def _bypassed(pod: Raw, annotations: Mapping[str, Any]) -> bool:
+    """Through its gate without the operator's `open`: only a bypass lets a gate exit 0 so."""
+    return (
+        gate_state(pod) is GateState.PASSED
+        and annotations.get(GATE_ANNOTATION) != GATE_OPEN
+        and GATE_BYPASSED_ANNOTATION not in annotations
     )
 
 

@@ -29,6 +29,16 @@ GATE_OPEN_AT_MAX_WAIT_SECONDS = 10.0
 # Refreshed by the operator while it holds a pod: the gate counts the operator as present while
 # this value keeps changing, and may bypass itself when it stops (policy).
 GATE_HELD_ANNOTATION = "rebalancer.dev/gate-held-at"
+# Written by the operator on a pod whose gate let it go without being opened (a bypass): when it
+# noticed, so each bypass is told once (an Event, a metric) across operator restarts.
+GATE_BYPASSED_ANNOTATION = "rebalancer.dev/gate-bypassed"
+
+# Seconds without a sign of the operator after which a gate lets its pod start anyway, unless
+# the ConsumerGroup or the operator (--gate-bypass-after-seconds, the chart's
+# gate.bypassAfterSeconds) says otherwise. Bounded by default: with one operator replica, a
+# gate that waited forever would turn one operator crash into every managed deploy stuck in
+# Init. Two minutes covers an operator restart (seconds) and a reschedule onto another node.
+DEFAULT_BYPASS_SECONDS = 120
 
 # Written by users on the ConsumerGroup to resume a failed rollout: any new value does.
 RESUME_ANNOTATION = "rebalancer.dev/resume-rollout"

@@ -42,6 +42,9 @@ class PodView:
     lifecycle: PodLifecycle = field(default_factory=PodLifecycle)
     # No node and no PodScheduled condition: the scheduler has not looked at it (yet).
     unnoticed: bool = False
+    # Its gate let it go without being opened (the gate saw no sign of the operator for its
+    # bypass time), and the operator has not told it yet (GATE_BYPASSED_ANNOTATION).
+    bypassed: bool = False
 
     @property
     def sort_key(self) -> tuple[int, float, str]:
