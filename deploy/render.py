@@ -23,8 +23,10 @@ NAMESPACE = "rebalancer"
 HEADER = f"""\
 # Rebalancer: the ConsumerGroup CRD and the operator in namespace {NAMESPACE!r}.
 #   kubectl apply -f deploy/rebalancer.yaml
-# Rendered by deploy/render.py from charts/rebalancer with its default values; edit the chart,
-# not this file. For other namespaces or options, install the chart with Helm.
+# Rendered by deploy/render.py from charts/rebalancer with its default values but no admission
+# webhook (its certificate would be one key pair shared by every copy of this file; conflicting
+# ConsumerGroups are still found at run time); edit the chart, not this file. For the webhook,
+# other namespaces or options, install the chart with Helm.
 ---
 apiVersion: v1
 kind: Namespace
@@ -65,6 +67,9 @@ def render(helm: str | None = None) -> str:
                 "--namespace",
                 NAMESPACE,
                 "--include-crds",
+                # helm generates the webhook's key pair anew at each render (docs/ownership.md).
+                "--set",
+                "admission.enabled=false",
             ],
             capture_output=True,
             text=True,

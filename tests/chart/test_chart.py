@@ -94,6 +94,10 @@ def test_default_install(helm: Helm) -> None:
             "ClusterRoleBinding",
             "Service",
             "Deployment",
+            # The admission webhook: its Service, its certificate helm made, its configuration.
+            "Service",
+            "Secret",
+            "ValidatingWebhookConfiguration",
         ]
     )
     deployment = only(manifests, "Deployment")
@@ -111,15 +115,19 @@ def test_default_install(helm: Helm) -> None:
         "--status-refresh-seconds=60",
         f"--gate-image=ghcr.io/rebalancer-dev/rebalancer:{__version__}",
         "--gate-bypass-after-seconds=120",
+        "--admission-port=9443",
+        "--admission-cert=/etc/rebalancer/webhook/tls.crt",
+        "--admission-key=/etc/rebalancer/webhook/tls.key",
     ]
     assert main["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "liveness"}
     assert main["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert {p["name"]: p["containerPort"] for p in main["ports"]} == {
         "http": 8090,
         "liveness": 8080,
+        "webhook": 9443,
     }
     assert "REBALANCER_REPORT_TOKEN_FILE" not in {e["name"] for e in main["env"]}
-    service = only(manifests, "Service")
+    (service,) = [s for s in by_kind(manifests, "Service") if s["metadata"]["name"] == "rebalancer"]
     assert service["spec"]["ports"] == [
         {"name": "http", "port": 8090, "targetPort": "http", "protocol": "TCP"}
     ]
@@ -129,6 +137,7 @@ def test_default_install(helm: Helm) -> None:
             "CustomResourceDefinition",
             "ClusterRole",
             "ClusterRoleBinding",
+            "ValidatingWebhookConfiguration",
         }:
             assert manifest["metadata"]["namespace"] == "rebalancer", manifest["kind"]
 
@@ -163,7 +172,7 @@ def test_every_option_reaches_the_manifests(helm: Helm) -> None:
     assert env["REBALANCER_REPORT_TOKEN_FILE"] == "/etc/rebalancer/report-token/token"
     assert env["TZ"] == "UTC"
 
-    secret = only(manifests, "Secret")
+    (secret,) = [s for s in by_kind(manifests, "Secret") if s["type"] != "kubernetes.io/tls"]
     assert secret["metadata"]["name"] == "rebalancer-report-token"
     assert len(secret["data"]["token"]) > 40
     claim = only(manifests, "PersistentVolumeClaim")
@@ -183,7 +192,7 @@ def test_every_option_reaches_the_manifests(helm: Helm) -> None:
     assert endpoint["port"] == "http"
     assert endpoint["path"] == "/metrics"
     assert endpoint["honorLabels"] is True
-    service = only(manifests, "Service")
+    (service,) = [s for s in by_kind(manifests, "Service") if s["metadata"]["name"] == "rebalancer"]
     selector = monitor["spec"]["selector"]["matchLabels"]
     assert selector.items() <= service["metadata"]["labels"].items()
 
@@ -196,7 +205,10 @@ def test_every_option_reaches_the_manifests(helm: Helm) -> None:
 
 def test_given_secret_and_claim_are_used(helm: Helm) -> None:
     manifests = helm.render(NAMESPACED)
-    assert not by_kind(manifests, "Secret")
+    # Only the webhook's certificate: the report token's Secret is the user's.
+    assert [s["metadata"]["name"] for s in by_kind(manifests, "Secret")] == [
+        "rebalancer-webhook-tls"
+    ]
     assert not by_kind(manifests, "PersistentVolumeClaim")
     assert not by_kind(manifests, "ServiceAccount")
     pod = only(manifests, "Deployment")["spec"]["template"]["spec"]
@@ -236,7 +248,12 @@ def test_gate_service_accounts_get_exactly_what_the_gate_needs(helm: Helm) -> No
 
 def test_optional_objects_can_be_switched_off(helm: Helm) -> None:
     manifests = helm.render(
-        {"dashboards": {"enabled": False}, "rbac": {"create": False}, **ALL_GATE}
+        {
+            "dashboards": {"enabled": False},
+            "rbac": {"create": False},
+            "admission": {"enabled": False},
+            **ALL_GATE,
+        }
     )
     assert {m["kind"] for m in manifests} == {
         "CustomResourceDefinition",
@@ -244,6 +261,51 @@ def test_optional_objects_can_be_switched_off(helm: Helm) -> None:
         "Service",
         "Deployment",
     }
+
+
+def test_the_webhook_is_scoped_to_consumergroups_and_never_blocks_when_down(helm: Helm) -> None:
+    manifests = helm.render({"operator": {"watchNamespaces": ["team-a"]}})
+    configuration = only(manifests, "ValidatingWebhookConfiguration")
+    (webhook,) = configuration["webhooks"]
+    assert webhook["failurePolicy"] == "Ignore"
+    assert webhook["timeoutSeconds"] == 5
+    assert webhook["rules"] == [
+        {
+            "apiGroups": ["rebalancer.dev"],
+            "apiVersions": ["v1alpha1"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["consumergroups"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert webhook["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-a"]
+    assert webhook["clientConfig"]["service"] == {
+        "name": "rebalancer-webhook",
+        "namespace": "rebalancer",
+        "port": 443,
+        "path": "/ownership",
+    }
+    (tls,) = by_kind(manifests, "Secret")
+    assert webhook["clientConfig"]["caBundle"] == tls["data"]["ca.crt"]
+    pod = only(manifests, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "webhook-tls", "secret": {"secretName": "rebalancer-webhook-tls"}} in pod[
+        "volumes"
+    ]
+    ports = {p["name"]: p["containerPort"] for p in pod["containers"][0]["ports"]}
+    assert ports["webhook"] == 9443
+
+
+def test_cert_manager_issues_the_webhook_certificate_when_installed(helm: Helm) -> None:
+    manifests = helm.render(None, "--api-versions", "cert-manager.io/v1")
+    certificate = only(manifests, "Certificate")
+    assert certificate["spec"]["secretName"] == "rebalancer-webhook-tls"
+    assert "rebalancer-webhook.rebalancer.svc" in certificate["spec"]["dnsNames"]
+    assert only(manifests, "Issuer")["spec"] == {"selfSigned": {}}
+    assert not by_kind(manifests, "Secret")  # cert-manager writes it
+    configuration = only(manifests, "ValidatingWebhookConfiguration")
+    annotations = configuration["metadata"]["annotations"]
+    assert annotations["cert-manager.io/inject-ca-from"] == "rebalancer/rebalancer-webhook"
+    assert "caBundle" not in configuration["webhooks"][0]["clientConfig"]
 
 
 def test_schema_rejects_bad_values_clearly(helm: Helm) -> None:
@@ -254,6 +316,7 @@ def test_schema_rejects_bad_values_clearly(helm: Helm) -> None:
         "operator.watchNamespaces[0]=Team_A": "operator.watchNamespaces.0: Does not match pattern",
         "serviceMonitor.interval=often": "serviceMonitor.interval: Does not match pattern",
         "imagee.tag=1": "Additional property imagee is not allowed",
+        "admission.failurePolicy=Never": "admission.failurePolicy must be one of the following",
         "gate.bypassAfterSeconds=10": "gate.bypassAfterSeconds: Must not validate the schema",
     }
     for setting, message in cases.items():

@@ -7,14 +7,18 @@ requests it bound to the pod), so the chart's RBAC is what it gets.
 
 from __future__ import annotations
 
+import base64
+import http.client
 import json
 import os
+import socket
 import ssl
 import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -77,7 +81,7 @@ def helm(
 @pytest.fixture(scope="module")
 def ports() -> dict[str, int]:
     # The operator listens on 0.0.0.0 (as in a pod); free ports keep it off anything else here.
-    return {"reports": free_port(), "liveness": free_port()}
+    return {"reports": free_port(), "liveness": free_port(), "webhook": free_port()}
 
 
 def install_args(ports: dict[str, int], *extra: str) -> list[str]:
@@ -88,6 +92,8 @@ def install_args(ports: dict[str, int], *extra: str) -> list[str]:
         NAMESPACE,
         "--set",
         f"operator.reportsPort={ports['reports']},operator.livenessPort={ports['liveness']}",
+        "--set",
+        f"admission.port={ports['webhook']}",
         "--set",
         "operator.statusRefreshSeconds=5",
         "--set",
@@ -194,6 +200,101 @@ def test_install_runs_the_operator_as_its_service_account(
     assert "payments" in printed
 
 
+WEBHOOK = f"{RELEASE}.rebalancer.dev"
+
+
+def test_the_charts_webhook_refuses_a_second_owner_and_never_blocks_when_unreachable(
+    kubectl: Kubectl, ports: dict[str, int], tmp_path: Path
+) -> None:
+    configuration = get_json(kubectl, "validatingwebhookconfiguration", WEBHOOK)
+    (webhook,) = configuration["webhooks"]
+    assert webhook["failurePolicy"] == "Ignore" and webhook["timeoutSeconds"] == 5
+    assert [rule["resources"] for rule in webhook["rules"]] == [["consumergroups"]]
+    assert webhook["namespaceSelector"]["matchExpressions"][0]["values"] == [APPS]
+    service = webhook["clientConfig"]["service"]
+    assert (service["name"], service["namespace"]) == ("rebalancer-webhook", NAMESPACE)
+    # helm generated the certificate (no cert-manager here): the caBundle is the Secret's CA,
+    # and that CA signed the certificate the operator serves for the Service's DNS name.
+    secret = get_json(kubectl, "secret", "rebalancer-webhook-tls", "-n", NAMESPACE)["data"]
+    assert webhook["clientConfig"]["caBundle"] == secret["ca.crt"]
+    for key in ("ca.crt", "tls.crt"):
+        (tmp_path / key).write_bytes(base64.b64decode(secret[key]))
+    verified = subprocess.run(
+        ["openssl", "verify", "-CAfile", str(tmp_path / "ca.crt"), str(tmp_path / "tls.crt")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+    # The operator's pod serves that certificate for the Service's name and refuses a second
+    # ConsumerGroup for the group `payments` (applied by the first test), asked as the API
+    # server asks. The lab has no Service network (Endpoints refuse the pods' loopback
+    # addresses), so the review goes to the pod's address, checked against the caBundle.
+    twin = json.loads(consumer_group("payments"))
+    twin["metadata"].update(name="payments-twin", uid="d3c0ffee-0000-4000-8000-000000000001")
+    twin["spec"]["workload"]["name"] = "payments-twin-consumer"
+    pod = operator_pod(kubectl)
+    assert pod is not None
+    answer = admission_review(
+        pod["status"]["podIP"], ports["webhook"], tmp_path / "ca.crt", "CREATE", twin
+    )
+    assert answer["allowed"] is False, answer
+    message = answer["status"]["message"]
+    assert "spec.groupId 'payments'" in message and "apps/payments" in message, message
+    twin["spec"]["groupId"] = "payments-twin"
+    assert admission_review(
+        pod["status"]["podIP"], ports["webhook"], tmp_path / "ca.crt", "CREATE", twin
+    )["allowed"], "a ConsumerGroup of its own group and workload is admitted"
+
+    # Where the API server cannot reach the webhook (here: no Service network), failurePolicy
+    # Ignore lets the write through, as during an operator outage; the operator then finds the
+    # conflict at run time (tests/e2e/test_ownership.py).
+    twin["spec"]["groupId"] = "payments"
+    del twin["metadata"]["uid"]
+    kubectl("apply", "-n", APPS, "-f", "-", input=json.dumps(twin))
+    kubectl("delete", "consumergroup", "payments-twin", "-n", APPS, "--wait=true")
+
+
+def admission_review(
+    address: str, port: int, ca: Path, operation: str, body: dict[str, Any]
+) -> dict[str, Any]:
+    """The webhook's answer to an AdmissionReview, over TLS verified for the Service's name."""
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "0b5e4c7a-1111-4222-8333-944455556666",
+            "kind": {"group": "rebalancer.dev", "version": "v1alpha1", "kind": "ConsumerGroup"},
+            "resource": {
+                "group": "rebalancer.dev",
+                "version": "v1alpha1",
+                "resource": "consumergroups",
+            },
+            "namespace": body["metadata"]["namespace"],
+            "name": body["metadata"]["name"],
+            "operation": operation,
+            "userInfo": {"username": "kubernetes-admin"},
+            "object": body,
+            "oldObject": None,
+            "dryRun": False,
+        },
+    }
+    context = ssl.create_default_context(cafile=str(ca))
+    connection = http.client.HTTPSConnection(address, port, context=context, timeout=10)
+    # Verified for the name the API server uses, whatever address the pod has.
+    connection.sock = context.wrap_socket(
+        socket.create_connection((address, port), timeout=10),
+        server_hostname=f"rebalancer-webhook.{NAMESPACE}.svc",
+    )
+    connection.request(
+        "POST", "/ownership", json.dumps(review), {"Content-Type": "application/json"}
+    )
+    response = connection.getresponse()
+    assert response.status == 200, response.read()
+    return dict(json.load(response)["response"])
+
+
 # (verb, resource, namespace or "" for cluster-wide, allowed) for the operator's ServiceAccount,
 # as the real RBAC authorizer answers; the chart watches namespace `apps` only.
 PERMISSIONS = [
@@ -281,6 +382,9 @@ def test_uninstall_leaves_the_crd_and_the_resources(
         assert "No resources found" in left.stderr + left.stdout, left.stdout
     roles = kubectl("get", "clusterrole", "-l", "app.kubernetes.io/name=rebalancer").stdout
     assert roles.strip() == ""
+    # No webhook configuration is left pointing at an operator that is gone.
+    left = kubectl("get", "validatingwebhookconfiguration", WEBHOOK, check=False)
+    assert "NotFound" in left.stderr, left.stdout
     # Helm never deletes what a chart keeps in crds/: the CRD and every ConsumerGroup stay.
     kubectl("get", "crd", "consumergroups.rebalancer.dev")
     kubectl("get", "consumergroup", "payments", "-n", APPS)

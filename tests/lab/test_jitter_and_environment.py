@@ -146,3 +146,15 @@ def test_downward_api_field_paths() -> None:
     assert field_value(pod, "metadata.labels") == 'a="1"'
     with pytest.raises(ConfigMissing):
         field_value(pod, "spec.containers")
+
+
+def test_a_rewritten_path_is_not_rewritten_again_when_the_root_lies_under_a_mount() -> None:
+    # The root is under /tmp and the pod mounts an emptyDir at /tmp, as the chart's operator
+    # pod does: the certificate's path is rewritten once, not prefixed twice.
+    root = Path("/tmp/kubelet/rootfs/operator")
+    mounts = ["/tmp", "/etc/rebalancer/webhook"]
+    assert (
+        rewrite_paths("--admission-cert=/etc/rebalancer/webhook/tls.crt", mounts, root)
+        == "--admission-cert=/tmp/kubelet/rootfs/operator/etc/rebalancer/webhook/tls.crt"
+    )
+    assert rewrite_paths("/tmp/x", mounts, root) == "/tmp/kubelet/rootfs/operator/tmp/x"

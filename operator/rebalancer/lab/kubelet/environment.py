@@ -357,10 +357,14 @@ def mount(container: Body, volumes: Mapping[str, Path], rootfs: Path) -> list[st
 
 
 def rewrite_paths(text: str, mount_paths: Sequence[str], rootfs: Path) -> str:
-    for mount_path in sorted(mount_paths, key=len, reverse=True):
-        pattern = r"(^|(?<=[\s=:,]))" + re.escape(mount_path) + r"(?=$|[/\s:,])"
-        text = re.sub(pattern, (str(rootfs) + mount_path).replace("\\", "\\\\"), text)
-    return text
+    if not mount_paths:
+        return text
+    # One pass, longest path first: a rewritten path starts with the root, which may itself
+    # start with a mount path (a root under /tmp and a volume at /tmp), and must not be
+    # rewritten again.
+    ordered = sorted(set(mount_paths), key=len, reverse=True)
+    pattern = r"(^|(?<=[\s=:,]))(" + "|".join(map(re.escape, ordered)) + r")(?=$|[/\s:,])"
+    return re.sub(pattern, lambda match: str(rootfs) + match.group(2), text)
 
 
 # The command line ---------------------------------------------------------------------------
