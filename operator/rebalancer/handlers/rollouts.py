@@ -189,7 +189,7 @@ async def _roll_out_forever(
     namespace: str,
     name: str,
     stopped: kopf.DaemonStopped,
-    claims: ClaimIndex | None,
+    claims: ClaimIndex | None = None,
 ) -> None:
     state = RolloutState.from_status((body.get("status") or {}).get("rollout"))
     written: dict[str, Any] | None = None
