@@ -922,14 +922,18 @@ class _Step:
         holding = parked = False
         if workload is not None:
             holding = workload.paused and (state.holding_deployment or self.held_for_us(workload))
-            parked = state.parked and bool(workload.partition)
+            # A partition is the operator's when it parked the workload, and in every phase
+            # but a resting one: the planner's step, parked at the start or not.
+            parked = bool(workload.partition) and (state.parked or not state.phase.resting)
             if holding:
                 actions.append(ResumeDeployment())
             if parked:
                 actions.append(SetStatefulSetPartition(0))
-            waiting = tuple(p.name for p in held_pods(workload) if p.gate is GateState.WAITING)
-            if waiting:
-                actions.append(OpenGate("unmanaged", waiting))
+            # Pending gates too: a pod still scheduling would otherwise wait at its gate, once
+            # it runs, for an operator that manages it no more.
+            held = tuple(p.name for p in held_pods(workload))
+            if held:
+                actions.append(OpenGate("unmanaged", held))
         idle = RolloutState(
             phase=Phase.IDLE,
             phase_since=state.phase_since if state.phase is Phase.IDLE else self.now,
