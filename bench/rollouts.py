@@ -150,7 +150,9 @@ SHORT = {
     "scale-up": "up",
     "scale-down": "down",
 }
-ASSIGNORS = ("range", "cooperative-sticky")
+# "consumer": a KIP-848 group (group.protocol=consumer), whose assignor is the broker's (uniform).
+ASSIGNORS = ("range", "cooperative-sticky", "consumer")
+KIP848 = "consumer"
 # The simulator has no range assignor; round-robin runs the same eager protocol (every member
 # revokes everything on each rebalance), which is what the counts and unowned time depend on.
 SIMULATED_ASSIGNOR = {"range": "round-robin", "cooperative-sticky": "cooperative-sticky"}
@@ -493,7 +495,6 @@ def consumer_env(
         "KAFKA_TOPICS": topic_of(cell),
         "KAFKA_SESSION_TIMEOUT_MS": str(setup.session_ms),
         "KAFKA_HEARTBEAT_INTERVAL_MS": str(setup.heartbeat_ms),
-        "KAFKA_PARTITION_ASSIGNMENT_STRATEGY": cell.assignor,
         "REBALANCER_NAMESPACE": NS,
         # The ConsumerGroup resource: the operator drops reports that name another one.
         "REBALANCER_CONSUMER_GROUP": name,
@@ -501,6 +502,12 @@ def consumer_env(
         "REBALANCER_REPORT_INTERVAL_S": "5",
         "APP_VERSION": "1",
     }
+    if cell.assignor == KIP848:
+        # The broker owns session, heartbeat and assignor of a KIP-848 group; the consumer
+        # drops the client's values of them (structs/kafka_properties.py).
+        values["KAFKA_GROUP_PROTOCOL"] = KIP848
+    else:
+        values["KAFKA_PARTITION_ASSIGNMENT_STRATEGY"] = cell.assignor
     return env + [{"name": key, "value": value} for key, value in values.items()]
 
 
@@ -608,6 +615,7 @@ class Run:
     setup_t0: float = 0.0
     simulated: dict[str, float | int | None] = field(default_factory=dict)
     reports: list[Report] = field(default_factory=list)
+    partitions_moved: int = 0
 
     @property
     def unowned_ps(self) -> float:
@@ -676,6 +684,23 @@ def measure(
             last_change = report.at
     account(end)
     return len(generations), stw, wait, last_change - t0
+
+
+def moved(reports: Sequence[Report], t0: float, end: float) -> int:
+    """Partitions that changed hands in [t0, end]: taken by another member than the one that
+    held them last. A first assignment moves nothing, and neither does an eager revoke that gives a
+    member its own partitions back (its cost is in the stop-the-world partition-seconds)."""
+    holder: dict[int, str] = {}
+    count = 0
+    for report in reports:
+        if report.at > end:
+            break
+        for partition in report.partitions:
+            last = holder.get(partition)
+            if report.at >= t0 and last is not None and last != report.host:
+                count += 1
+            holder[partition] = report.host
+    return count
 
 
 def settled(reports: Sequence[Report], partitions: int, members: int, since: float) -> float | None:
@@ -995,9 +1020,11 @@ class Bench:
             t0=t0,
             setup_t0=setup_t0,
             reports=reports,
+            partitions_moved=moved(reports, t0, end + 0.001),
         )
         say(
-            f"  {name}: {rebalances} rebalances, stop-the-world {stw:.1f} partition-s, "
+            f"  {name}: {rebalances} rebalances, {run.partitions_moved} partitions moved, "
+            f"stop-the-world {stw:.1f} partition-s, "
             f"Stable after {stable:.1f} s ({run.stable_after_ready_s:.1f} s after the last pod "
             "was ready)"
         )
@@ -1130,6 +1157,7 @@ def record(run: Run, origin: Provenance, wall_s: float, raw: Path | None) -> dic
             "last_ready_s": round(run.last_ready_s, 3),
             "stop_the_world_ps": round(run.stop_the_world_ps, 2),
             "unowned_ps": round(run.unowned_ps, 2),
+            "partitions_moved": run.partitions_moved,
             "settled": run.settled,
             "operator_rebalances": run.operator_rebalances,
             "slowest_start_s": _rounded(run.slowest_start_s),
@@ -1204,6 +1232,8 @@ def run_matrix(bench: Bench, plan: Sequence[Planned], progress: Progress, state:
 
 
 def replayed(run: Run) -> dict[str, float | int | None]:
+    if run.cell.assignor == KIP848:
+        return {}  # the simulator models the classic protocol's coordinator only
     try:
         return simulated(run)
     except ValueError as exc:  # a timeline the simulator refuses: the measurement still counts

@@ -180,9 +180,9 @@ def model_check(lines: Sequence[Line]) -> tuple[str, bool]:
 
 HEADER = (
     "| strategy | runs | rebalances | Stable after last ready (s) | Stable from t0 (s) | "
-    "unowned partition-s | stop-the-world partition-s | model: rebalances | "
+    "unowned partition-s | stop-the-world partition-s | partitions moved | model: rebalances | "
     "model: Stable after ready (s) | model check |\n"
-    "|---|---|---|---|---|---|---|---|---|---|"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -196,6 +196,7 @@ def strategy_row(strategy: str, lines: Sequence[Line]) -> tuple[str, bool]:
         f"{shown(spread(lines, measured('time_to_stable_s')))} | "
         f"{shown(spread(lines, measured('unowned_ps')))} | "
         f"{shown(spread(lines, measured('stop_the_world_ps')))} | "
+        f"{shown(spread(lines, measured('partitions_moved')), 0)} | "
         f"{shown(spread(lines, sim_rebalances), 0)} | "
         f"{shown(spread(lines, sim_stable_after_ready))} | {check} |"
     )
@@ -207,6 +208,7 @@ RATIO_FIGURES: tuple[tuple[str, str], ...] = (
     ("Stable after last ready", "stable_after_ready_s"),
     ("unowned partition-s", "unowned_ps"),
     ("stop-the-world partition-s", "stop_the_world_ps"),
+    ("partitions moved", "partitions_moved"),
 )
 
 
