@@ -6,6 +6,8 @@ them naming `default/orders`. Created while the webhook was down (the operator s
 webhook's failurePolicy Ignore lets the write through), the newer resources take no action: no
 status.group, Ready False NotOwner naming the owner, a NotOwner Event, the StatefulSet left
 unparked though their rollout planner is on; the older resource keeps observing its members.
+With the example's resource gone, a resource for its StatefulSet under another group id sees the
+pods' member reports name `orders` and takes no action either (GroupMismatch).
 """
 
 from __future__ import annotations
@@ -139,3 +141,30 @@ def test_rivals_made_while_the_webhook_was_down_take_no_action(lab: Lab) -> None
     kubectl(lab, "delete", "consumergroup", "intruder", "orders-twin", "--wait=true")
     assert partition(lab) in (None, 0)
     assert condition(get_cg(lab, "orders"), "Ready")["status"] == "True"
+
+
+def test_a_resource_whose_workload_consumes_as_another_group_takes_no_action(lab: Lab) -> None:
+    # The example's resource goes; its consumers keep consuming (and reporting) as `orders`.
+    kubectl(lab, "delete", "consumergroup", "orders", "--wait=true")
+    assert partition(lab) in (None, 0)
+    apply(lab, intruder(lab))
+
+    def mismatched() -> dict[str, Any] | None:
+        body = get_cg(lab, "intruder")
+        return body if condition(body, "Ready").get("reason") == "GroupMismatch" else None
+
+    body = eventually(mismatched, 60, "intruder Ready False GroupMismatch")
+    ready, degraded = condition(body, "Ready"), condition(body, "Degraded")
+    assert ready["status"] == "False" and degraded["status"] == "True"
+    # Both group ids named, and the pods seen using the other one.
+    assert "group 'orders'" in ready["message"], ready["message"]
+    assert "spec.groupId 'intruder'" in ready["message"], ready["message"]
+    assert "orders-consumer-0" in ready["message"], ready["message"]
+    assert "group" not in (body.get("status") or {}), body["status"]
+    assert "GroupMismatch" in [event["reason"] for event in events_for(lab, "intruder")]
+    # Its rollout planner is on, yet the StatefulSet of another group's consumers is not parked.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        assert partition(lab) in (None, 0), "the intruder parked another group's StatefulSet"
+        time.sleep(1)
+    kubectl(lab, "delete", "consumergroup", "intruder", "--wait=true")

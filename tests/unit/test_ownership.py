@@ -5,11 +5,15 @@ from __future__ import annotations
 from rebalancer.planning.ownership import (
     Claim,
     ClaimedField,
+    Sighting,
     admission_refusal,
     claim_keys,
     find_conflicts,
+    group_mismatch,
+    group_mismatch_message,
     normalise_servers,
     not_owner_message,
+    workload_pod,
     yielding_to,
 )
 
@@ -101,3 +105,32 @@ def test_not_owner_message_says_it_takes_no_action() -> None:
     message = not_owner_message(twin, yielding_to(twin, [OLD]))
     assert "spec.groupId 'orders'" in message and "spec.workload" in message
     assert "takes no action" in message and "default/orders" in message
+
+
+def test_consumers_of_the_workload_using_another_group_are_a_mismatch() -> None:
+    intruder = claim("intruder", "2026-01-02T00:00:00Z", group="intruder")
+    seen = [
+        Sighting("orders", "default", "orders-consumer-0"),
+        Sighting("orders", None, "orders-consumer-1"),
+        Sighting("orders", "team-b", "orders-consumer-2"),  # another namespace's pod
+        Sighting("billing", "default", "billing-consumer-0"),  # another workload's pod
+    ]
+    assert group_mismatch(intruder, seen) == (
+        "orders",
+        ("orders-consumer-0", "orders-consumer-1"),
+    )
+    message = group_mismatch_message(intruder, "orders", ("orders-consumer-0",))
+    assert "'orders'" in message and "spec.groupId 'intruder'" in message
+    # One pod already on spec.groupId: a change of group under way, no mismatch.
+    assert (
+        group_mismatch(intruder, [*seen, Sighting("intruder", None, "orders-consumer-2")]) is None
+    )
+    assert group_mismatch(intruder, []) is None
+
+
+def test_pod_names_of_a_workload() -> None:
+    assert workload_pod("StatefulSet", "orders", "orders-12")
+    assert not workload_pod("StatefulSet", "orders", "orders-consumer-0")
+    assert workload_pod("Deployment", "web", "web-7d4b9c8f6d-x2kqz")
+    assert not workload_pod("Deployment", "web", "web-canary-7d4b9c8f6d-x2kqz")
+    assert not workload_pod("Deployment", "web", "web-0")

@@ -18,7 +18,7 @@ from rebalancer.clients.kafka_errors import KafkaGatewayError
 from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.resolving import SecretUnavailable, read_secret_key, resolve_security
 from rebalancer.handlers.dependencies import Dependencies
-from rebalancer.handlers.ownership import ClaimIndex, conflicts_of
+from rebalancer.handlers.ownership import ClaimIndex, refusal_of
 from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.planning.triggers import (
@@ -121,8 +121,8 @@ async def enforce(
     namespace = namespace or "default"
     name = str(body.metadata.name)
     group_id = spec.get("groupId")
-    if conflicts_of(body, namespace, claims)[1]:
-        return  # an older resource owns the group: the observer says so
+    if refusal_of(body, namespace, claims, deps.hub) is not None:
+        return  # not this resource's group or workload to act on: the observer says so
     try:
         await _enforce(deps, body, spec, status, namespace, patch)
     except PermissionDenied as error:

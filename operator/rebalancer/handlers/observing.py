@@ -26,7 +26,7 @@ from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.learning import PodWatch, learning_status
-from rebalancer.handlers.ownership import ClaimIndex, conflicts_of
+from rebalancer.handlers.ownership import ClaimIndex, refusal_of
 from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.backoff import backoff_delay
 from rebalancer.planning.history_pods import PodRecordContext
@@ -48,7 +48,6 @@ from rebalancer.planning.observing import (
     coordinator_move_message,
     coordinator_moved,
 )
-from rebalancer.planning.ownership import NOT_OWNER, not_owner_message
 from rebalancer.planning.permissions import REASON as PERMISSION_DENIED
 from rebalancer.planning.permissions import denial_conditions
 from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
@@ -252,23 +251,24 @@ class Observer:
         self.last_failure_reason = None
 
     async def yields(self, body: kopf.Body) -> bool:
-        """Whether an older ConsumerGroup owns this one's group or workload. If so the group
-        is not observed: its status.group is removed, Ready and Degraded say who owns it, an
-        Event tells it once, and nothing is recorded or learned for it."""
-        claim, conflicts = conflicts_of(body, self.namespace, self.claims)
-        if claim is None or not conflicts:
+        """Whether this resource takes no action: an older ConsumerGroup owns its group or
+        workload, or the workload's consumers use another group id. If so the group is not
+        observed: its status.group is removed, Ready and Degraded say why (naming the owner,
+        or both group ids), an Event tells it once, and nothing is recorded or learned."""
+        refusal = refusal_of(body, self.namespace, self.claims, self.deps.hub)
+        if refusal is None:
             if self.not_owner_told is not None:
                 kopf.info(
                     body,
                     reason="OwnershipRestored",
-                    message="no other resource "
-                    "manages this group or workload any more; observing the group",
+                    message="this resource manages its group and workload again; observing "
+                    "the group",
                 )
                 self.not_owner_told = None
             return False
-        message = not_owner_message(claim, conflicts)
+        reason, message = refusal
         if message != self.not_owner_told:
-            kopf.warn(body, reason=NOT_OWNER, message=message)
+            kopf.warn(body, reason=reason, message=message)
             logger.warning("%s/%s: %s", self.namespace, self.name, message)
         self.not_owner_told = message
         # What an earlier look wrote described a group this resource does not manage.
@@ -277,9 +277,9 @@ class Observer:
         self.release()
         status = dict(body.get("status") or {})
         conditions = [
-            Condition(ConditionType.READY, ConditionStatus.FALSE, NOT_OWNER, message),
-            Condition(ConditionType.PROGRESSING, ConditionStatus.FALSE, NOT_OWNER, message),
-            Condition(ConditionType.DEGRADED, ConditionStatus.TRUE, NOT_OWNER, message),
+            Condition(ConditionType.READY, ConditionStatus.FALSE, reason, message),
+            Condition(ConditionType.PROGRESSING, ConditionStatus.FALSE, reason, message),
+            Condition(ConditionType.DEGRADED, ConditionStatus.TRUE, reason, message),
         ]
         merged = merge_conditions(
             status.get("conditions") or [],

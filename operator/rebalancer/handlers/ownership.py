@@ -7,16 +7,24 @@ webhook, and lets the daemons and timers ask whether their resource owns its fle
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import kopf
 
+from rebalancer.clients.receiving import ReportHub
 from rebalancer.planning.ownership import (
+    GROUP_MISMATCH,
+    NOT_OWNER,
     Claim,
     Conflict,
+    Sighting,
     admission_refusal,
     claim_keys,
     claim_of,
+    group_mismatch,
+    group_mismatch_message,
+    not_owner_message,
     yielding_to,
 )
 from rebalancer.structs.problems import SpecInvalid
@@ -65,6 +73,34 @@ def conflicts_of(
     if claim is None:
         return None, []
     return claim, yielding_to(claim, rivals(claim, claims))
+
+
+def sightings(hub: ReportHub, now: float, ttl: float) -> list[Sighting]:
+    """Every consumer that reported within `ttl`, with the group id it uses. The books are
+    read, not pruned: each group's observer prunes its own with its own TTL."""
+    seen: list[Sighting] = []
+    for book in list(hub.books.values()):
+        for key, report in list(book.latest.items()):
+            if now - report.received_at <= ttl and key not in book.stopped_at:
+                seen.append(Sighting(report.group_id, report.namespace, report.host))
+    return seen
+
+
+def refusal_of(
+    body: kopf.Body, namespace: str | None, claims: ClaimIndex | None, hub: ReportHub
+) -> tuple[str, str] | None:
+    """(reason, message) when this resource must take no action on its group or workload: an
+    older resource owns them, or the workload's consumers use another group id. None: act."""
+    claim, conflicts = conflicts_of(body, namespace, claims)
+    if claim is None:
+        return None
+    if conflicts:
+        return NOT_OWNER, not_owner_message(claim, conflicts)
+    ttl = float(parse_spec(body.get("spec")).policy.observe.report_ttl_seconds)
+    mismatch = group_mismatch(claim, sightings(hub, time.time(), ttl))
+    if mismatch is not None:
+        return GROUP_MISMATCH, group_mismatch_message(claim, *mismatch)
+    return None
 
 
 @kopf.index(GROUP, VERSION, PLURAL)

@@ -15,7 +15,7 @@ from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.rolling import ActuationFailed, Actuator, read_workload
 from rebalancer.handlers.dependencies import Dependencies
-from rebalancer.handlers.ownership import ClaimIndex, conflicts_of
+from rebalancer.handlers.ownership import ClaimIndex, conflicts_of, refusal_of
 from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.gate_templates import DEFAULT_IMAGE, GateOptions
 from rebalancer.planning.rollout_actions import (
@@ -204,9 +204,10 @@ async def _roll_out_forever(
         except SpecInvalid:
             await stopped.wait(5)  # validate() reports it; look again for the user's fix
             continue
-        if conflicts_of(body, namespace, claims)[1]:
-            # An older resource owns the workload: no parking, no gate, not even a hand-back
-            # (what is parked or held is the owner's). The observer says so.
+        if refusal_of(body, namespace, claims, deps.hub) is not None:
+            # An older resource owns the workload, or its consumers are another group's: no
+            # parking, no gate, not even a hand-back (what is parked or held is not this
+            # resource's). The observer says so.
             await _sleep_or_wake(stopped, wakeup, RESTING_POLL_SECONDS)
             continue
         resting = state.phase.value == "Idle" and not state.parked and not state.holding_deployment

@@ -23,7 +23,7 @@ from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
 from rebalancer.handlers.dependencies import Dependencies
-from rebalancer.handlers.ownership import ClaimIndex, conflicts_of
+from rebalancer.handlers.ownership import ClaimIndex, refusal_of
 from rebalancer.handlers.permissions import report_denied
 from rebalancer.handlers.rollouts import rollout_policy
 from rebalancer.planning.broker_delay import DelayWant, cluster_key_for
@@ -74,8 +74,8 @@ async def _reconcile(
     claims: ClaimIndex | None,
 ) -> None:
     deps: Dependencies = memo.deps
-    if conflicts_of(body, namespace, claims)[1]:
-        return  # an older resource owns the workload: the observer says so
+    if refusal_of(body, namespace, claims, deps.hub) is not None:
+        return  # not this resource's workload or group to act on: the observer says so
     try:
         spec = parse_spec(body.get("spec"))
         rollout = rollout_policy(body)

@@ -152,3 +152,59 @@ def not_owner_message(claim: Claim, conflicts: list[Conflict]) -> str:
         "workload (no rollout, gate, enforcement or settings) and reports no group status "
         "until the conflict is resolved"
     )
+
+
+# The reason a resource whose workload's consumers use another group id carries.
+GROUP_MISMATCH = "GroupMismatch"
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """One consumer seen running: the group id it uses and the pod it runs in."""
+
+    group_id: str
+    namespace: str | None
+    host: str
+
+
+def workload_pod(kind: str, name: str, host: str) -> bool:
+    """Whether a pod name is one the workload's controller makes: `<name>-<ordinal>` for a
+    StatefulSet, `<name>-<template hash>-<suffix>` for a Deployment's ReplicaSets."""
+    if not host.startswith(f"{name}-"):
+        return False
+    rest = host[len(name) + 1 :]
+    if kind == "StatefulSet":
+        return rest.isdigit()
+    parts = rest.split("-")
+    return len(parts) == 2 and all(part.isalnum() and part.islower() for part in parts)
+
+
+def group_mismatch(
+    claim: Claim, sightings: Iterable[Sighting]
+) -> tuple[str, tuple[str, ...]] | None:
+    """The group id the workload's consumers use instead of spec.groupId, with the pods seen
+    using it; None while any of its pods consumes as spec.groupId (a change of group under
+    way) or none is seen at all (nothing to say yet)."""
+    elsewhere: dict[str, set[str]] = {}
+    for sighting in sightings:
+        if sighting.namespace not in (None, claim.namespace):
+            continue
+        if not workload_pod(claim.workload_kind, claim.workload_name, sighting.host):
+            continue
+        if sighting.group_id == claim.group_id:
+            return None
+        elsewhere.setdefault(sighting.group_id, set()).add(sighting.host)
+    if not elsewhere:
+        return None
+    group_id, pods = max(elsewhere.items(), key=lambda item: (len(item[1]), item[0]))
+    return group_id, tuple(sorted(pods))
+
+
+def group_mismatch_message(claim: Claim, other_group: str, pods: tuple[str, ...]) -> str:
+    shown = ", ".join(pods[:5]) + (f" and {len(pods) - 5} more" if len(pods) > 5 else "")
+    return (
+        f"the consumers of {claim.workload} consume as group {other_group!r}, not spec.groupId "
+        f"{claim.group_id!r} (member reports of {shown}); this resource takes no action on the "
+        "workload (no rollout, gate, enforcement or settings) and reports no group until they "
+        f"match: set spec.groupId to {other_group!r} or spec.workload to this group's workload"
+    )
