@@ -209,6 +209,11 @@ def run(args: argparse.Namespace) -> int:
         admission=admission,
     )
     memo = kopf.Memo(settings=settings)
+    if admission is None:
+        # kopf stops the operator when validating handlers are registered and no webhook server
+        # is configured. Without --admission-port the webhook is simply not served (the run-time
+        # ownership checks still hold), so its handlers are left out of this run.
+        kopf.get_default_registry()._webhooks._handlers.clear()
     kopf.run(
         standalone=True,
         clusterwide=settings.clusterwide,
