@@ -391,13 +391,13 @@ def test_with_no_history_store_the_pods_are_not_listed(monkeypatch: pytest.Monke
 
     from rebalancer.handlers import learning
 
-    async def exists(*_: object) -> bool:
-        return True
+    async def exists(*_: object) -> int:
+        return 3
 
     async def listed(*_: object) -> None:
         raise AssertionError("the pods were listed with nowhere to record them")
 
-    monkeypatch.setattr(learning, "workload_exists", exists)
+    monkeypatch.setattr(learning, "workload_replicas", exists)
     monkeypatch.setattr(learning, "read_workload", listed)
     spec = SimpleNamespace(
         workload=SimpleNamespace(kind=SimpleNamespace(value="StatefulSet"), name="orders"),
@@ -407,4 +407,4 @@ def test_with_no_history_store_the_pods_are_not_listed(monkeypatch: pytest.Monke
     looked = asyncio.run(
         learning.PodWatch().look(deps, "shop", spec, context=None, joins=())  # type: ignore[arg-type]
     )
-    assert looked == ([], True)
+    assert looked == ([], 3)

@@ -89,18 +89,25 @@ async def patch_status(
 
 
 async def workload_exists(api: KubernetesApi, namespace: str, kind: str, name: str) -> bool:
+    return await workload_replicas(api, namespace, kind, name) is not None
+
+
+async def workload_replicas(api: KubernetesApi, namespace: str, kind: str, name: str) -> int | None:
+    """The workload's spec.replicas (what it is scaled to), or None when it does not exist."""
     reader = (
         api.apps.read_namespaced_stateful_set
         if kind == "StatefulSet"
         else api.apps.read_namespaced_deployment
     )
     try:
-        await asyncio.to_thread(reader, name, namespace)
+        body = await asyncio.to_thread(reader, name, namespace)
     except ApiException as error:
         if error.status == 404:
-            return False
+            return None
         raise
-    return True
+    replicas = getattr(getattr(body, "spec", None), "replicas", None)
+    # The API server defaults an unset spec.replicas to 1.
+    return 1 if replicas is None else int(replicas)
 
 
 async def patch_policy(

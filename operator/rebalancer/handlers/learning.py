@@ -11,7 +11,7 @@ from typing import Any
 
 import kopf
 
-from rebalancer.clients.patching import patch_policy, workload_exists
+from rebalancer.clients.patching import patch_policy, workload_replicas
 from rebalancer.clients.recording import day_of
 from rebalancer.clients.rolling import read_workload
 from rebalancer.handlers.dependencies import Dependencies
@@ -88,20 +88,20 @@ class PodWatch:
         *,
         context: PodRecordContext,
         joins: Sequence[RecordedJoin],
-    ) -> tuple[list[RebalanceEvent], bool]:
-        """(pod records to write, whether the workload exists)."""
+    ) -> tuple[list[RebalanceEvent], int | None]:
+        """(pod records to write, the workload's spec.replicas; None: it does not exist)."""
         kind, name = spec.workload.kind, spec.workload.name
         due = self.looked_at is None or time.monotonic() - self.looked_at >= POD_LOOK_SECONDS
         # No store, nothing to write: the pod list would be requests for nothing.
         recording = spec.policy.history_enabled and deps.recorder.root is not None
         if not recording or not due:
-            exists = await workload_exists(deps.kube, namespace, kind.value, name)
+            replicas = await workload_replicas(deps.kube, namespace, kind.value, name)
             if not recording:
-                return [], exists
+                return [], replicas
             events, self.tracking = track_pods(
                 self.tracking, None, now=time.time(), context=context, joins=joins
             )
-            return events, exists
+            return events, replicas
         workload = await read_workload(deps.kube, namespace, kind, name)
         self.looked_at = time.monotonic()
         first = not self.tracking.looked
@@ -112,7 +112,7 @@ class PodWatch:
         )
         if first:
             events = await self._unwritten(deps, namespace, events)
-        return events, workload is not None
+        return events, None if workload is None else workload.replicas
 
     async def _unwritten(
         self, deps: Dependencies, namespace: str, events: list[RebalanceEvent]

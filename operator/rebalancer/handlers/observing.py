@@ -199,7 +199,7 @@ class Observer:
         pod_context = PodRecordContext(
             join_context, snapshot.members, snapshot.state, total, in_force
         )
-        pod_records, found = await self.pods.look(
+        pod_records, replicas = await self.pods.look(
             self.deps, self.namespace, spec, context=pod_context, joins=self.joins.recent
         )
         if spec.policy.history_enabled:
@@ -213,8 +213,10 @@ class Observer:
         # Remembered once told: an observation that fails before this tells it the next time.
         if snapshot.coordinator is not None:
             self.coordinator = snapshot.coordinator
-        conditions = observed_conditions(snapshot)
-        if not found:
+        # Scaled to zero (KEDA, a pause, kubectl scale): an Empty group is what was asked for.
+        at_zero = f"{spec.workload.kind.value} {spec.workload.name}" if replicas == 0 else None
+        conditions = observed_conditions(snapshot, scaled_to_zero=at_zero)
+        if replicas is None:
             message = (
                 f"{spec.workload.kind.value} {self.namespace}/{spec.workload.name} not found; "
                 "create it or fix spec.workload.name"

@@ -61,8 +61,11 @@ def render_group(
     return group
 
 
-def observed_conditions(snapshot: GroupSnapshot) -> list[Condition]:
-    """Conditions after a successful observation."""
+def observed_conditions(
+    snapshot: GroupSnapshot, scaled_to_zero: str | None = None
+) -> list[Condition]:
+    """Conditions after a successful observation; `scaled_to_zero` names the workload when its
+    spec.replicas is 0."""
     partitions = ""
     if snapshot.assigned_partitions is not None and snapshot.total_partitions is not None:
         partitions = (
@@ -79,6 +82,16 @@ def observed_conditions(snapshot: GroupSnapshot) -> list[Condition]:
     }
     if snapshot.settled:
         ready = Condition(ConditionType.READY, ConditionStatus.TRUE, "GroupStable", summary)
+    elif scaled_to_zero is not None and snapshot.members == 0 and not rebalancing:
+        # Asked for (KEDA's scale to zero, a pause, kubectl scale): not a fault, so Ready, as a
+        # Deployment of 0 replicas is Available, and no alert on Ready False goes off.
+        ready = Condition(
+            ConditionType.READY,
+            ConditionStatus.TRUE,
+            "ScaledToZero",
+            f"{scaled_to_zero} is scaled to zero: the group is {snapshot.state} with no members, "
+            "as asked; it becomes Ready GroupStable once consumers join again",
+        )
     elif rebalancing:
         ready = Condition(ConditionType.READY, ConditionStatus.FALSE, "Rebalancing", summary)
     elif snapshot.state == "Stable":
