@@ -121,10 +121,8 @@ async def enforce(
     namespace = namespace or "default"
     name = str(body.metadata.name)
     group_id = spec.get("groupId")
-    if refusal_of(body, namespace, claims, deps.hub) is not None:
-        return  # not this resource's group or workload to act on: the observer says so
     try:
-        await _enforce(deps, body, spec, status, namespace, patch)
+        await _enforce(deps, body, spec, status, namespace, patch, claims)
     except PermissionDenied as error:
         report_denied(deps, body, namespace, name, "enforce", error, group_id)
         raise kopf.TemporaryError(f"enforcement: {error}", delay=30) from None
@@ -139,6 +137,7 @@ async def _enforce(
     status: kopf.Status,
     namespace: str,
     patch: kopf.Patch,
+    claims: ClaimIndex | None = None,
 ) -> None:
     try:
         parsed = parse_spec(dict(spec))
@@ -147,6 +146,8 @@ async def _enforce(
         return  # the change handler has reported it
     if not policy.enabled:
         return
+    if refusal_of(body, namespace, claims, deps.hub) is not None:
+        return  # not this resource's group or workload to act on: the observer says so
     previous = dict(status.get("enforcement") or {})
     pattern = parsed.subscription.pattern
     if pattern and pattern_takes_control_topics(pattern, parsed.group_id):

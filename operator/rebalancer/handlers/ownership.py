@@ -8,6 +8,7 @@ webhook, and lets the daemons and timers ask whether their resource owns its fle
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -25,6 +26,7 @@ from rebalancer.planning.ownership import (
     group_mismatch,
     group_mismatch_message,
     not_owner_message,
+    sightings_by_workload,
     yielding_to,
 )
 from rebalancer.structs.problems import SpecInvalid
@@ -75,15 +77,38 @@ def conflicts_of(
     return claim, yielding_to(claim, rivals(claim, claims))
 
 
-def sightings(hub: ReportHub, now: float, ttl: float) -> list[Sighting]:
-    """Every consumer that reported within `ttl`, with the group id it uses. The books are
-    read, not pruned: each group's observer prunes its own with its own TTL."""
-    seen: list[Sighting] = []
-    for book in list(hub.books.values()):
-        for key, report in list(book.latest.items()):
-            if now - report.received_at <= ttl and key not in book.stopped_at:
-                seen.append(Sighting(report.group_id, report.namespace, report.host))
-    return seen
+# Reports read at most this often for every check together: the checks run before each step
+# of every resource, and reading every report each time would grow with groups times members.
+SIGHTINGS_MAX_AGE_SECONDS = 1.0
+
+
+@dataclass
+class _Sightings:
+    at: float = float("-inf")
+    by_workload: dict[tuple[str, str], list[tuple[float, Sighting]]] = field(default_factory=dict)
+
+
+_cache: dict[int, _Sightings] = {}
+
+
+def sightings(hub: ReportHub, kind: str, name: str, now: float, ttl: float) -> list[Sighting]:
+    """The consumers that reported within `ttl` from pods named as the workload's, with the
+    group id each uses. The books are read, not pruned: each group's observer prunes its own
+    with its own TTL."""
+    cached = _cache.setdefault(id(hub), _Sightings())
+    if now - cached.at > SIGHTINGS_MAX_AGE_SECONDS:
+        received: dict[Sighting, float] = {}
+        for book in list(hub.books.values()):
+            for key, report in list(book.latest.items()):
+                if key not in book.stopped_at:
+                    seen = Sighting(report.group_id, report.namespace, report.host)
+                    received[seen] = max(received.get(seen, 0.0), report.received_at)
+        filed = sightings_by_workload(received)
+        cached.by_workload = {
+            key: [(received[seen], seen) for seen in found] for key, found in filed.items()
+        }
+        cached.at = now
+    return [seen for at, seen in cached.by_workload.get((kind, name), []) if now - at <= ttl]
 
 
 def refusal_of(
@@ -97,7 +122,8 @@ def refusal_of(
     if conflicts:
         return NOT_OWNER, not_owner_message(claim, conflicts)
     ttl = float(parse_spec(body.get("spec")).policy.observe.report_ttl_seconds)
-    mismatch = group_mismatch(claim, sightings(hub, time.time(), ttl))
+    seen = sightings(hub, claim.workload_kind, claim.workload_name, time.time(), ttl)
+    mismatch = group_mismatch(claim, seen)
     if mismatch is not None:
         return GROUP_MISMATCH, group_mismatch_message(claim, *mismatch)
     return None

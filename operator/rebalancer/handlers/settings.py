@@ -74,8 +74,6 @@ async def _reconcile(
     claims: ClaimIndex | None,
 ) -> None:
     deps: Dependencies = memo.deps
-    if refusal_of(body, namespace, claims, deps.hub) is not None:
-        return  # not this resource's workload or group to act on: the observer says so
     try:
         spec = parse_spec(body.get("spec"))
         rollout = rollout_policy(body)
@@ -91,6 +89,8 @@ async def _reconcile(
     managed = policy.settings is not None or policy.broker_delay is not None
     if not managed and not sidecar_policy.inject and not previous:
         return
+    if refusal_of(body, namespace, claims, deps.hub) is not None:
+        return  # not this resource's workload or group to act on: the observer says so
     profile = (
         None if spec.kafka.profile.value == "auto" else BrokerProfile(spec.kafka.profile.value)
     )

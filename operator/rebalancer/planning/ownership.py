@@ -179,6 +179,20 @@ def workload_pod(kind: str, name: str, host: str) -> bool:
     return len(parts) == 2 and all(part.isalnum() and part.islower() for part in parts)
 
 
+def sightings_by_workload(
+    sightings: Iterable[Sighting],
+) -> dict[tuple[str, str], list[Sighting]]:
+    """Sightings filed under each (kind, workload name) their pod name could belong to, so
+    that a check looks up its own workload instead of reading every report."""
+    found: dict[tuple[str, str], list[Sighting]] = {}
+    for sighting in sightings:
+        for kind, parts in (("StatefulSet", 1), ("Deployment", 2)):
+            pieces = sighting.host.rsplit("-", parts)
+            if len(pieces) == parts + 1 and workload_pod(kind, pieces[0], sighting.host):
+                found.setdefault((kind, pieces[0]), []).append(sighting)
+    return found
+
+
 def group_mismatch(
     claim: Claim, sightings: Iterable[Sighting]
 ) -> tuple[str, tuple[str, ...]] | None:

@@ -13,6 +13,7 @@ from rebalancer.planning.ownership import (
     group_mismatch_message,
     normalise_servers,
     not_owner_message,
+    sightings_by_workload,
     workload_pod,
     yielding_to,
 )
@@ -134,3 +135,15 @@ def test_pod_names_of_a_workload() -> None:
     assert workload_pod("Deployment", "web", "web-7d4b9c8f6d-x2kqz")
     assert not workload_pod("Deployment", "web", "web-canary-7d4b9c8f6d-x2kqz")
     assert not workload_pod("Deployment", "web", "web-0")
+
+
+def test_sightings_are_filed_under_every_workload_their_pod_name_fits() -> None:
+    seen = [
+        Sighting("orders", None, "orders-consumer-0"),
+        Sighting("web", None, "web-7d4b9c8f6d-x2kqz"),
+        Sighting("x", None, "laptop"),
+    ]
+    filed = sightings_by_workload(seen)
+    assert filed[("StatefulSet", "orders-consumer")] == [seen[0]]
+    assert filed[("Deployment", "web")] == [seen[1]]
+    assert all(seen[2] not in found for found in filed.values())
