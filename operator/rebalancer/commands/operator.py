@@ -152,12 +152,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     import kopf
 
+    # Importing the handler modules registers their handlers with kopf.
     import rebalancer.handlers.enforcing
     import rebalancer.handlers.groups
     import rebalancer.handlers.ownership
     import rebalancer.handlers.rollouts
     import rebalancer.handlers.settings
-    import rebalancer.handlers.startup  # noqa: F401  (registers the handlers)
+    import rebalancer.handlers.startup
     from rebalancer.settings import AdmissionSettings, OperatorSettings, token_from_environment
 
     logging.basicConfig(
@@ -209,11 +210,10 @@ def run(args: argparse.Namespace) -> int:
         admission=admission,
     )
     memo = kopf.Memo(settings=settings)
-    if admission is None:
-        # kopf stops the operator when validating handlers are registered and no webhook server
-        # is configured. Without --admission-port the webhook is simply not served (the run-time
-        # ownership checks still hold), so its handlers are left out of this run.
-        kopf.get_default_registry()._webhooks._handlers.clear()
+    if admission is not None:
+        # Only then: kopf stops an operator with admission handlers and no webhook server.
+        # Without --admission-port the run-time ownership checks still hold.
+        rebalancer.handlers.ownership.register_webhook()
     kopf.run(
         standalone=True,
         clusterwide=settings.clusterwide,

@@ -142,18 +142,23 @@ def claims(body: kopf.Body, namespace: str | None, **_: Any) -> dict[tuple[str, 
     return {key: claim for key in claim_keys(claim)}
 
 
-# failurePolicy Ignore: an operator that is down or unreachable never blocks a write to a
-# ConsumerGroup (not even removing a finalizer by hand); what slips through meanwhile is caught
-# at run time, where the newer resource takes no action (docs/ownership.md).
-@kopf.on.validate(
-    GROUP,
-    VERSION,
-    PLURAL,
-    id="ownership",
-    operations=["CREATE", "UPDATE"],
-    ignore_failures=True,
-    side_effects=False,
-)
+def register_webhook() -> None:
+    """Register the validating webhook's handler, for a run that serves it: kopf stops an
+    operator whose registry holds admission handlers but that has no webhook server."""
+    # failurePolicy Ignore: an operator that is down or unreachable never blocks a write to a
+    # ConsumerGroup (not even removing a finalizer by hand); what slips through meanwhile is
+    # caught at run time, where the newer resource takes no action (docs/ownership.md).
+    kopf.on.validate(
+        GROUP,
+        VERSION,
+        PLURAL,
+        id="ownership",
+        operations=["CREATE", "UPDATE"],
+        ignore_failures=True,
+        side_effects=False,
+    )(refuse_conflicts)
+
+
 def refuse_conflicts(
     body: kopf.Body,
     namespace: str | None,
