@@ -112,6 +112,12 @@ GROUP_LAST_OBSERVATION = Gauge(
     GROUP_LABELS,
     registry=REGISTRY,
 )
+LEADER = Gauge(
+    "rebalancer_leader",
+    "1 while this replica is the one that acts (the leader of its peering), else 0; "
+    "1 when the operator runs without leader election.",
+    registry=REGISTRY,
+)
 GROUP_READY = Gauge(
     "rebalancer_group_ready",
     "1 when the ConsumerGroup's Ready condition is True, else 0.",
@@ -267,6 +273,10 @@ def record_observation_duration(seconds: float, *, succeeded: bool) -> None:
 
 def record_report_accepted() -> None:
     REPORTS_ACCEPTED.inc()
+
+
+def record_leader(leading: bool) -> None:
+    LEADER.set(1 if leading else 0)
 
 
 def record_report_unclaimed() -> None:

@@ -24,6 +24,26 @@ class AdmissionSettings:
 
 
 @dataclass(frozen=True)
+class PeeringSettings:
+    """Leader election through kopf's peering (docs/high-availability.md)."""
+
+    # The ClusterKopfPeering object the replicas share; the chart creates it.
+    name: str
+    # Seconds a replica's keep-alive counts: a replica silent for that long is taken as dead
+    # and the next one in line takes over.
+    lifetime_seconds: int
+    # This replica's entry in the peering object: the pod's name in a cluster.
+    identity: str
+    # Higher leads; set from the start time so the oldest live replica leads and a restarted
+    # one never preempts the replica that took over from it.
+    priority: int
+    # The pod to label rebalancer.dev/active (the Services send traffic to the leader only);
+    # None outside a pod.
+    pod_namespace: str | None = None
+    pod_name: str | None = None
+
+
+@dataclass(frozen=True)
 class OperatorSettings:
     kubeconfig: Path | None = None
     context: str | None = None
@@ -46,6 +66,8 @@ class OperatorSettings:
     gate_bypass_after_seconds: int = 120
     # The validating admission webhook (handlers.ownership): off without a port.
     admission: AdmissionSettings | None = None
+    # Leader election among replicas; None runs standalone (one replica).
+    peering: PeeringSettings | None = None
 
     @property
     def clusterwide(self) -> bool:

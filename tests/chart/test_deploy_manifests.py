@@ -30,10 +30,18 @@ def test_plain_manifests_install_into_their_own_namespace() -> None:
     manifests = [doc for doc in yaml.safe_load_all(text) if doc]
     assert manifests[0]["kind"] == "Namespace"
     namespace = manifests[0]["metadata"]["name"]
-    assert manifests[1]["kind"] == "CustomResourceDefinition"
-    crd = (ROOT / "crds" / "consumergroups.rebalancer.dev.yaml").read_text(encoding="utf-8")
-    assert manifests[1] == yaml.safe_load(crd)
-    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+    # The CRDs come next, as in crds/: ConsumerGroup's and kopf's peering for leader election.
+    for source in sorted((ROOT / "crds").glob("*.yaml")):
+        crd = yaml.safe_load(source.read_text(encoding="utf-8"))
+        assert crd in manifests[1:3], f"{source.name} is not among the first manifests"
+    assert {doc["kind"] for doc in manifests[1:3]} == {"CustomResourceDefinition"}
+    cluster_scoped = {
+        "Namespace",
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ClusterKopfPeering",
+    }
     for manifest in manifests:
         if manifest["kind"] not in cluster_scoped:
             assert manifest["metadata"]["namespace"] == namespace, manifest["kind"]

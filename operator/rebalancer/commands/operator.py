@@ -6,8 +6,18 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
+
+if TYPE_CHECKING:
+    from rebalancer.settings import PeeringSettings
+
+# kopf sends a keep-alive 5 to 10 s before the lifetime ends (at least every second): 10 s
+# keeps a takeover under 15 s with a keep-alive every 1 to 5 s. Below 5 s a busy leader's
+# keep-alive could come late and a standby would act beside it.
+DEFAULT_PEERING_LIFETIME = 10
+MIN_PEERING_LIFETIME = 5
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -128,6 +138,22 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "instead; default: none)",
     )
     parser.add_argument(
+        "--peering",
+        default=None,
+        metavar="NAME",
+        help="elect a leader among replicas through the ClusterKopfPeering NAME: only the "
+        "leader acts, the others wait paused and take over when it stops (the chart sets it; "
+        "default: none, one replica runs alone)",
+    )
+    parser.add_argument(
+        "--peering-lifetime",
+        type=int,
+        default=DEFAULT_PEERING_LIFETIME,
+        metavar="SECONDS",
+        help="seconds after its last keep-alive a silent leader counts as dead and a standby "
+        f"takes over (default: {DEFAULT_PEERING_LIFETIME}; at least {MIN_PEERING_LIFETIME})",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -147,6 +173,13 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"rebalancer operator: --gate-bypass-after-seconds {bypass} must be 0 (never bypass) "
             "or at least 30 (the chart's gate.bypassAfterSeconds)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.peering_lifetime < MIN_PEERING_LIFETIME:
+        print(
+            f"rebalancer operator: --peering-lifetime {args.peering_lifetime} must be at least "
+            f"{MIN_PEERING_LIFETIME} (seconds; the chart's leaderElection.lifetimeSeconds)",
             file=sys.stderr,
         )
         return 2
@@ -193,6 +226,9 @@ def run(args: argparse.Namespace) -> int:
             keyfile=args.admission_key,
             configuration=args.admission_configuration,
         )
+    peering = None
+    if args.peering is not None:
+        peering = _peering_settings(args.peering, args.peering_lifetime)
     settings = OperatorSettings(
         kubeconfig=args.kubeconfig,
         context=args.context,
@@ -208,6 +244,7 @@ def run(args: argparse.Namespace) -> int:
         gate_image=args.gate_image,
         gate_bypass_after_seconds=args.gate_bypass_after_seconds,
         admission=admission,
+        peering=peering,
     )
     memo = kopf.Memo(settings=settings)
     if admission is not None:
@@ -215,10 +252,38 @@ def run(args: argparse.Namespace) -> int:
         # Without --admission-port the run-time ownership checks still hold.
         rebalancer.handlers.ownership.register_webhook()
     kopf.run(
-        standalone=True,
+        standalone=peering is None,
+        peering_name=None if peering is None else peering.name,
+        priority=None if peering is None else peering.priority,
+        # kopf's own identity would be its host name: a pod's name, the entry the pod's label
+        # and the logs name, unless the pod sets POD_ID.
+        identity=None if peering is None else cast(Any, peering.identity),
         clusterwide=settings.clusterwide,
         namespaces=list(settings.namespaces),
         memo=memo,
         liveness_endpoint=settings.liveness_url,
     )
     return 0
+
+
+def _peering_settings(name: str, lifetime: int) -> PeeringSettings:
+    """This replica's place in the election: named after its pod (POD_NAME, POD_NAMESPACE from
+    the downward API), else after the host and process; ranked by its start time."""
+    import os
+    import random
+    import socket
+    import time
+
+    from rebalancer.planning.leadership import priority_for_start
+    from rebalancer.settings import PeeringSettings
+
+    pod_name = os.environ.get("POD_NAME") or None
+    pod_namespace = os.environ.get("POD_NAMESPACE") or None
+    return PeeringSettings(
+        name=name,
+        lifetime_seconds=lifetime,
+        identity=pod_name or f"{socket.gethostname()}/{os.getpid()}",
+        priority=priority_for_start(time.time(), random.randrange(1000)),
+        pod_name=pod_name,
+        pod_namespace=pod_namespace,
+    )

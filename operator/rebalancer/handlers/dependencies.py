@@ -35,6 +35,8 @@ class Dependencies:
     denials: DenialBook = field(default_factory=DenialBook)
     # The check of what every group needs (clients.permissions.follow_permissions).
     permission_check: asyncio.Task[None] | None = None
+    # Who leads, for the active pod's label (clients.leading.follow_leadership).
+    leadership: asyncio.Task[None] | None = None
 
     def rollout_wakeup(self, namespace: str, name: str) -> asyncio.Event:
         event = self.rollout_wakeups.get((namespace, name))

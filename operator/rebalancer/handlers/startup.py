@@ -14,11 +14,18 @@ from rebalancer.clients.certificates import make_self_signed
 from rebalancer.clients.enforcing import SidecarClient
 from rebalancer.clients.kafka_admin import AdminPool
 from rebalancer.clients.kubernetes_api import connect, connection_details
+from rebalancer.clients.leading import (
+    PeeringMissing,
+    check_peering,
+    follow_leadership,
+    label_pod,
+)
 from rebalancer.clients.permissions import follow_permissions
 from rebalancer.clients.receiving import ReportHub, ReportServer
 from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
 from rebalancer.handlers.dependencies import Dependencies
+from rebalancer.metrics import record_leader
 from rebalancer.settings import AdmissionSettings, OperatorSettings
 
 PREFIX = "rebalancer.dev"
@@ -40,6 +47,22 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     if config.admission is not None:
         _serve_admission(settings, config.admission)
     kube = connect(config.kubeconfig, config.context)
+    peering = config.peering
+    if peering is None:
+        record_leader(True)
+    else:
+        # One ClusterKopfPeering for every mode: a namespaced operator would otherwise elect
+        # in each watched namespace apart, and two leaders could split the namespaces.
+        settings.peering.clusterwide = True
+        settings.peering.lifetime = peering.lifetime_seconds
+        try:
+            await check_peering(kube, peering)
+        except PeeringMissing as error:
+            raise kopf.PermanentError(str(error)) from None
+        # Standby until the peering says otherwise: a pod restarted after a kill still carries
+        # the active label of its previous run, and the Services must not pick it meanwhile.
+        await label_pod(kube, peering, False)
+        record_leader(False)
     hub = ReportHub()
     deps = Dependencies(
         settings=config,
@@ -58,6 +81,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     deps.permission_check = asyncio.create_task(
         follow_permissions(kube, config.namespaces, deps.denials)
     )
+    if peering is not None:
+        deps.leadership = asyncio.create_task(follow_leadership(kube, peering))
     memo.deps = deps
 
 
@@ -110,6 +135,8 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
         return
     if deps.permission_check is not None:
         deps.permission_check.cancel()
+    if deps.leadership is not None:
+        deps.leadership.cancel()
     if deps.server is not None:
         await deps.server.stop()
     deps.pool.close_all()
