@@ -32,7 +32,8 @@ from rebalancer.lab.manifests import GATE_RULES
 ALL_GATE = {"gate": ALL_FEATURES["gate"]}
 
 # Kinds of the Prometheus Operator: kubernetes-validate has no schema for them.
-UNVALIDATED_KINDS = {"ServiceMonitor", "PrometheusRule"}
+# ClusterKopfPeering: kopf's peering kind, a custom resource with no published schema.
+UNVALIDATED_KINDS = {"ServiceMonitor", "PrometheusRule", "ClusterKopfPeering"}
 
 
 # The oldest Kubernetes the chart supports (Chart.yaml's kubeVersion) and the newest known.
@@ -88,12 +89,15 @@ def test_default_install(helm: Helm) -> None:
     assert kinds == sorted(
         [
             "CustomResourceDefinition",
+            "CustomResourceDefinition",
             "ServiceAccount",
             "ConfigMap",
             "ClusterRole",
             "ClusterRoleBinding",
             "Service",
             "Deployment",
+            # Leader election's peering object.
+            "ClusterKopfPeering",
             # The admission webhook: its Service, its certificate helm made, its configuration.
             "Service",
             "Secret",
@@ -101,8 +105,11 @@ def test_default_install(helm: Helm) -> None:
         ]
     )
     deployment = only(manifests, "Deployment")
-    assert deployment["spec"]["replicas"] == 1
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+    }
     main = container(manifests)
     assert main["image"] == f"ghcr.io/rebalancer-dev/rebalancer:{__version__}"
     assert main["command"] == ["rebalancer"]
@@ -115,6 +122,8 @@ def test_default_install(helm: Helm) -> None:
         "--status-refresh-seconds=60",
         f"--gate-image=ghcr.io/rebalancer-dev/rebalancer:{__version__}",
         "--gate-bypass-after-seconds=120",
+        "--peering=rebalancer",
+        "--peering-lifetime=10",
         "--admission-port=9443",
         "--admission-cert=/etc/rebalancer/webhook/tls.crt",
         "--admission-key=/etc/rebalancer/webhook/tls.key",
@@ -131,9 +140,16 @@ def test_default_install(helm: Helm) -> None:
     assert service["spec"]["ports"] == [
         {"name": "http", "port": 8090, "targetPort": "http", "protocol": "TCP"}
     ]
-    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    # The Services send traffic to the leader's pod only (it labels itself).
+    active = {**deployment["spec"]["selector"]["matchLabels"], "rebalancer.dev/active": "true"}
+    assert service["spec"]["selector"] == active
+    (webhook,) = [s for s in by_kind(manifests, "Service") if s["metadata"]["name"] != "rebalancer"]
+    assert webhook["spec"]["selector"] == active
+    assert {e["name"] for e in main["env"]} >= {"POD_NAME", "POD_NAMESPACE"}
+    assert only(manifests, "ClusterKopfPeering")["metadata"]["name"] == "rebalancer"
     for manifest in manifests:
         if manifest["kind"] not in {
+            "ClusterKopfPeering",
             "CustomResourceDefinition",
             "ClusterRole",
             "ClusterRoleBinding",
@@ -260,6 +276,7 @@ def test_optional_objects_can_be_switched_off(helm: Helm) -> None:
         "ServiceAccount",
         "Service",
         "Deployment",
+        "ClusterKopfPeering",  # leader election is no RBAC: its object stays
     }
 
 
@@ -311,7 +328,7 @@ def test_cert_manager_issues_the_webhook_certificate_when_installed(helm: Helm) 
 def test_schema_rejects_bad_values_clearly(helm: Helm) -> None:
     cases = {
         "replicaCount=two": "replicaCount: Invalid type. Expected: integer, given: string",
-        "replicaCount=2": "replicaCount: Must be less than or equal to 1",
+        "leaderElection.lifetimeSeconds=2": "leaderElection.lifetimeSeconds: Must be greater",
         "operator.logLevel=LOUD": "operator.logLevel must be one of the following",
         "operator.watchNamespaces[0]=Team_A": "operator.watchNamespaces.0: Does not match pattern",
         "serviceMonitor.interval=often": "serviceMonitor.interval: Does not match pattern",
@@ -324,6 +341,25 @@ def test_schema_rejects_bad_values_clearly(helm: Helm) -> None:
         assert result.returncode != 0, setting
         assert "values don't meet the specifications of the schema" in result.stderr
         assert message in result.stderr, (setting, result.stderr)
+
+
+def test_replicas_without_leader_election_are_refused_by_name(helm: Helm) -> None:
+    refused = helm.template(None, "--set", "leaderElection.enabled=false")
+    assert refused.returncode != 0
+    assert "replicaCount 2 needs leaderElection.enabled=true" in refused.stderr, refused.stderr
+    alone = helm.render({"leaderElection": {"enabled": False}, "replicaCount": 1})
+    deployment = only(alone, "Deployment")
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert not [arg for arg in container(alone)["args"] if arg.startswith("--peering")]
+    assert not by_kind(alone, "ClusterKopfPeering")
+    # A ReadWriteOnce history claim keeps the replicas on one node (each mounts it); a
+    # ReadWriteMany one lets them spread.
+    once = only(helm.render({"history": {"enabled": True}}), "Deployment")["spec"]["template"]
+    affinity = once["spec"]["affinity"]["podAffinity"]
+    terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms[0]["topologyKey"] == "kubernetes.io/hostname", terms
+    shared = {"history": {"enabled": True, "persistence": {"accessModes": ["ReadWriteMany"]}}}
+    assert "affinity" not in only(helm.render(shared), "Deployment")["spec"]["template"]["spec"]
 
 
 def test_every_value_is_commented() -> None:

@@ -114,18 +114,39 @@ ALLOWED: dict[Grant, Use] = {
     ("", "namespaces", "watch"): Use(
         "with --namespace, kopf notices watched namespaces being created later", KOPF_NAMESPACES
     ),
+    ("kopf.dev", "clusterkopfpeerings", "list"): Use(
+        "leader election: kopf lists the peering objects before it watches them", KOPF_WATCH
+    ),
+    ("kopf.dev", "clusterkopfpeerings", "watch"): Use(
+        "leader election: kopf watches the other replicas' keep-alives", KOPF_WATCH
+    ),
+    ("kopf.dev", "clusterkopfpeerings", "get"): Use(
+        "leader election: the release's peering object is checked at start and read for the "
+        "active pod's label",
+        "rebalancer.clients.leading:follow_leadership",
+    ),
+    ("kopf.dev", "clusterkopfpeerings", "patch"): Use(
+        "leader election: each replica writes its keep-alive", "kopf._core.engines.peering:touch"
+    ),
 }
+# The one object of a kind the operator reads and writes by name: the release's peering.
+NAMED = {"clusterkopfpeerings": ["rebalancer"]}
+# The Role in the release's namespace with which each replica labels its own pod active or not.
+LEADER_ROLE = "rebalancer-leader"
 
 # Grants only the cluster-wide ClusterRole may hold when given namespaces are watched: the
 # resources are cluster-scoped, so no Role can grant them.
-CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces"}
+CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces", "clusterkopfpeerings"}
 # Granted only when a value asks for them (rbac.strimzi) or in one mode (namespaces).
 OPTIONAL = {"namespaces", "kafkas"}
 
 
 def grants(role: Manifest) -> Iterator[Grant]:
     for rule in role.get("rules") or []:
-        assert "resourceNames" not in rule and "nonResourceURLs" not in rule, rule
+        assert "nonResourceURLs" not in rule, rule
+        if "resourceNames" in rule:
+            assert [rule["resourceNames"]] == [NAMED.get(r) for r in rule["resources"]], rule
+            assert set(rule["verbs"]) <= {"get", "patch"}, rule
         for group in rule.get("apiGroups") or []:
             for resource in rule.get("resources") or []:
                 for verb in rule.get("verbs") or []:
@@ -148,6 +169,7 @@ def test_every_allowed_grant_names_code_that_exists() -> None:
 def test_clusterwide_grants_are_allowed_and_nothing_else(helm: Helm) -> None:
     manifests = helm.render()
     cluster = granted(manifests, "ClusterRole")
+    # The ClusterRole's pod patch also lets each replica label its own pod: no leader Role.
     assert not by_kind(manifests, "Role")
     for grant in cluster:
         assert "*" not in grant, f"wildcard grant {grant}"
@@ -162,7 +184,10 @@ def test_namespaced_grants_stay_in_the_watched_namespaces(helm: Helm) -> None:
     manifests = helm.render(NAMESPACED)
     cluster = granted(manifests, "ClusterRole")
     assert {resource for _, resource, _ in cluster} == CLUSTER_SCOPED
-    roles = by_kind(manifests, "Role")
+    (leader,) = [r for r in by_kind(manifests, "Role") if r["metadata"]["name"] == LEADER_ROLE]
+    assert leader["metadata"]["namespace"] == "rebalancer"
+    assert set(grants(leader)) == {("", "pods", "patch")}
+    roles = [r for r in by_kind(manifests, "Role") if r["metadata"]["name"] != LEADER_ROLE]
     assert sorted(role["metadata"]["namespace"] for role in roles) == ["team-a", "team-b"]
     namespaced = {grant for grant in ALLOWED if grant[1] not in CLUSTER_SCOPED | {"kafkas"}}
     for role in roles:

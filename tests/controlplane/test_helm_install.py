@@ -96,6 +96,10 @@ def install_args(ports: dict[str, int], *extra: str) -> list[str]:
         f"admission.port={ports['webhook']}",
         "--set",
         "operator.statusRefreshSeconds=5",
+        # One replica (leader election stays on): the lab kubelet runs pods as processes of
+        # this host, where two replicas would contend for the same ports.
+        "--set",
+        "replicaCount=1",
         "--set",
         f"operator.watchNamespaces={{{APPS}}}",
         "--wait",
@@ -325,7 +329,16 @@ PERMISSIONS = [
     ("get", "pods", APPS, False),  # listed, never read one by one
     ("create", "pods/exec", APPS, False),
     ("create", "pods/eviction", APPS, False),
-    # No cluster-scoped writes.
+    # Leader election: its own peering object by name, its own namespace's pods for the label.
+    ("patch", "clusterkopfpeerings.kopf.dev/rebalancer", "", True),
+    ("get", "clusterkopfpeerings.kopf.dev/rebalancer", "", True),
+    ("patch", "clusterkopfpeerings.kopf.dev/another", "", False),
+    ("create", "clusterkopfpeerings.kopf.dev", "", False),
+    ("delete", "clusterkopfpeerings.kopf.dev/rebalancer", "", False),
+    ("patch", "pods", NAMESPACE, True),
+    ("list", "pods", NAMESPACE, False),
+    ("delete", "pods", NAMESPACE, False),
+    # No other cluster-scoped writes.
     ("create", "namespaces", "", False),
     ("patch", "customresourcedefinitions.apiextensions.k8s.io", "", False),
     ("patch", "nodes", "", False),

@@ -57,6 +57,13 @@ pytestmark = [
 Body = dict[str, Any]
 Grant = tuple[str, str, str]  # (apiGroup, resource, verb)
 PLACEHOLDER = "watched-namespace"
+# The chart's peering object (the release's full name), the only one its rules name.
+PEERING = "rebalancer"
+PEERING_CRD = yaml.safe_load(
+    (Path(__file__).resolve().parents[2] / "crds" / "clusterkopfpeerings.kopf.dev.yaml").read_text()
+)
+# The pod a replica run with --peering takes for its own (POD_NAME), held Pending.
+OPERATOR_POD = "operator-0"
 # A SASL password the operator reads from a Secret: it must never be in a log line, an Event or
 # status, whatever goes wrong.
 SASL_PASSWORD = "s3cret-" + uuid.uuid4().hex[:12]
@@ -74,14 +81,25 @@ QUIET_S = 12.0
 class Rules:
     """The operator's rules as the chart renders them for one watched namespace."""
 
-    cluster: list[Body]  # the ClusterRole: what kopf reads cluster-wide, and Strimzi's kafkas
+    cluster: list[Body]  # the ClusterRole: what kopf reads cluster-wide, Strimzi's kafkas, and
+    # the peering object of leader election
     namespaced: list[Body]  # the Role in the watched namespace (rebalancer.groupRules)
+    # The leader Role in the release's namespace: a replica labels its own pod active.
+    election: list[Body]
 
     def grants(self) -> list[Grant]:
         return [*explode(self.cluster), *explode(self.namespaced)]
 
     def without(self, grant: Grant | None) -> Rules:
-        return Rules(remove(self.cluster, grant), remove(self.namespaced, grant))
+        return Rules(remove(self.cluster, grant), remove(self.namespaced, grant), self.election)
+
+    def without_election(self, grant: Grant | None) -> Rules:
+        """Without `grant` in the ClusterRole, or, for the pod label's, in the leader Role."""
+        if grant == LABEL_GRANT:
+            # The replica's "pod" is in the watched namespace, where the Role grants the gates'
+            # pod patch too: taken from both.
+            return Rules(self.cluster, remove(self.namespaced, grant), remove(self.election, grant))
+        return Rules(remove(self.cluster, grant), self.namespaced, self.election)
 
 
 def explode(rules: list[Body]) -> list[Grant]:
@@ -102,7 +120,11 @@ def remove(rules: list[Body], grant: Grant | None) -> list[Body]:
             for resource in rule["resources"]:
                 verbs = [v for v in rule["verbs"] if grant != (group, resource, v)]
                 if verbs:
-                    kept.append({"apiGroups": [group], "resources": [resource], "verbs": verbs})
+                    single = {"apiGroups": [group], "resources": [resource], "verbs": verbs}
+                    # A rule for named objects stays one: removing a verb must not widen it.
+                    if "resourceNames" in rule:
+                        single["resourceNames"] = rule["resourceNames"]
+                    kept.append(single)
     return kept
 
 
@@ -130,18 +152,21 @@ def chart_rules() -> Rules:
     """The chart watching one namespace, with its optional Strimzi grants on."""
     documents = render_chart(f"operator.watchNamespaces={{{PLACEHOLDER}}}", "rbac.strimzi=true")
     (cluster_role,) = [d for d in documents if d["kind"] == "ClusterRole"]
-    (role,) = [d for d in documents if d["kind"] == "Role"]
-    assert role["metadata"]["namespace"] == PLACEHOLDER
-    return Rules(cluster_role["rules"], role["rules"])
+    roles = [d for d in documents if d["kind"] == "Role"]
+    (role,) = [r for r in roles if r["metadata"]["namespace"] == PLACEHOLDER]
+    (leader,) = [r for r in roles if r["metadata"]["name"] == "rebalancer-leader"]
+    return Rules(cluster_role["rules"], role["rules"], leader["rules"])
 
 
-RULES = chart_rules() if find_helm() else Rules([], [])
+RULES = chart_rules() if find_helm() else Rules([], [], [])
 
 
 # -- an operator under a ServiceAccount bound to some rules --------------------------------------
 
 
-def bind(kube: KubernetesApi, namespace: str, account: str, rules: Rules) -> Callable[[], None]:
+def bind(
+    kube: KubernetesApi, namespace: str, account: str, rules: Rules, electing: bool = False
+) -> Callable[[], None]:
     """A ServiceAccount bound to `rules`: the cluster rules through a ClusterRole, the others
     through a Role in `namespace`. Returns the clean-up of the cluster-scoped objects."""
     rbac = client.RbacAuthorizationV1Api(kube.api_client)
@@ -161,6 +186,9 @@ def bind(kube: KubernetesApi, namespace: str, account: str, rules: Rules) -> Cal
         }
     )
     grant_role(kube, namespace, rules.namespaced, subjects)
+    if electing:
+        # The operator's "pod" lives in the watched namespace here: the leader Role goes there.
+        grant_role(kube, namespace, rules.election, subjects, "rebalancer-leader")
 
     def clean_up() -> None:
         with contextlib.suppress(client.ApiException):
@@ -172,18 +200,22 @@ def bind(kube: KubernetesApi, namespace: str, account: str, rules: Rules) -> Cal
 
 
 def grant_role(
-    kube: KubernetesApi, namespace: str, rules: list[Body], subjects: list[Body]
+    kube: KubernetesApi,
+    namespace: str,
+    rules: list[Body],
+    subjects: list[Body],
+    name: str = "rebalancer",
 ) -> None:
     rbac = client.RbacAuthorizationV1Api(kube.api_client)
-    rbac.create_namespaced_role(namespace, {"metadata": {"name": "rebalancer"}, "rules": rules})
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": rules})
     rbac.create_namespaced_role_binding(
         namespace,
         {
-            "metadata": {"name": "rebalancer"},
+            "metadata": {"name": name},
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": "Role",
-                "name": "rebalancer",
+                "name": name,
             },
             "subjects": subjects,
         },
@@ -206,13 +238,20 @@ def token_kubeconfig(
     )
 
 
-def start_operator(kubeconfig: Path, namespaces: list[str], log: Path) -> ChildProcess:
-    """`rebalancer operator` as the chart runs it (one --namespace per watched namespace)."""
+def start_operator(
+    kubeconfig: Path, namespaces: list[str], log: Path, pod: tuple[str, str] | None = None
+) -> ChildProcess:
+    """`rebalancer operator` as the chart runs it (one --namespace per watched namespace);
+    with `pod` (namespace, name), as one of its replicas in that pod, electing a leader."""
     args = ["operator", "--kubeconfig", str(kubeconfig), "--reports-host", "127.0.0.1"]
     args += ["--reports-port", str(free_port()), "--status-refresh-seconds", "2"]
     for namespace in namespaces:
         args += ["--namespace", namespace]
-    process = ChildProcess("operator", python_module("rebalancer", *args), log)
+    env: dict[str, str] = {}
+    if pod is not None:
+        args += ["--peering", PEERING, "--peering-lifetime", "5"]
+        env = {"POD_NAMESPACE": pod[0], "POD_NAME": pod[1]}
+    process = ChildProcess("operator", python_module("rebalancer", *args), log, env=env)
     process.start()
     return process
 
@@ -281,13 +320,14 @@ def operator_under(
     folder: Path,
     objects: Callable[[str], list[Body]],
     also_watch: tuple[str, ...] = (),
+    electing: bool = False,
 ) -> Iterator[Run]:
     """A fresh namespace with `objects` in it, a ServiceAccount bound to `rules`, and the
     operator running as that ServiceAccount, watching that namespace (and `also_watch`);
     stopped and cleaned up afterwards. The objects come first, as when the operator starts on a
     cluster in use."""
     namespace = fresh_namespace(kube, "rbac")
-    clean_up = bind(kube, namespace, "rebalancer", rules)
+    clean_up = bind(kube, namespace, "rebalancer", rules, electing)
     try:
         bodies = objects(namespace)
         make_topics(bodies)
@@ -295,7 +335,8 @@ def operator_under(
             create(kube, namespace, body)
         kubeconfig = token_kubeconfig(cluster, kube, namespace, "rebalancer", folder / "account")
         log = folder / "operator.log"
-        operator = start_operator(kubeconfig, [namespace, *also_watch], log)
+        pod = (namespace, OPERATOR_POD) if electing else None
+        operator = start_operator(kubeconfig, [namespace, *also_watch], log, pod)
         try:
             yield Run(kube, namespace, operator, log)
         finally:
@@ -640,7 +681,7 @@ def plane() -> Iterator[tuple[SharedCluster, KubernetesApi]]:
     operator touches it (the settings tests' CRD)."""
     cluster = shared_cluster()
     api = cluster.kube()
-    crds(api, STRIMZI_CRD)
+    crds(api, STRIMZI_CRD, PEERING_CRD)
     yield cluster, api
     api.close()
 
@@ -762,14 +803,27 @@ CASES: dict[Grant, Case] = {
 # Shown by test_a_watched_namespace_created_later_is_served: its case needs a namespace that
 # appears while the operator runs.
 LATER_NAMESPACE: Grant = ("", "namespaces", "watch")
-CLUSTER_SCOPED = {"namespaces", "customresourcedefinitions"}
+CLUSTER_SCOPED = {"namespaces", "customresourcedefinitions", "clusterkopfpeerings"}
+# Leader election's grants (leaderElection.enabled, the default), each needed by a replica run
+# with --peering: test_leader_election_needs_each_rule.
+# The flag: whether the replica still acts without it (kopf lists again after a refused watch,
+# and so still follows the other replicas, only later).
+ELECTION_CASES: dict[Grant, bool] = {
+    ("kopf.dev", "clusterkopfpeerings", "list"): False,  # kopf lists the peering objects
+    ("kopf.dev", "clusterkopfpeerings", "watch"): True,  # kopf follows the other replicas
+    ("kopf.dev", "clusterkopfpeerings", "get"): False,  # the object is checked at start
+    ("kopf.dev", "clusterkopfpeerings", "patch"): False,  # each replica writes its keep-alive
+}
+# The leader Role's one grant: each replica labels its own pod rebalancer.dev/active.
+LABEL_GRANT: Grant = ("", "pods", "patch")
 
 
 def test_every_rule_the_chart_grants_has_a_case() -> None:
     """A grant added to the chart without a case here fails, and so does a case whose grant
     the chart no longer gives."""
     assert RULES.grants(), "the chart rendered no rules"
-    assert sorted(RULES.grants()) == sorted([*CASES, LATER_NAMESPACE])
+    assert sorted(RULES.grants()) == sorted([*CASES, LATER_NAMESPACE, *ELECTION_CASES])
+    assert explode(RULES.election) == [LABEL_GRANT]
 
 
 def permission(grant: Grant, namespace: str) -> str:
@@ -912,8 +966,9 @@ def gate_rules() -> list[Body]:
     documents = render_chart(
         f"gate.serviceAccounts[0].namespace={PLACEHOLDER}", "gate.serviceAccounts[0].name=fleet"
     )
-    (role,) = [d for d in documents if d["kind"] == "Role"]
-    assert role["metadata"]["name"].endswith("-gate"), role["metadata"]
+    (role,) = [
+        d for d in documents if d["kind"] == "Role" and d["metadata"]["name"].endswith("-gate")
+    ]
     return list(role["rules"])
 
 
@@ -970,3 +1025,90 @@ def test_the_gate_works_with_the_gate_role_and_names_what_it_lacks(
         assert f"{{namespace: {namespace}, name: fleet}} in gate.serviceAccounts" in last, said
     finally:
         release(kube, namespace)
+
+
+# -- leader election ---------------------------------------------------------------------------
+
+
+def reset_peering(kube: KubernetesApi) -> None:
+    """The chart's peering object with no entry left by an earlier case's replica."""
+    try:
+        kube.custom.create_cluster_custom_object(
+            "kopf.dev",
+            "v1",
+            "clusterkopfpeerings",
+            {
+                "apiVersion": "kopf.dev/v1",
+                "kind": "ClusterKopfPeering",
+                "metadata": {"name": PEERING},
+            },
+        )
+    except client.ApiException as error:
+        if error.status != 409:
+            raise
+        kube.custom.patch_cluster_custom_object(
+            "kopf.dev",
+            "v1",
+            "clusterkopfpeerings",
+            PEERING,
+            {"status": None},
+            _content_type="application/merge-patch+json",
+        )
+
+
+def operator_pod() -> Body:
+    """The pod a replica takes for its own, held Pending by a scheduling gate."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": OPERATOR_POD},
+        "spec": {"schedulingGates": PARKED, "containers": [{"name": "operator", "image": "r:1"}]},
+    }
+
+
+def active_label(run: Run) -> str | None:
+    pod = run.kube.core.read_namespaced_pod(OPERATOR_POD, run.namespace)
+    return (pod.metadata.labels or {}).get("rebalancer.dev/active")
+
+
+ELECTION_GRANTS: list[Grant | None] = [None, *ELECTION_CASES, LABEL_GRANT]
+
+
+@pytest.mark.parametrize(
+    "grant",
+    ELECTION_GRANTS,
+    ids=["all", *("/".join(g).strip("/") for g in ELECTION_CASES), "pods/patch-own-label"],
+)
+def test_leader_election_needs_each_rule(
+    plane: tuple[SharedCluster, KubernetesApi], tmp_path: Path, grant: Grant | None
+) -> None:
+    """A replica run with --peering under the chart's rules leads: its pod labelled active, its
+    group observed. Without one of leader election's grants it names the grant in its log;
+    without get or patch of the peering object, or the patch of its own pod's label, it stops
+    at start; without list kopf keeps it paused; without watch kopf lists again and it acts.
+    """
+    cluster, kube = plane
+    reset_peering(kube)
+    observe = SCENARIOS["observe"]
+
+    def objects(namespace: str) -> list[Body]:
+        return [operator_pod(), *observe.objects(namespace)]
+
+    rules = RULES.without_election(grant)
+    with operator_under(cluster, kube, rules, tmp_path, objects, electing=True) as run:
+        if grant is None:
+            until(lambda: active_label(run) == "true", "the replica's pod labelled", run=run)
+            until(lambda: observe.done(run), "the group observed by the leader", run=run)
+            assert "may not" not in run.log(), run.log()[-3000:]
+            return
+        ns = run.namespace
+        until(lambda: named_in(run.log(), grant, ns), "the log naming the permission", run=run)
+        if ELECTION_CASES.get(grant, False):
+            until(lambda: observe.done(run), "the group observed all the same", run=run)
+            return
+        never(lambda: run.status("observe").get("group"), f"a group observed without {grant}")
+        if grant[2] in ("get", "patch"):
+            # Stopped at start: never labelled the Services' pick. (Without list the label
+            # follows the peering object's verdict while kopf, blind to it, stays paused.)
+            assert active_label(run) != "true"
+            assert not run.operator.running

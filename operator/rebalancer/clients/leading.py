@@ -8,6 +8,7 @@ rebalancer.dev/active=true, send member reports and webhook calls to the leader 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import logging
 import time
@@ -24,6 +25,7 @@ PEERING_GROUP = "kopf.dev"
 PEERING_VERSION = "v1"
 PEERING_PLURAL = "clusterkopfpeerings"
 ACTIVE_LABEL = "rebalancer.dev/active"
+MERGE_PATCH = "application/merge-patch+json"
 # How often the peering object is read: a takeover shows in the label this soon after kopf
 # resumes the replica.
 FOLLOW_SECONDS = 1.0
@@ -34,6 +36,9 @@ class PeeringMissing(Exception):
 
 
 async def check_peering(api: KubernetesApi, peering: PeeringSettings) -> None:
+    """The peering object is there and this replica may write its entry: it writes its first
+    keep-alive, as kopf will. Refused, the PermissionDenied names the grant; kopf would only
+    log its own refusals, and a replica that cannot write its entry would act unseen."""
     try:
         await asyncio.to_thread(
             api.custom.get_cluster_custom_object,
@@ -51,6 +56,20 @@ async def check_peering(api: KubernetesApi, peering: PeeringSettings) -> None:
             "the chart (it creates both), or apply them (docs/high-availability.md), or run "
             "one replica without --peering"
         ) from None
+    entry = {
+        "priority": peering.priority,
+        "lifetime": peering.lifetime_seconds,
+        "lastseen": datetime.datetime.now(datetime.UTC).isoformat(),
+    }
+    await asyncio.to_thread(
+        api.custom.patch_cluster_custom_object,
+        PEERING_GROUP,
+        PEERING_VERSION,
+        PEERING_PLURAL,
+        peering.name,
+        {"status": {peering.identity: entry}},
+        _content_type=MERGE_PATCH,
+    )
 
 
 async def label_pod(api: KubernetesApi, peering: PeeringSettings, active: bool) -> None:
@@ -59,7 +78,11 @@ async def label_pod(api: KubernetesApi, peering: PeeringSettings, active: bool) 
         return
     patch = {"metadata": {"labels": {ACTIVE_LABEL: "true" if active else "false"}}}
     await asyncio.to_thread(
-        api.core.patch_namespaced_pod, peering.pod_name, peering.pod_namespace, patch
+        api.core.patch_namespaced_pod,
+        peering.pod_name,
+        peering.pod_namespace,
+        patch,
+        _content_type=MERGE_PATCH,
     )
 
 
@@ -88,7 +111,7 @@ async def follow_leadership(api: KubernetesApi, peering: PeeringSettings) -> Non
                     "the leader: it acts" if now_leading else "a standby: kopf keeps it paused",
                 )
                 leading = now_leading
-        except (ApiException, OSError, ValueError) as error:
+        except (ApiException, OSError, ValueError) as error:  # PermissionDenied names the grant
             # Kept trying: the label is routing only, kopf decides what runs.
             logger.warning("could not follow the leader in %s: %s", peering.name, error)
         await asyncio.sleep(FOLLOW_SECONDS)

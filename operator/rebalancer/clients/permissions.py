@@ -60,14 +60,17 @@ def _allowed(api: KubernetesApi, verb: str, resource: str, group: str, namespace
 
 
 async def missing_permissions(
-    api: KubernetesApi, namespaces: Sequence[str], account: str | None = None
+    api: KubernetesApi,
+    namespaces: Sequence[str],
+    account: str | None = None,
+    peering: bool = False,
 ) -> list[tuple[str | None, Need, Denial]]:
     """What the operator may not do of what it always needs: (namespace, need, denial), the
     namespace being a watched one, "" when it watches all, None for cluster-scoped grants.
     Raises ReviewUnavailable when the API server refuses the review itself (a cluster that took
     self-reviews away from service accounts)."""
     found: list[tuple[str | None, Need, Denial]] = []
-    for need, namespace in needs(namespaces):
+    for need, namespace in needs(namespaces, peering):
         try:
             status = await asyncio.to_thread(
                 _allowed, api, need.verb, need.resource, need.group, namespace or ""
@@ -139,14 +142,14 @@ async def mark_groups(api: KubernetesApi, namespace: str, denials: Sequence[Deni
 
 
 async def follow_permissions(
-    api: KubernetesApi, namespaces: Sequence[str], book: DenialBook
+    api: KubernetesApi, namespaces: Sequence[str], book: DenialBook, peering: bool = False
 ) -> None:
     """Check what every ConsumerGroup needs; while anything is missing, say so and check again."""
     account = await who_am_i(api)
     reported: set[Denial] = set()
     while True:
         try:
-            found = await missing_permissions(api, namespaces, account)
+            found = await missing_permissions(api, namespaces, account, peering)
         except ReviewUnavailable as error:
             logger.info("the operator's permissions were not checked: %s", error)
             return

@@ -13,7 +13,7 @@ import kopf
 from rebalancer.clients.certificates import make_self_signed
 from rebalancer.clients.enforcing import SidecarClient
 from rebalancer.clients.kafka_admin import AdminPool
-from rebalancer.clients.kubernetes_api import connect, connection_details
+from rebalancer.clients.kubernetes_api import PermissionDenied, connect, connection_details
 from rebalancer.clients.leading import (
     PeeringMissing,
     check_peering,
@@ -57,11 +57,13 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         settings.peering.lifetime = peering.lifetime_seconds
         try:
             await check_peering(kube, peering)
-        except PeeringMissing as error:
-            raise kopf.PermanentError(str(error)) from None
-        # Standby until the peering says otherwise: a pod restarted after a kill still carries
-        # the active label of its previous run, and the Services must not pick it meanwhile.
-        await label_pod(kube, peering, False)
+            # Standby until the peering says otherwise: a pod restarted after a kill still
+            # carries the active label of its previous run; the Services must not pick it.
+            await label_pod(kube, peering, False)
+        except (PeeringMissing, PermissionDenied) as error:
+            # Stopped at start, named: a replica that cannot take part in the election must
+            # not run beside the others.
+            raise kopf.PermanentError(f"leader election: {error}") from None
         record_leader(False)
     hub = ReportHub()
     deps = Dependencies(
@@ -79,7 +81,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # Before kopf lists anything: what kopf's own requests need is named at start (kopf would
     # retry a refused one for a minute and then only log it).
     deps.permission_check = asyncio.create_task(
-        follow_permissions(kube, config.namespaces, deps.denials)
+        follow_permissions(kube, config.namespaces, deps.denials, peering=peering is not None)
     )
     if peering is not None:
         deps.leadership = asyncio.create_task(follow_leadership(kube, peering))

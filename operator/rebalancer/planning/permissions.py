@@ -154,10 +154,23 @@ NAMESPACE_NEEDS: tuple[Need, ...] = (
 )
 
 
-def needs(namespaces: Sequence[str]) -> list[tuple[Need, str | None]]:
+# Leader election (--peering): kopf lists and watches the peering objects; refused, it would
+# keep the replica paused and only log it. Its get and patch of the one object are tried at
+# start (clients.leading.check_peering), which names a refusal itself.
+PEERING_NEEDS: tuple[Need, ...] = (
+    Need("list", "clusterkopfpeerings", "kopf.dev", "kopf lists the peering objects", True),
+    Need("watch", "clusterkopfpeerings", "kopf.dev", "kopf follows the other replicas", True),
+)
+
+
+def needs(namespaces: Sequence[str], peering: bool = False) -> list[tuple[Need, str | None]]:
     """(need, namespace) pairs to check: "" is every namespace (the operator watches all)."""
     watched = list(namespaces) or [""]
-    cluster = [*CRD_NEEDS, *(NAMESPACE_NEEDS if namespaces else ())]
+    cluster = [
+        *CRD_NEEDS,
+        *(NAMESPACE_NEEDS if namespaces else ()),
+        *(PEERING_NEEDS if peering else ()),
+    ]
     return [(need, None) for need in cluster] + [
         (need, namespace) for namespace in watched for need in EVERY_GROUP_NEEDS
     ]
