@@ -1,0 +1,165 @@
+"""A GitOps tool re-applies the workload's manifest mid-rollout; the rollout still ends correct,
+and the operator owns only the fields docs/gitops.md tells GitOps users to ignore.
+
+Real parts: Apache Kafka, Kubernetes' control plane (its StatefulSet controller, server-side
+apply and managedFields), the lab's kubelet (each pod a `rebalancer gate` init container, then
+a consumer process), the operator as its own process. The StatefulSet is written only by
+server-side apply under the field manager `gitops` with force, as Argo CD (ServerSideApply) and
+Flux's kustomize-controller do, from a manifest that leaves the partition out. The gate is not
+in the manifest: the operator injects it (spec.policy.rollout.injectGate). A new version is
+applied, and while its first batch joins the same manifest is applied again. The rollout must
+complete once, every pod replaced once in its batch; the operator's fields must survive the
+re-apply; and the fields managedFields gives the operator's manager must be exactly those
+docs/gitops.md lists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tests.e2e.support import apply, eventually, kubectl
+from tests.reliability.rollout_fleets import (
+    PARTITIONS,
+    assert_rolled_once,
+    assert_truthful_end,
+    completed,
+    fleet,
+    managed,
+    pods_lab,
+    rollout_of,
+    workload_body,
+)
+
+from rebalancer.lab.producer import ensure_topic
+from rebalancer.lab.running import Lab
+from rebalancer.structs.gates import GATE_CONTAINER
+from rebalancer.structs.workloads import FIELD_MANAGER
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
+
+NAME = "gitops"
+REPLICAS = 3
+MANAGER = "gitops"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "gitops.md"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with pods_lab(tmp_path_factory) as running:
+        yield running
+
+
+def manifest(lab: Lab, version: str) -> dict[str, Any]:
+    """The StatefulSet as kept in git: no partition, no gate (the operator adds both)."""
+    body = fleet(lab, NAME, REPLICAS, version=version)
+    spec = body["spec"]
+    spec["updateStrategy"] = {"type": "RollingUpdate"}
+    del spec["template"]["spec"]["initContainers"]
+    return body
+
+
+def server_side_apply(lab: Lab, body: dict[str, Any]) -> str:
+    return kubectl(
+        lab,
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        f"--field-manager={MANAGER}",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump(body),
+    )
+
+
+def paths(fields: dict[str, Any], prefix: str = "") -> set[str]:
+    """managedFields' fieldsV1 as leaf paths: "spec.updateStrategy.rollingUpdate.partition",
+    list items by key as `[name=gate]`."""
+    found: set[str] = set()
+    for key, value in fields.items():
+        if key == ".":
+            continue
+        if key.startswith("f:"):
+            step = f"{prefix}.{key[2:]}" if prefix else key[2:]
+        elif key.startswith("k:"):
+            keys = json.loads(key[2:])
+            step = f"{prefix}[{','.join(f'{k}={v}' for k, v in sorted(keys.items()))}]"
+        else:
+            step = f"{prefix}[{key}]"
+        if isinstance(value, dict) and any(k != "." for k in value):
+            found |= paths(value, step)
+        else:
+            found.add(step)
+    return found
+
+
+# A container a writer added is its whole: its leaves folded into it.
+CONTAINER = re.compile(r"^(spec\.template\.spec\.(?:initContainers|containers)\[name=[^\]]+\])\.")
+
+
+def owned_by(body: dict[str, Any], manager: str) -> set[str]:
+    """The fields `manager` owns on the workload (not its status), a container it added as one."""
+    leaves = {
+        path
+        for entry in body["metadata"].get("managedFields") or []
+        if entry.get("manager") == manager and entry.get("subresource") != "status"
+        for path in paths(entry.get("fieldsV1") or {})
+    }
+    whole = {m[1] for path in leaves if (m := CONTAINER.match(path)) and f"{m[1]}.name" in leaves}
+    return {path for path in leaves if not any(path.startswith(f"{c}.") for c in whole)} | whole
+
+
+def documented() -> set[str]:
+    """The fields docs/gitops.md says the operator writes on a StatefulSet (its table)."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split("<!-- statefulset-fields -->")[1].split("\n## ")[0]
+    return set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.MULTILINE))
+
+
+def test_a_gitops_reapply_mid_rollout_leaves_the_rollout_and_the_operators_fields(
+    lab: Lab,
+) -> None:
+    asyncio.run(ensure_topic(lab.bootstrap, NAME, PARTITIONS))
+    apply(lab, managed(lab, NAME, injectGate=True))
+    server_side_apply(lab, manifest(lab, "1"))
+    cold = eventually(lambda: completed(lab, NAME), 150, "the cold start Completed")
+
+    server_side_apply(lab, manifest(lab, "2"))
+
+    def mid_rollout() -> dict[str, Any] | None:
+        rollout = rollout_of(lab, NAME)
+        fresh = rollout.get("rolloutId") not in (cold["rolloutId"], None)
+        return rollout if fresh and rollout.get("phase") == "BatchJoining" else None
+
+    at_reapply = eventually(mid_rollout, 120, "the rollout's first batch joining", every=0.1)
+    before = workload_body(lab, NAME)
+    server_side_apply(lab, manifest(lab, "2"))
+    after = workload_body(lab, NAME)
+    # The re-apply changed nothing the operator wrote: the parked partition, the gate.
+    strategy = after["spec"]["updateStrategy"]
+    assert strategy == before["spec"]["updateStrategy"], (before, after)
+    containers = [c["name"] for c in after["spec"]["template"]["spec"]["initContainers"]]
+    assert containers == [GATE_CONTAINER], containers
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+
+    final = eventually(
+        lambda: completed(lab, NAME, cold["rolloutId"]), 180, "the rollout Completed"
+    )
+    assert final["rolloutId"] == at_reapply["rolloutId"], (at_reapply, final)
+    assert not final.get("interference"), final
+    assert_rolled_once(lab, NAME, final, REPLICAS)
+    assert_truthful_end(lab, NAME, REPLICAS)
+
+    body = workload_body(lab, NAME)
+    ours = owned_by(body, FIELD_MANAGER)
+    print("fields of the operator's manager:", sorted(ours))
+    print("fields of the GitOps manager:", sorted(owned_by(body, MANAGER)))
+    assert ours == documented(), (sorted(ours), sorted(documented()))
+    # Nothing both write: the GitOps tool's apply never takes a field from the operator.
+    assert not ours & owned_by(body, MANAGER)
