@@ -294,7 +294,13 @@ def targets(key: CellKey, strategies: dict[str, list[Line]]) -> list[str]:
         out += _cold_start_time(managed)
     elif scenario == "statefulset-update":
         out.append(_verdict(f"managed {count.median:g} rebalance(s), 0", count.median == 0))
-    elif scenario in ("deployment-update", "scale-up"):
+    elif scenario == "scale-up":
+        # The protocol's minimum for members joining a Stable group: one rebalance eager; two
+        # cooperative (the first revokes what moves, the second assigns it).
+        least = 2 if key[3] == "cooperative-sticky" else 1
+        text = f"managed {count.median:g} rebalance(s), the protocol's minimum {least}"
+        out.append(_verdict(text, count.median <= least))
+    elif scenario == "deployment-update":
         batches = spread(managed, measured("batches"))
         if batches is not None:
             ok = count.median <= batches.median
