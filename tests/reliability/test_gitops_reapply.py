@@ -10,7 +10,7 @@ in the manifest: the operator injects it (spec.policy.rollout.injectGate). A new
 applied, and while its first batch joins the same manifest is applied again. The rollout must
 complete once, every pod replaced once in its batch; the operator's fields must survive the
 re-apply; and the fields managedFields gives the operator's manager must be exactly those
-docs/gitops.md lists.
+docs/gitops.md lists. The same for a Deployment, re-applied while the rollout holds it.
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ import yaml
 from tests.e2e.support import apply, eventually, kubectl
 from tests.reliability.rollout_fleets import (
     PARTITIONS,
+    SESSION_MS,
     assert_rolled_once,
     assert_truthful_end,
     completed,
+    deployment_fleet,
     fleet,
     managed,
     pods_lab,
@@ -40,7 +42,7 @@ from tests.reliability.rollout_fleets import (
 from rebalancer.lab.producer import ensure_topic
 from rebalancer.lab.running import Lab
 from rebalancer.structs.gates import GATE_CONTAINER
-from rebalancer.structs.workloads import FIELD_MANAGER
+from rebalancer.structs.workloads import FIELD_MANAGER, ROLLOUT_HOLD_ANNOTATION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
@@ -115,10 +117,10 @@ def owned_by(body: dict[str, Any], manager: str) -> set[str]:
     return {path for path in leaves if not any(path.startswith(f"{c}.") for c in whole)} | whole
 
 
-def documented() -> set[str]:
-    """The fields docs/gitops.md says the operator writes on a StatefulSet (its table)."""
+def documented(kind: str = "statefulset") -> set[str]:
+    """The fields docs/gitops.md says the operator writes on a `kind` (its table)."""
     text = DOC.read_text(encoding="utf-8")
-    section = text.split("<!-- statefulset-fields -->")[1].split("\n## ")[0]
+    section = text.split(f"<!-- {kind}-fields -->")[1].split("\n## ")[0].split("\n\n")[1]
     return set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.MULTILINE))
 
 
@@ -160,6 +162,71 @@ def test_a_gitops_reapply_mid_rollout_leaves_the_rollout_and_the_operators_field
     ours = owned_by(body, FIELD_MANAGER)
     print("fields of the operator's manager:", sorted(ours))
     print("fields of the GitOps manager:", sorted(owned_by(body, MANAGER)))
-    assert ours == documented(), (sorted(ours), sorted(documented()))
+    assert ours == documented("statefulset"), (sorted(ours), sorted(documented("statefulset")))
     # Nothing both write: the GitOps tool's apply never takes a field from the operator.
     assert not ours & owned_by(body, MANAGER)
+
+
+DEPLOYMENT = "gitops-deploy"
+
+
+def test_a_gitops_reapply_while_a_deployment_is_held_for_its_rollout(lab: Lab) -> None:
+    """The Deployment's rollout holds it paused with the operator's mark; the operator's manager
+    then owns what docs/gitops.md lists for Deployments, the tool's re-apply of the same
+    manifest leaves both, the rollout completes, and once handed back the operator owns
+    nothing on the Deployment."""
+    asyncio.run(ensure_topic(lab.bootstrap, DEPLOYMENT, PARTITIONS))
+    timings = {"sessionTimeoutMs": SESSION_MS, "heartbeatIntervalMs": SESSION_MS // 3}
+    group = managed(lab, DEPLOYMENT, settleSeconds=1, consumers=timings)
+    group["spec"]["workload"] = {"kind": "Deployment", "name": f"{DEPLOYMENT}-consumer"}
+    apply(lab, group)
+
+    def deployment(version: str) -> dict[str, Any]:
+        body = deployment_fleet(lab, DEPLOYMENT, REPLICAS)
+        for variable in body["spec"]["template"]["spec"]["containers"][0]["env"]:
+            if variable["name"] == "APP_VERSION":
+                variable["value"] = version
+        return body
+
+    server_side_apply(lab, deployment("1"))
+    eventually(
+        lambda: (
+            (rollout_of(lab, DEPLOYMENT).get("phase") in (None, "Idle", "Completed"))
+            and (workload_body(lab, DEPLOYMENT, "Deployment").get("status") or {}).get(
+                "readyReplicas"
+            )
+            == REPLICAS
+        ),
+        150,
+        "the Deployment running",
+    )
+    before_id = rollout_of(lab, DEPLOYMENT).get("rolloutId")
+    server_side_apply(lab, deployment("2"))
+
+    def held() -> dict[str, Any] | None:
+        body = workload_body(lab, DEPLOYMENT, "Deployment")
+        marked = ROLLOUT_HOLD_ANNOTATION in (body["metadata"].get("annotations") or {})
+        return body if body["spec"].get("paused") and marked else None
+
+    before = eventually(held, 120, "the Deployment held for its rollout", every=0.1)
+    holding = owned_by(before, FIELD_MANAGER)
+    print("fields of the operator's manager on the held Deployment:", sorted(holding))
+    assert holding == documented("deployment"), (sorted(holding), documented("deployment"))
+    server_side_apply(lab, deployment("2"))
+    after = workload_body(lab, DEPLOYMENT, "Deployment")
+    assert after["spec"].get("paused") is True, after["spec"]
+    assert ROLLOUT_HOLD_ANNOTATION in (after["metadata"].get("annotations") or {})
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+
+    final = eventually(
+        lambda: completed(lab, DEPLOYMENT, before_id), 240, "the Deployment's rollout Completed"
+    )
+    # Every pod in a batch, or replaced before the plan was made (`base`: the controller's
+    # surge pod may come before the first hold lands).
+    assert final["kind"] == "rolling-update", final
+    assert int(final.get("base") or 0) + sum(final["batchSizes"]) == REPLICAS, final
+    assert_truthful_end(lab, DEPLOYMENT, REPLICAS)
+    body = workload_body(lab, DEPLOYMENT, "Deployment")
+    assert not body["spec"].get("paused"), body["spec"]
+    # Handed back: `paused: false` is no field the API server keeps, the mark is removed.
+    assert owned_by(body, FIELD_MANAGER) == set(), sorted(owned_by(body, FIELD_MANAGER))
