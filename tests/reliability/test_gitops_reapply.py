@@ -16,15 +16,13 @@ docs/gitops.md lists. The same for a Deployment, re-applied while the rollout ho
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from tests.e2e.support import apply, eventually, kubectl
+from tests.managed_fields import documented, owned_by
 from tests.reliability.rollout_fleets import (
     PARTITIONS,
     SESSION_MS,
@@ -49,7 +47,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 NAME = "gitops"
 REPLICAS = 3
 MANAGER = "gitops"
-DOC = Path(__file__).resolve().parents[2] / "docs" / "gitops.md"
 
 
 @pytest.fixture(scope="module")
@@ -78,50 +75,6 @@ def server_side_apply(lab: Lab, body: dict[str, Any]) -> str:
         "-",
         stdin=yaml.safe_dump(body),
     )
-
-
-def paths(fields: dict[str, Any], prefix: str = "") -> set[str]:
-    """managedFields' fieldsV1 as leaf paths: "spec.updateStrategy.rollingUpdate.partition",
-    list items by key as `[name=gate]`."""
-    found: set[str] = set()
-    for key, value in fields.items():
-        if key == ".":
-            continue
-        if key.startswith("f:"):
-            step = f"{prefix}.{key[2:]}" if prefix else key[2:]
-        elif key.startswith("k:"):
-            keys = json.loads(key[2:])
-            step = f"{prefix}[{','.join(f'{k}={v}' for k, v in sorted(keys.items()))}]"
-        else:
-            step = f"{prefix}[{key}]"
-        if isinstance(value, dict) and any(k != "." for k in value):
-            found |= paths(value, step)
-        else:
-            found.add(step)
-    return found
-
-
-# A container a writer added is its whole: its leaves folded into it.
-CONTAINER = re.compile(r"^(spec\.template\.spec\.(?:initContainers|containers)\[name=[^\]]+\])\.")
-
-
-def owned_by(body: dict[str, Any], manager: str) -> set[str]:
-    """The fields `manager` owns on the workload (not its status), a container it added as one."""
-    leaves = {
-        path
-        for entry in body["metadata"].get("managedFields") or []
-        if entry.get("manager") == manager and entry.get("subresource") != "status"
-        for path in paths(entry.get("fieldsV1") or {})
-    }
-    whole = {m[1] for path in leaves if (m := CONTAINER.match(path)) and f"{m[1]}.name" in leaves}
-    return {path for path in leaves if not any(path.startswith(f"{c}.") for c in whole)} | whole
-
-
-def documented(kind: str = "statefulset") -> set[str]:
-    """The fields docs/gitops.md says the operator writes on a `kind` (its table)."""
-    text = DOC.read_text(encoding="utf-8")
-    section = text.split(f"<!-- {kind}-fields -->")[1].split("\n## ")[0].split("\n\n")[1]
-    return set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.MULTILINE))
 
 
 def test_a_gitops_reapply_mid_rollout_leaves_the_rollout_and_the_operators_fields(
