@@ -3,12 +3,13 @@
 Real parts: Apache Kafka, Kubernetes' control plane (its StatefulSet controller), the lab's
 kubelet (each pod a `rebalancer gate` init container, then a consumer process), and two
 `rebalancer operator --peering` processes sharing one ClusterKopfPeering, as the chart's two
-replicas do. The older one leads; the other waits paused. A rolling update of a gated
+replicas do, each as if in its pod (POD_NAME, a Pending pod it labels). The older one leads;
+the other waits paused. A rolling update of a gated
 StatefulSet of three, in batches of one, is under way when the leader is killed (no goodbye in
 the peering object, as a node failure would leave it). The standby must take over within 15 s
-(it says so on /metrics and starts writing status), finish the same rollout once, every pod
-replaced once, and a replica started again afterwards must join as a standby, not take the
-lead back.
+(it says so on /metrics, labels its pod active for the Services and starts writing status),
+finish the same rollout once, every pod replaced once, and the killed replica started again in
+its pod must unlabel it and join as a standby, not take the lead back.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 from tests.e2e.support import apply, eventually, free_port, kubectl
 from tests.reliability.rollout_fleets import (
     PARTITIONS,
@@ -45,6 +47,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 NAME = "takeover"
 REPLICAS = 3
 PEERING = "rebalancer"
+NS = "default"
 # The operator's default (--peering-lifetime 10): a takeover within it plus a resume.
 TAKEOVER_LIMIT_S = 15.0
 
@@ -58,7 +61,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 class Replica:
     """One `rebalancer operator --peering` process and its /metrics."""
 
-    def __init__(self, lab: Lab, label: str, reports_port: int) -> None:
+    def __init__(self, lab: Lab, label: str, reports_port: int, pod: str) -> None:
         self.port = reports_port
         assert lab.kubeconfig is not None
         state = lab.config.state_dir
@@ -79,7 +82,12 @@ class Replica:
             PEERING,
         )
         self.log_path = state / "logs" / f"operator-{label}.log"
-        self.child = ChildProcess(f"operator-{label}", argv, self.log_path)
+        # As in a pod (POD_NAME, POD_NAMESPACE): the replica's name in the peering, and the pod
+        # it labels rebalancer.dev/active for the Services.
+        self.pod = pod
+        env = {"POD_NAME": pod, "POD_NAMESPACE": NS}
+        self.child = ChildProcess(f"operator-{label}", argv, self.log_path, env=env)
+        self.lab = lab
         self.url = f"http://{lab.config.host}:{reports_port}/metrics"
 
     def start(self) -> Replica:
@@ -97,6 +105,12 @@ class Replica:
             if line.startswith("rebalancer_leader "):
                 return float(line.split()[-1])
         return None
+
+    def active(self) -> str | None:
+        """The rebalancer.dev/active label of the replica's pod."""
+        assert self.lab.api_client is not None
+        pod = client.CoreV1Api(self.lab.api_client).read_namespaced_pod(self.pod, NS)
+        return (pod.metadata.labels or {}).get("rebalancer.dev/active")
 
     def kill(self) -> None:
         process = self.child.process
@@ -119,9 +133,23 @@ def replicas(lab: Lab) -> Iterator[dict[str, Replica]]:
         lab,
         {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": PEERING}},
     )
-    first = Replica(lab, "first", lab.config.reports_port).start()
+    # Their pods: held Pending by a scheduling gate (the replicas run as processes here).
+    for pod in ("operator-0", "operator-1"):
+        apply(
+            lab,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": pod, "namespace": NS},
+                "spec": {
+                    "schedulingGates": [{"name": "rebalancer.dev/test"}],
+                    "containers": [{"name": "operator", "image": "rebalancer:test"}],
+                },
+            },
+        )
+    first = Replica(lab, "first", lab.config.reports_port, "operator-0").start()
     eventually(lambda: first.leader() == 1.0, 60, "the first replica leading")
-    second = Replica(lab, "second", free_port()).start()
+    second = Replica(lab, "second", free_port(), "operator-1").start()
     eventually(lambda: second.leader() == 0.0, 60, "the second replica standing by")
     group = {"first": first, "second": second}
     try:
@@ -140,6 +168,7 @@ def test_the_standby_finishes_a_rollout_its_leader_was_killed_in(
     cold = eventually(lambda: completed(lab, NAME), 120, "the cold start Completed")
     settled(lab, NAME, REPLICAS)
     assert first.leader() == 1.0 and second.leader() == 0.0
+    assert (first.active(), second.active()) == ("true", "false")
     # kopf keeps the standby paused: no watch, no handler, no daemon of its own.
     assert "kopf.objects" not in second.log(), second.log()[-3000:]
 
@@ -156,6 +185,8 @@ def test_the_standby_finishes_a_rollout_its_leader_was_killed_in(
 
     eventually(lambda: second.leader() == 1.0, 30, "the standby leading", every=0.2)
     leading_s = time.monotonic() - killed
+    # The Services' pick follows: the new leader's pod is labelled active.
+    eventually(lambda: second.active() == "true", 10, "the new leader's pod labelled", every=0.2)
     eventually(lambda: observed_since(lab, NAME, killed_wall), 30, "status written", every=0.2)
     acting_s = time.monotonic() - killed
     print(f"takeover: leader after {leading_s:.1f} s, status written after {acting_s:.1f} s")
@@ -170,11 +201,13 @@ def test_the_standby_finishes_a_rollout_its_leader_was_killed_in(
     assert_truthful_end(lab, NAME, REPLICAS)
     assert "Resuming operations" in second.log(), second.log()[-3000:]
 
-    # Started again, the killed replica joins behind the one that took over.
-    restarted = Replica(lab, "first-again", free_port()).start()
+    # Started again in its pod, as a container restart would, the killed replica unlabels its
+    # pod (it still said active) and joins behind the one that took over.
+    restarted = Replica(lab, "first-again", free_port(), "operator-0").start()
     replicas["first-again"] = restarted
     eventually(lambda: restarted.leader() == 0.0, 60, "the restarted replica standing by")
     time.sleep(5)
     assert second.leader() == 1.0 and restarted.leader() == 0.0
+    assert (restarted.active(), second.active()) == ("false", "true")
     peering = kubectl(lab, "get", "clusterkopfpeering", PEERING, "-o", "yaml")
     assert "lastseen" in peering, peering
