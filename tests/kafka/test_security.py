@@ -73,8 +73,29 @@ PASSWORDS = {
 WRONG_PASSWORD = f"pw-{secrets.token_hex(10)}"
 SIDECAR_TOKEN = secrets.token_hex(16)
 
+
+def group_of(case: str) -> str:
+    """Each ConsumerGroup of the module manages a group of its own: one group (and one workload)
+    has one owner, and a second ConsumerGroup of it would be refused or take no action."""
+    return f"{GROUP}-{case}"
+
+
+# The cases that connect as rb-operator, whose ACLs name each of their groups exactly.
+OPERATOR_CASES = (
+    "scram-512",
+    "scram-256",
+    "scram-tls",
+    "wrong-password",
+    "configs-acl",
+    "unreachable",
+    "tls-to-plaintext",
+    "plaintext-to-tls",
+    "untrusted-ca",
+    "no-sasl",
+    "topic-not-yet",
+)
 # What the operator needs to observe a group and to manage its settings (docs/kafka-security.md).
-OPERATOR_ACLS = [("DESCRIBE", "GROUP", GROUP), ("DESCRIBE", "TOPIC", TOPIC)]
+TOPIC_ACL = ("DESCRIBE", "TOPIC", TOPIC)
 # A subscribed topic the operator may describe but nobody has created yet.
 NOT_YET = "orders-not-yet"
 CONFIGS_ACL = ("DESCRIBE_CONFIGS", "CLUSTER", "")
@@ -96,10 +117,15 @@ def sidecar_acls(group: str) -> list[tuple[str, str, str]]:
 
 
 ACLS: dict[str, list[tuple[str, str, str]]] = {
-    "rb-operator": [*OPERATOR_ACLS, CONFIGS_ACL, ("DESCRIBE", "TOPIC", NOT_YET)],
-    "rb-no-group": [OPERATOR_ACLS[1], CONFIGS_ACL],
-    "rb-no-topic": [OPERATOR_ACLS[0], CONFIGS_ACL],
-    "rb-no-configs": OPERATOR_ACLS,
+    "rb-operator": [
+        *(("DESCRIBE", "GROUP", group_of(case)) for case in OPERATOR_CASES),
+        TOPIC_ACL,
+        CONFIGS_ACL,
+        ("DESCRIBE", "TOPIC", NOT_YET),
+    ],
+    "rb-no-group": [TOPIC_ACL, CONFIGS_ACL],
+    "rb-no-topic": [("DESCRIBE", "GROUP", group_of("no-topic-acl")), CONFIGS_ACL],
+    "rb-no-configs": [("DESCRIBE", "GROUP", group_of("no-configs-acl")), TOPIC_ACL],
     "rb-sidecar": sidecar_acls("payments"),
     "rb-sidecar-no-group": [a for a in sidecar_acls("refunds") if a[1] != "GROUP"],
     "rb-sidecar-no-create": [a for a in sidecar_acls("invoices") if a[0] != "CREATE"],
@@ -226,17 +252,17 @@ def statefulset(name: str) -> dict[str, Any]:
 
 
 def consumer_group(
-    name: str, bootstrap: str, kafka: dict[str, Any], workload: str = "orders-app", **policy: Any
+    name: str, bootstrap: str, kafka: dict[str, Any], workload: str | None = None, **policy: Any
 ) -> dict[str, Any]:
     return {
         "apiVersion": "/".join(CRD),
         "kind": "ConsumerGroup",
         "metadata": {"name": name},
         "spec": {
-            "groupId": GROUP,
+            "groupId": group_of(name),
             "kafka": {"bootstrapServers": [bootstrap], "requestTimeoutSeconds": 5, **kafka},
             "subscription": {"topics": [TOPIC]},
-            "workload": {"kind": "StatefulSet", "name": workload},
+            "workload": {"kind": "StatefulSet", "name": workload or f"{name}-app"},
             "policy": {"observe": {"intervalSeconds": 2, "reportTtlSeconds": 20}, **policy},
         },
     }
@@ -262,8 +288,6 @@ def groups(secured: KafkaBroker, operator: Operator) -> Operator:
     # A CA of its own that signed nothing the broker has: the wrong CA a user may mount.
     other = make_certificates(operator.folder / "other-ca", "127.0.0.1")
     operator.secret("other-ca", {"ca.crt": other.ca.read_text()})
-    for workload in ("orders-app", "settings-denied", "settings-granted"):
-        operator.kube.apps.create_namespaced_stateful_set(operator.namespace, statefulset(workload))
     ca = {"enabled": True, "caSecretRef": {"name": "kafka-ca", "key": "ca.crt"}}
     wrong_ca = {"enabled": True, "caSecretRef": {"name": "other-ca", "key": "ca.crt"}}
     closed = f"127.0.0.1:{free_port()}"
@@ -298,6 +322,8 @@ def groups(secured: KafkaBroker, operator: Operator) -> Operator:
     # Subscribed to a topic that does not exist (yet) as well as to one that does.
     bodies[-1]["spec"]["subscription"]["topics"] = [TOPIC, NOT_YET]
     for body in bodies:
+        workload = body["spec"]["workload"]["name"]
+        operator.kube.apps.create_namespaced_stateful_set(operator.namespace, statefulset(workload))
         operator.kube.custom.create_namespaced_custom_object(
             *CRD, operator.namespace, "consumergroups", body
         )
@@ -339,9 +365,9 @@ FAILURES = [
         "no-group-acl",
         "KafkaNotAuthorized",
         [
-            "describing group 'orders' failed",
+            "describing group 'orders-no-group-acl' failed",
             "GROUP_AUTHORIZATION_FAILED",
-            "grant User:rb-no-group Describe on group 'orders'",
+            "grant User:rb-no-group Describe on group 'orders-no-group-acl'",
             "docs/kafka-security.md",
         ],
     ),
