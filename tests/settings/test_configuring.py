@@ -120,10 +120,19 @@ async def test_template_patch_is_guarded_and_idempotent(kube: KubernetesApi, ns:
     assert fresh is not None and template_hash(fresh) is None
     assert stale["metadata"]["resourceVersion"] != fresh["metadata"]["resourceVersion"]
     # Planned again from a fresh read, it applies; planned once more, there is nothing to do.
-    plan = plan_settings(inputs(fresh, None, ns, static_membership=True))
-    assert await patch_workload(
-        kube, ns, WorkloadKind.STATEFULSET, "orders-consumer", list(plan.patch.ops)
-    )
+    # The StatefulSet controller writes the status meanwhile (replicas, observedGeneration),
+    # which moves the resourceVersion too: like the reconciler, read and plan again on a refusal.
+    for _ in range(10):
+        plan = plan_settings(inputs(fresh, None, ns, static_membership=True))
+        if await patch_workload(
+            kube, ns, WorkloadKind.STATEFULSET, "orders-consumer", list(plan.patch.ops)
+        ):
+            break
+        await asyncio.sleep(0.5)
+        fresh = await read_workload_body(kube, ns, WorkloadKind.STATEFULSET, "orders-consumer")
+        assert fresh is not None and template_hash(fresh) is None
+    else:
+        pytest.fail("the guarded patch never applied from a fresh read")
     after = await read_workload_body(kube, ns, WorkloadKind.STATEFULSET, "orders-consumer")
     assert after is not None and plan.rendered is not None
     template = after["spec"]["template"]
