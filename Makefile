@@ -52,7 +52,7 @@ e2e: kafka controlplane
 # Tests that run real brokers and processes on a shared 2-core machine can lose a race to load;
 # one rerun keeps CI honest (the rerun is reported as R) without hiding a real failure.
 test: system-deps kafka controlplane lint
-	$(BIN)/pytest -q -p no:cacheprovider --reruns 1 --reruns-delay 2 tests
+	$(BIN)/pytest -q -p no:cacheprovider --reruns 1 --reruns-delay 2 --durations=30 tests
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
