@@ -10,6 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rebalancer.commands.extras import missing_extra_message
+
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
@@ -109,6 +111,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
+    missing = missing_extra_message("lab", "lab")
+    if missing is not None:
+        print(missing, file=sys.stderr)
+        return 2
+    # The lab's own dependencies are not in the base install: imported only here.
     from rich.console import Console
     from rich.live import Live
 

@@ -6,6 +6,8 @@ import argparse
 import sys
 import time
 
+from rebalancer.commands.extras import missing_extra_message
+
 DEFAULT_MASTER = "local[*]"
 
 
@@ -82,7 +84,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"rebalancer learn: {error}", file=sys.stderr)
         return 2
-    # Spark is heavy to import: only this subcommand pays for it.
+    missing = missing_extra_message("learn", "learning")
+    if missing is not None:
+        print(missing, file=sys.stderr)
+        return 2
+    # Spark is heavy to import, and not in the base install: only this subcommand pays for it.
     from rebalancer.learning.jobs import LearnOptions, learn
 
     options = LearnOptions(
