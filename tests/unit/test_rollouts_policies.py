@@ -163,13 +163,6 @@ def statefulset(replicas: int = 6, **fields: Any) -> World:
     ("policy", "profile", "window", "path", "words"),
     [
         (
-            RolloutPolicy(max_batch_size=8),
-            BrokerProfile.APACHE_KAFKA,
-            3.0,
-            "spec.policy.rollout.maxBatchSize",
-            "(8) is larger than StatefulSet orders's replicas (6)",
-        ),
-        (
             RolloutPolicy(batch_deadline_seconds=5),
             BrokerProfile.APACHE_KAFKA,
             3.0,
@@ -196,6 +189,20 @@ def test_policies_that_cannot_be_met(
     plan = plan_rollout(setup, workload, None, change)
     assert [problem.path for problem in plan.problems] == [path]
     assert words in str(plan.problems[0])
+
+
+@pytest.mark.parametrize("replicas", [1, 2, 6])
+def test_a_max_batch_size_above_the_replicas_is_capped_not_refused(replicas: int) -> None:
+    """An autoscaler may run the workload at fewer replicas than maxBatchSize (KEDA activates
+    a workload from zero at 1): the batch takes the pods there are."""
+    world = statefulset(replicas)
+    setup = setup_for(RolloutPolicy(max_batch_size=8))
+    workload = world.workload(T0)
+    change = classify(setup, workload, None, None)
+    assert change is not None
+    plan = plan_rollout(setup, workload, None, change)
+    assert plan.problems == ()
+    assert plan.sizes == (replicas,)
 
 
 def test_static_budget_longer_than_the_session_allows() -> None:

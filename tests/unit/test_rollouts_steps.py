@@ -587,12 +587,12 @@ def test_workload_gone_fails_an_active_rollout() -> None:
 
 def test_a_policy_that_cannot_be_met_is_flagged_before_any_rollout() -> None:
     world = with_pods(World(replicas=6, partition=6), T0)
-    bad = setup_for(RolloutPolicy(max_batch_size=8))
+    bad = setup_for(RolloutPolicy(batch_deadline_seconds=5))
     state, actions = step(RolloutState(), world.observe(bad, T0), T0)
     assert state.phase is Phase.IDLE
     marks = [a for a in actions if isinstance(a, MarkDegraded)]
     assert [m.reason for m in marks] == ["PolicyCannotBeMet"]
-    assert "spec.policy.rollout.maxBatchSize (8) is larger than" in marks[0].message
+    assert "spec.policy.rollout.batchDeadlineSeconds (5) is shorter than" in marks[0].message
     again, actions = step(state, world.observe(bad, T0 + 1), T0 + 1)
     assert not [a for a in actions if isinstance(a, MarkDegraded)]  # said once
     fixed, actions = step(again, world.observe(setup_for(), T0 + 2), T0 + 2)

@@ -21,6 +21,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from rebalancer.clients.autoscaling import pause_scaled_object, resume_scaled_object
 from rebalancer.clients.kubernetes_api import KubernetesApi, PermissionDenied
 from rebalancer.planning.gate_templates import GateOptions, render_gate_patch
 from rebalancer.planning.rollout_actions import (
@@ -31,7 +32,9 @@ from rebalancer.planning.rollout_actions import (
     NoteBypassedGates,
     OpenGate,
     PauseDeployment,
+    PauseScaledObject,
     ResumeDeployment,
+    ResumeScaledObject,
     ScaleWorkload,
     SetStatefulSetPartition,
     release_moment,
@@ -159,6 +162,13 @@ class Actuator:
                 await self.set_paused(False)
             case InstallGate():
                 await self.install_gate()
+            case PauseScaledObject(name=name, rollout_id=rollout_id, resource_version=version):
+                # Not carried out when the object changed since it was read: not posted either.
+                return await pause_scaled_object(
+                    self.api, self.namespace, name, rollout_id, version
+                )
+            case ResumeScaledObject(name=name, resource_version=version):
+                return await resume_scaled_object(self.api, self.namespace, name, version)
             case _:
                 return False
         return True

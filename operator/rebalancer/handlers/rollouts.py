@@ -11,6 +11,7 @@ from typing import Any
 import kopf
 
 from rebalancer import metrics
+from rebalancer.clients.autoscaling import read_autoscalers
 from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.rolling import ActuationFailed, Actuator, read_workload
@@ -23,7 +24,9 @@ from rebalancer.planning.rollout_actions import (
     ForeignWrite,
     MarkDegraded,
     NoteBypassedGates,
+    PauseScaledObject,
     RecordProgress,
+    ResumeScaledObject,
     Wait,
 )
 from rebalancer.planning.rollout_plans import RolloutSetup
@@ -39,6 +42,7 @@ from rebalancer.planning.rollouts import Observation, step
 from rebalancer.planning.settings_plans import timings_from_status
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.simulation import ConsumerSettings, CoordinatorSettings, join_window
+from rebalancer.structs.autoscalers import Autoscalers
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.conditions import (
     Condition,
@@ -110,6 +114,16 @@ def _post(body: kopf.Body, actions: list[Any]) -> None:
             metrics.record_gate_bypasses(namespace, body.metadata.name or "", len(action.pods))
 
 
+def _post_autoscalers(body: kopf.Body, actions: list[Any], done: list[Any]) -> None:
+    """An Event for each KEDA pause or resume carried out (one skipped because the object
+    changed since it was read is asked for again by the next step, and told then)."""
+    for action in actions:
+        if isinstance(action, PauseScaledObject) and action in done:
+            kopf.info(body, reason="AutoscalerPaused", message=action.message)
+        elif isinstance(action, ResumeScaledObject) and action in done:
+            kopf.info(body, reason="AutoscalerResumed", message=action.message)
+
+
 async def _step_once(
     deps: Dependencies,
     body: kopf.Body,
@@ -132,6 +146,7 @@ async def _step_once(
     except Exception as error:  # the API may be briefly away; the state keeps
         logger.warning("%s/%s: reading %s failed: %s", namespace, name, workload_name, error)
         return None
+    autoscalers = await _autoscalers(deps, body, namespace, name, spec)
     latest: dict[tuple[str, str], tuple[GroupSnapshot, int]] = deps.latest_groups
     group, rebalances = latest.get((namespace, name), (None, None))
     if group is None:
@@ -143,6 +158,7 @@ async def _step_once(
         rebalances=rebalances,
         spec_generation=body.metadata.get("generation"),
         resume_token=body.metadata.annotations.get(RESUME_ANNOTATION),
+        autoscalers=autoscalers,
     )
     after, actions = step(state, observation, time.time())
     gate = GateOptions(
@@ -152,7 +168,7 @@ async def _step_once(
     )
     actuator = Actuator(deps.kube, namespace, kind, workload_name, gate)
     try:
-        await actuator.apply(actions)
+        done = await actuator.apply(actions)
     except PermissionDenied as error:
         report_denied(deps, body, namespace, name, "rollouts", error, spec.group_id)
         return None
@@ -163,7 +179,27 @@ async def _step_once(
     if deps.denials.clear(namespace, name, "rollouts"):
         deps.hub.wakeup(spec.group_id).set()  # the observer takes the condition back
     _post(body, list(actions))
+    _post_autoscalers(body, list(actions), done)
     return after, list(actions)
+
+
+async def _autoscalers(
+    deps: Dependencies, body: kopf.Body, namespace: str, name: str, spec: ConsumerGroupSpec
+) -> Autoscalers:
+    """The workload's autoscalers; none when they cannot be read. A refusal is reported (the
+    rollout goes on: it only cannot keep KEDA from scaling meanwhile); the API being briefly
+    away is only logged, and the next step reads again."""
+    try:
+        found = await read_autoscalers(deps.kube, namespace, spec.workload.kind, spec.workload.name)
+    except PermissionDenied as error:
+        report_denied(deps, body, namespace, name, "autoscalers", error, spec.group_id)
+        return Autoscalers()
+    except Exception as error:  # the API may be briefly away
+        logger.warning("%s/%s: reading autoscalers failed: %s", namespace, name, error)
+        return Autoscalers()
+    if deps.denials.clear(namespace, name, "autoscalers"):
+        deps.hub.wakeup(spec.group_id).set()  # the observer takes the condition back
+    return found
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, initial_delay=2.0)

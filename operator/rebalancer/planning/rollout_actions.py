@@ -91,6 +91,41 @@ class InstallGate:
 
 
 @dataclass(frozen=True)
+class PauseScaledObject:
+    """Pause KEDA's ScaledObject `name` for the rollout: KEDA_PAUSED_ANNOTATION "true" and the
+    operator's mark naming `rollout_id`, written only if the object is still at
+    `resource_version` (a pause its owner added meanwhile is not taken over)."""
+
+    name: str
+    rollout_id: str
+    resource_version: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f'paused KEDA ScaledObject {self.name} (autoscaling.keda.sh/paused: "true") for '
+            f"rollout {self.rollout_id}, so that it does not scale the workload mid-rollout; it "
+            "is resumed when the rollout ends"
+        )
+
+
+@dataclass(frozen=True)
+class ResumeScaledObject:
+    """Remove the operator's KEDA pause and its mark from ScaledObject `name` (nothing else)."""
+
+    name: str
+    rollout_id: str
+    resource_version: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"resumed KEDA ScaledObject {self.name}: the pause the operator set for rollout "
+            f"{self.rollout_id} is removed, KEDA scales the workload again"
+        )
+
+
+@dataclass(frozen=True)
 class Wait:
     """Nothing changes by the clock before `until` (epoch seconds); step again then, or sooner
     when the group or the workload changes."""
@@ -147,6 +182,8 @@ Action = (
     | PauseDeployment
     | ResumeDeployment
     | InstallGate
+    | PauseScaledObject
+    | ResumeScaledObject
     | Wait
     | MarkDegraded
     | ClearDegraded

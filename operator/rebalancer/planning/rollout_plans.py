@@ -199,8 +199,10 @@ def classify(
     workload: WorkloadView,
     group: GroupSnapshot | None,
     steady_replicas: int | None,
+    autoscaled: bool = False,
 ) -> Change | None:
-    """The rollout the workload needs now, or None."""
+    """The rollout the workload needs now, or None. `autoscaled`: an HPA writes spec.replicas,
+    so a scale-up is never stepped through it (scaleSteps would fight the HPA)."""
     static = resolve_static(setup.policy, workload, group)
     stale = stale_pods(workload)
     with_gate = gated(setup, workload)
@@ -221,6 +223,7 @@ def classify(
     if (
         not with_gate
         and setup.policy.scale_steps
+        and not autoscaled
         and steady_replicas is not None
         and workload.replicas > steady_replicas
     ):
@@ -253,6 +256,10 @@ def advances_on_ready(setup: RolloutSetup, static: bool, mechanism: Mechanism | 
 
 
 def batch_limit(setup: RolloutSetup, workload: WorkloadView, change: Change, total: int) -> int:
+    """The most pods a batch takes. A maxBatchSize above what is to be released needs no
+    check: split_batches caps every batch at the pods there are, so a workload an autoscaler
+    runs at fewer replicas than maxBatchSize (KEDA activating it from zero at 1) rolls out as
+    usual."""
     limit = setup.policy.max_batch_size
     if limit is None:
         if change.kind is RolloutKind.ROLLING_UPDATE:
@@ -356,17 +363,6 @@ def check_rollout(
     """Why the policy cannot be met on this workload and broker, each with its fix."""
     policy = setup.policy
     problems: list[FieldProblem] = []
-    kind = workload.kind.value
-    if policy.max_batch_size is not None and 0 < workload.replicas < policy.max_batch_size:
-        problems.append(
-            FieldProblem(
-                f"{PATH}.maxBatchSize",
-                f"({policy.max_batch_size}) is larger than {kind} {workload.name}'s replicas "
-                f"({workload.replicas})",
-                f"set maxBatchSize to at most {workload.replicas}, or leave it unset for one "
-                "batch per cold start or scale-up and a quarter of the replicas per update",
-            )
-        )
     empty = group_is_empty(group)
     first = sizes[0] if sizes else 1
     needed = expected_batch_seconds(setup, empty, first, change.static)

@@ -53,6 +53,9 @@ class RolloutPolicy:
     # None: what the session timeout allows on the broker (see rollout_plans.static_budget).
     static_restart_budget_seconds: int | None = None
     scale_steps: bool = False
+    # With an HPA on the workload: a scale-up's batch opens once the HPA has not scaled for
+    # this long (at most gatherSeconds), so that its quick steps join as one wave; 0: never held.
+    autoscaler_window_seconds: int = 20
     park_statefulsets: bool = True
     paused: bool = False
     initial_rebalance_delay_ms: int = 3000
@@ -190,6 +193,7 @@ def parse_rollout_policy(
             body, "staticRestartBudgetSeconds", PATH, None, 1, 3600, problems
         ),
         scale_steps=flag("scaleSteps", defaults.scale_steps),
+        autoscaler_window_seconds=number("autoscalerWindowSeconds", 20, 0, 600),
         park_statefulsets=flag("parkStatefulSets", defaults.park_statefulsets),
         paused=flag("paused", defaults.paused),
         initial_rebalance_delay_ms=number("initialRebalanceDelayMs", 3000, 0, 600000),

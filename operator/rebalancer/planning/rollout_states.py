@@ -211,6 +211,8 @@ class RolloutState:
     yielded: bool = False
     # What other writers did to the workload during this rollout, said again at its end.
     interference: str | None = None
+    # The autoscaler on the workload and what rollouts do about it (planning.autoscalers).
+    autoscaler: str | None = None
 
     @property
     def batches(self) -> int:
@@ -275,7 +277,16 @@ _TIMES = frozenset(
 
 
 _TEXTS = frozenset(
-    {"rollout_id", "target", "resume_token", "reason", "message", "contested_by", "interference"}
+    {
+        "rollout_id",
+        "target",
+        "resume_token",
+        "reason",
+        "message",
+        "contested_by",
+        "interference",
+        "autoscaler",
+    }
 )
 
 

@@ -31,8 +31,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from rebalancer.planning.autoscalers import (
+    autoscaler_actions,
+    describe_autoscalers,
+    hpa_quiet_at,
+)
 from rebalancer.planning.rollout_actions import (
     Action,
     ClearDegraded,
@@ -44,6 +49,7 @@ from rebalancer.planning.rollout_actions import (
     NoteBypassedGates,
     OpenGate,
     PauseDeployment,
+    PauseScaledObject,
     RecordProgress,
     ResumeDeployment,
     ScaleWorkload,
@@ -68,10 +74,12 @@ from rebalancer.planning.rollout_plans import (
 from rebalancer.planning.rollout_policies import PATH
 from rebalancer.planning.rollout_states import (
     Mechanism,
+    RolloutKind,
     RolloutPhase,
     RolloutState,
     stamp,
 )
+from rebalancer.structs.autoscalers import Autoscalers
 from rebalancer.structs.gates import RESUME_ANNOTATION, GateState
 from rebalancer.structs.snapshots import GroupSnapshot, Source
 from rebalancer.structs.specs import WorkloadKind
@@ -120,6 +128,8 @@ class Observation:
     rebalances: int | None = None  # the observer's running count (status.group.rebalances)
     spec_generation: int | None = None  # the ConsumerGroup's metadata.generation
     resume_token: str | None = None  # RESUME_ANNOTATION on the ConsumerGroup
+    # The KEDA ScaledObject and HPA that target the workload (planning.autoscalers).
+    autoscalers: Autoscalers = field(default_factory=Autoscalers)
 
 
 def step(
@@ -161,6 +171,18 @@ def trace_step(
         and counted != (state.members_joined, state.rebalances)
     ):
         actions.append(_progress(current, "RolloutProgress"))
+    window = observation.setup.policy.autoscaler_window_seconds
+    described = describe_autoscalers(observation.autoscalers, window)
+    if described != current.autoscaler:
+        current = current.moved(autoscaler=described)
+    for action in autoscaler_actions(
+        current.phase.active, current.rollout_id, observation.autoscalers
+    ):
+        # A pause goes out before anything that moves the workload, a resume after.
+        if isinstance(action, PauseScaledObject):
+            actions.insert(0, action)
+        else:
+            actions.append(action)
     actions.extend(_holds(current, observation, now))
     actions.extend(_bypasses(observation))
     wake = _next_wake(current, observation, now)
@@ -232,7 +254,9 @@ class _Step:
             if not workload.caught_up:
                 return state, actions
             state = state.moved(holding_deployment=True)
-            change = classify(self.setup, workload, self.obs.group, state.steady_replicas)
+            change = classify(
+                self.setup, workload, self.obs.group, state.steady_replicas, self.autoscaled
+            )
             if change is not None and change.mechanism is Mechanism.DEPLOYMENT_STEPS:
                 return self.replan(state), actions
             # Nothing the planner steps by pausing: handed back just below.
@@ -251,7 +275,9 @@ class _Step:
         # it would only start the same fight again after every rollout.
         parking = wants_parking and not state.yielded
         parked = parking and workload.partition == workload.replicas
-        change = classify(self.setup, workload, self.obs.group, state.steady_replicas)
+        change = classify(
+            self.setup, workload, self.obs.group, state.steady_replicas, self.autoscaled
+        )
         if change is not None:
             plan = plan_rollout(self.setup, workload, self.obs.group, change, state.steady_replicas)
             # Old pods a controller has yet to remove are no rollout once every new pod is in.
@@ -417,7 +443,9 @@ class _Step:
         state = self.state
         if not workload.caught_up:
             return state, []
-        change = classify(self.setup, workload, self.obs.group, state.steady_replicas)
+        change = classify(
+            self.setup, workload, self.obs.group, state.steady_replicas, self.autoscaled
+        )
         if change is None:
             return state.moved(phase=Phase.IDLE, phase_since=self.now, message=None), []
         plan = plan_rollout(self.setup, workload, self.obs.group, change, state.steady_replicas)
@@ -524,6 +552,10 @@ class _Step:
         timed_out = state.gather_until is not None and self.now >= state.gather_until
         if not waiting or not (gathered or timed_out):
             return state, []
+        if not timed_out and self.hpa_stepping():
+            # The HPA scaled moments ago and may take its next step at its next sync: its
+            # pods join with these rather than in a rebalance of their own.
+            return state, []
         chosen = tuple(pod.name for pod in waiting[:size])
         return self.released(state, chosen), [OpenGate(label, chosen)]
 
@@ -555,6 +587,18 @@ class _Step:
             # Strays join with the batch, and count as its members.
             return self.released(state, names + strays), actions + opens
         return state, actions + self.unnoticed_replacements(batch_pods)
+
+    @property
+    def autoscaled(self) -> bool:
+        """An HPA (KEDA's or the user's) writes spec.replicas: the planner does not step it."""
+        return self.obs.autoscalers.hpa is not None
+
+    def hpa_stepping(self) -> bool:
+        """Whether a scale-up waits for the HPA to leave the replicas alone a while."""
+        if self.state.kind is RolloutKind.ROLLING_UPDATE:
+            return False
+        quiet_at = hpa_quiet_at(self.obs.autoscalers, self.policy.autoscaler_window_seconds)
+        return quiet_at is not None and self.now < quiet_at
 
     def unnoticed_replacements(self, pods: Sequence[PodView]) -> list[Action]:
         """Delete a batch's new pods the scheduler has ignored for UNNOTICED_POD_SECONDS, so
@@ -726,7 +770,9 @@ class _Step:
             remaining = max(workload.replicas - len(through_pods(workload)), 0)
             if remaining:
                 # Pods that missed their batch (gathering timed out) get batches of their own.
-                change = classify(self.setup, workload, self.obs.group, state.steady_replicas)
+                change = classify(
+                    self.setup, workload, self.obs.group, state.steady_replicas, self.autoscaled
+                )
                 limit = remaining
                 if change is not None:
                     limit = batch_limit(self.setup, workload, change, remaining)
