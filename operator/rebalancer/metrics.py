@@ -1,10 +1,12 @@
 """Prometheus metrics of the operator, served at GET /metrics on the report endpoint's port.
 
 Every metric lives in this module's own registry, so that nothing else imported into the
-process (kopf, the Kubernetes client) adds series to the scrape. Names follow Prometheus
-conventions: the `rebalancer_` prefix, base units, counters ending in `_total`. Labels are only
-the ConsumerGroup's namespace and name and small fixed sets (cause, state, reason, outcome):
-never anything a member report or a broker sends, because those are unbounded.
+process (kopf, the Kubernetes client) adds series to the scrape; the standard process and
+Python runtime collectors are added to it on purpose. Names follow Prometheus conventions: the
+`rebalancer_` prefix, base units, counters ending in `_total`. Labels are only the
+ConsumerGroup's namespace, name and Kafka group id (one per resource) and small fixed sets
+(cause, state, reason, outcome, phase): never anything a member report or a broker sends,
+because those are unbounded.
 docs/metrics.md describes every metric.
 """
 
@@ -14,6 +16,9 @@ from collections.abc import Iterable
 
 from aiohttp.typedefs import Handler
 from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -25,15 +30,24 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 
 from rebalancer import __version__
 from rebalancer.planning.rebalances import GroupTracking
+from rebalancer.planning.rollout_progress import batches_done
+from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
 from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
-from rebalancer.structs.history import RebalanceCause
+from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.snapshots import GroupSnapshot
 
 # `_created` series double the series count and no dashboard or alert here reads them.
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
-GROUP_LABELS = ("namespace", "consumergroup")
+# process_* (CPU, memory, file descriptors, start time) and python_* (GC, version): what a
+# user looks at first when the operator is slow or restarts. The default registry's
+# collectors are registered here too, not copied, so they report this process.
+for _collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+    REGISTRY.register(_collector)
+# The ConsumerGroup resource's namespace and name, and the Kafka group.id it observes (one per
+# resource, so the label adds no series; it lets queries and alerts name the Kafka group).
+GROUP_LABELS = ("namespace", "consumergroup", "group_id")
 
 # Kafka's wire names for classic and KIP-848 groups; anything else a broker sends is folded
 # into "Unknown" so a misbehaving broker cannot create series.
@@ -49,6 +63,10 @@ GROUP_STATES = (
 )
 REPORT_REJECTIONS = ("unauthorized", "too_large", "not_json", "invalid", "other")
 OBSERVATION_OUTCOMES = ("success", "failure")
+ROLLOUT_PHASES = tuple(phase.value for phase in RolloutPhase)
+# The final answers a sidecar gives to an enforce request, plus the operator's own two:
+# skipped (a rebalance was already under way) and unreachable (no sidecar answered).
+ENFORCE_OUTCOMES = ("enforced", "in-progress", "failed", "expired", "skipped", "unreachable")
 
 REBALANCES = Counter(
     "rebalancer_rebalances",
@@ -170,13 +188,64 @@ GATE_BYPASSES = Counter(
     GROUP_LABELS,
     registry=REGISTRY,
 )
+TIME_TO_STABLE = Histogram(
+    "rebalancer_rebalance_time_to_stable_seconds",
+    "Per rebalance that members joined, from the first joining member's start-up (its stagger "
+    "batch's release) until the last member reported the new generation; needs member reports.",
+    GROUP_LABELS,
+    # A cold start takes the broker's initial delay (3 s) and more; a stuck one minutes.
+    buckets=(0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 55.0, 90.0, 150.0, 300.0, 600.0),
+    registry=REGISTRY,
+)
+UNOWNED_PARTITION_SECONDS = Counter(
+    "rebalancer_unowned_partition_seconds",
+    "Partition-seconds without an owner, summed over the rebalances whose figure is known "
+    "(member reports time every release and assignment; a cold start counts every partition "
+    "for its whole time to Stable).",
+    GROUP_LABELS,
+    registry=REGISTRY,
+)
+ROLLOUT_PHASE = Gauge(
+    "rebalancer_rollout_phase",
+    "1 for the rollout planner's phase (status.rollout.phase), 0 for every other phase.",
+    [*GROUP_LABELS, "phase"],
+    registry=REGISTRY,
+)
+ROLLOUT_BATCHES = Gauge(
+    "rebalancer_rollout_batches",
+    "Batches the current or last rollout was cut into; 0 between rollouts.",
+    GROUP_LABELS,
+    registry=REGISTRY,
+)
+ROLLOUT_BATCHES_DONE = Gauge(
+    "rebalancer_rollout_batches_done",
+    "Batches of the current or last rollout released and settled; progress is this over "
+    "rebalancer_rollout_batches.",
+    GROUP_LABELS,
+    registry=REGISTRY,
+)
+GATE_WAIT = Histogram(
+    "rebalancer_gate_wait_seconds",
+    "Per pod released by the operator at its join gate, from the pod's creation until the "
+    "operator opened its gate.",
+    GROUP_LABELS,
+    buckets=(1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0),
+    registry=REGISTRY,
+)
+ENFORCED_REBALANCES = Counter(
+    "rebalancer_enforced_rebalances",
+    "Enforce requests the operator sent, by final outcome (the sidecar's, or skipped, or "
+    "unreachable).",
+    [*GROUP_LABELS, "outcome"],
+    registry=REGISTRY,
+)
 OPERATOR_INFO = Info(
     "rebalancer_operator",
     "The running operator's version.",
     registry=REGISTRY,
 )
 
-_GROUP_METRICS: tuple[Counter | Gauge, ...] = (
+_GROUP_METRICS: tuple[Counter | Gauge | Histogram, ...] = (
     REBALANCES,
     GROUP_REBALANCES,
     GROUP_MEMBERS,
@@ -191,7 +260,16 @@ _GROUP_METRICS: tuple[Counter | Gauge, ...] = (
     GROUP_DEGRADED,
     OBSERVATION_FAILURES,
     GATE_BYPASSES,
+    TIME_TO_STABLE,
+    UNOWNED_PARTITION_SECONDS,
+    ROLLOUT_PHASE,
+    ROLLOUT_BATCHES,
+    ROLLOUT_BATCHES_DONE,
+    GATE_WAIT,
+    ENFORCED_REBALANCES,
 )
+# The Kafka group id each ConsumerGroup's series carry, to drop the old ones when it changes.
+_GROUP_IDS: dict[tuple[str, str], str] = {}
 
 OPERATOR_INFO.info({"version": __version__})
 # Series that exist from the start let rate() and increase() see their first increment.
@@ -201,69 +279,137 @@ for _reason in REPORT_REJECTIONS:
     REPORTS_REJECTED.labels(_reason)
 
 
-def _start_group(namespace: str, consumergroup: str) -> None:
+def _group(namespace: str, consumergroup: str, group_id: str) -> tuple[str, str, str]:
+    """The label values of a group's series; a new spec.groupId drops the old id's series, which
+    would otherwise stay beside the new ones as if two groups were observed."""
+    key = (namespace, consumergroup)
+    known = _GROUP_IDS.get(key)
+    if known is not None and known != group_id:
+        forget_group(namespace, consumergroup)
+    _GROUP_IDS[key] = group_id
+    return namespace, consumergroup, group_id
+
+
+def _start_group(labels: tuple[str, str, str]) -> None:
     for cause in RebalanceCause:
-        REBALANCES.labels(namespace, consumergroup, cause.value)
+        REBALANCES.labels(*labels, cause.value)
 
 
-def _set_or_drop(gauge: Gauge, namespace: str, consumergroup: str, value: float | None) -> None:
+def _set_or_drop(gauge: Gauge, labels: tuple[str, str, str], value: float | None) -> None:
     # A missing figure is dropped rather than kept at its last value, so graphs show a gap
     # instead of a stale number that looks current.
     if value is None:
-        gauge.remove(namespace, consumergroup)
+        gauge.remove(*labels)
     else:
-        gauge.labels(namespace, consumergroup).set(value)
+        gauge.labels(*labels).set(value)
 
 
-def record_rebalance(namespace: str, consumergroup: str, cause: str) -> None:
+def record_rebalance(namespace: str, consumergroup: str, group_id: str, cause: str) -> None:
     """Count one detected rebalance of the ConsumerGroup `namespace/consumergroup`."""
-    _start_group(namespace, consumergroup)
+    labels = _group(namespace, consumergroup, group_id)
+    _start_group(labels)
     known = {member.value for member in RebalanceCause}
     label = cause if cause in known else RebalanceCause.UNKNOWN.value
-    REBALANCES.labels(namespace, consumergroup, label).inc()
+    REBALANCES.labels(*labels, label).inc()
 
 
 def publish_snapshot(
-    namespace: str, consumergroup: str, snapshot: GroupSnapshot, tracking: GroupTracking
+    namespace: str,
+    consumergroup: str,
+    group_id: str,
+    snapshot: GroupSnapshot,
+    tracking: GroupTracking,
 ) -> None:
     """Export what one successful observation saw, with the tracking kept after it.
 
     The generation falls back to the tracked one, as the status does, because classic
     DescribeGroups does not tell it.
     """
-    _start_group(namespace, consumergroup)
+    labels = _group(namespace, consumergroup, group_id)
+    _start_group(labels)
     current = snapshot.state if snapshot.state in GROUP_STATES else "Unknown"
     for state in GROUP_STATES:
-        GROUP_STATE.labels(namespace, consumergroup, state).set(1 if state == current else 0)
+        GROUP_STATE.labels(*labels, state).set(1 if state == current else 0)
     generation = tracking.generation if snapshot.generation is None else snapshot.generation
-    GROUP_MEMBERS.labels(namespace, consumergroup).set(snapshot.members)
-    GROUP_REBALANCES.labels(namespace, consumergroup).set(tracking.rebalances)
-    GROUP_LAST_OBSERVATION.labels(namespace, consumergroup).set(snapshot.observed_at)
-    _set_or_drop(GROUP_GENERATION, namespace, consumergroup, generation)
-    _set_or_drop(GROUP_ASSIGNED_PARTITIONS, namespace, consumergroup, snapshot.assigned_partitions)
-    _set_or_drop(GROUP_PARTITIONS, namespace, consumergroup, snapshot.total_partitions)
-    _set_or_drop(GROUP_LAG, namespace, consumergroup, snapshot.lag)
-    _set_or_drop(GROUP_LAST_REBALANCE, namespace, consumergroup, tracking.last_rebalance_at)
+    GROUP_MEMBERS.labels(*labels).set(snapshot.members)
+    GROUP_REBALANCES.labels(*labels).set(tracking.rebalances)
+    GROUP_LAST_OBSERVATION.labels(*labels).set(snapshot.observed_at)
+    _set_or_drop(GROUP_GENERATION, labels, generation)
+    _set_or_drop(GROUP_ASSIGNED_PARTITIONS, labels, snapshot.assigned_partitions)
+    _set_or_drop(GROUP_PARTITIONS, labels, snapshot.total_partitions)
+    _set_or_drop(GROUP_LAG, labels, snapshot.lag)
+    _set_or_drop(GROUP_LAST_REBALANCE, labels, tracking.last_rebalance_at)
 
 
-def publish_conditions(namespace: str, consumergroup: str, conditions: Iterable[Condition]) -> None:
+def record_rebalance_records(
+    namespace: str, consumergroup: str, group_id: str, records: Iterable[RebalanceEvent]
+) -> None:
+    """Export the measured figures of rebalance records as they are settled (once each):
+    time to Stable and partition-seconds without an owner, where known."""
+    labels = _group(namespace, consumergroup, group_id)
+    # Present from the group's first observation, so increase() sees the first rebalance.
+    UNOWNED_PARTITION_SECONDS.labels(*labels)
+    TIME_TO_STABLE.labels(*labels)
+    for record in records:
+        if record.time_to_stable_ms is not None:
+            TIME_TO_STABLE.labels(*labels).observe(record.time_to_stable_ms / 1000.0)
+        unowned = record.stop_the_world_partition_s
+        if unowned is not None:
+            UNOWNED_PARTITION_SECONDS.labels(*labels).inc(max(unowned, 0.0))
+
+
+def publish_rollout(namespace: str, consumergroup: str, group_id: str, state: RolloutState) -> None:
+    """Export the rollout planner's phase and how many of its batches are done."""
+    labels = _group(namespace, consumergroup, group_id)
+    for phase in ROLLOUT_PHASES:
+        ROLLOUT_PHASE.labels(*labels, phase).set(1 if phase == state.phase.value else 0)
+    planned = 0 if state.phase is RolloutPhase.IDLE else state.batches
+    ROLLOUT_BATCHES.labels(*labels).set(planned)
+    ROLLOUT_BATCHES_DONE.labels(*labels).set(batches_done(state))
+
+
+def record_gate_waits(
+    namespace: str, consumergroup: str, group_id: str, waits: Iterable[float]
+) -> None:
+    """Observe how long each pod the operator released had waited at its gate."""
+    labels = _group(namespace, consumergroup, group_id)
+    for seconds in waits:
+        GATE_WAIT.labels(*labels).observe(seconds)
+
+
+def record_enforcement(namespace: str, consumergroup: str, group_id: str, outcome: str) -> None:
+    """Count one enforce request's final outcome; anything outside ENFORCE_OUTCOMES is ignored
+    (answers still under way are counted when their final one comes)."""
+    labels = _group(namespace, consumergroup, group_id)
+    for known in ENFORCE_OUTCOMES:
+        ENFORCED_REBALANCES.labels(*labels, known)
+    if outcome in ENFORCE_OUTCOMES:
+        ENFORCED_REBALANCES.labels(*labels, outcome).inc()
+
+
+def publish_conditions(
+    namespace: str, consumergroup: str, group_id: str, conditions: Iterable[Condition]
+) -> None:
     """Export the Ready and Degraded conditions about to be written; other types are ignored."""
+    labels = _group(namespace, consumergroup, group_id)
     gauges = {ConditionType.READY: GROUP_READY, ConditionType.DEGRADED: GROUP_DEGRADED}
     for condition in conditions:
         gauge = gauges.get(condition.type)
         if gauge is not None:
             value = 1 if condition.status is ConditionStatus.TRUE else 0
-            gauge.labels(namespace, consumergroup).set(value)
+            gauge.labels(*labels).set(value)
 
 
-def record_gate_bypasses(namespace: str, consumergroup: str, pods: int) -> None:
+def record_gate_bypasses(namespace: str, consumergroup: str, group_id: str, pods: int) -> None:
     """Count `pods` whose gates were bypassed, once each (the operator marks the pods)."""
-    GATE_BYPASSES.labels(namespace, consumergroup).inc(pods)
+    GATE_BYPASSES.labels(*_group(namespace, consumergroup, group_id)).inc(pods)
 
 
-def record_observation_failure(namespace: str, consumergroup: str, reason: str) -> None:
+def record_observation_failure(
+    namespace: str, consumergroup: str, group_id: str, reason: str
+) -> None:
     """Count one failed observation; `reason` is the Degraded condition's reason."""
-    OBSERVATION_FAILURES.labels(namespace, consumergroup, reason).inc()
+    OBSERVATION_FAILURES.labels(*_group(namespace, consumergroup, group_id), reason).inc()
 
 
 def record_observation_duration(seconds: float, *, succeeded: bool) -> None:
@@ -291,6 +437,7 @@ def record_report_rejected(reason: str) -> None:
 def forget_group(namespace: str, consumergroup: str) -> None:
     """Drop every series of a deleted ConsumerGroup, so it stops appearing in queries."""
     labels = {"namespace": namespace, "consumergroup": consumergroup}
+    _GROUP_IDS.pop((namespace, consumergroup), None)
     for metric in _GROUP_METRICS:
         metric.remove_by_labels(labels)
 

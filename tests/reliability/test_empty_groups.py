@@ -53,8 +53,13 @@ def ready_gauge(lab: Lab, name: str) -> float | None:
     url = f"http://{lab.config.host}:{lab.config.reports_port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
-    prefix = f'rebalancer_group_ready{{consumergroup="{name}",namespace="default"}}'
-    found = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix)]
+    # Labels come sorted: consumergroup, group_id, namespace.
+    prefix = f'rebalancer_group_ready{{consumergroup="{name}",group_id='
+    found = [
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith(prefix) and 'namespace="default"}' in line
+    ]
     return found[0] if found else None
 
 

@@ -69,8 +69,13 @@ def bypasses_metric(lab: Lab) -> float | None:
             text = response.read().decode()
     except OSError:
         return None
-    prefix = f'rebalancer_gate_bypasses_total{{consumergroup="{NAME}",namespace="default"}}'
-    values = [float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix)]
+    # Labels come sorted: consumergroup, group_id, namespace.
+    prefix = f'rebalancer_gate_bypasses_total{{consumergroup="{NAME}",group_id='
+    values = [
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith(prefix) and 'namespace="default"}' in line
+    ]
     return sum(values)
 
 

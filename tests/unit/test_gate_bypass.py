@@ -96,22 +96,16 @@ def test_the_planner_tells_bypassed_pods_once_whatever_the_phase() -> None:
     assert not [a for a in actions if isinstance(a, NoteBypassedGates)]
 
 
+BYPASSED = {"namespace": "ns", "consumergroup": "bypassed", "group_id": "orders"}
+
+
 def test_bypasses_are_counted_per_group() -> None:
-    before = metrics.REGISTRY.get_sample_value(
-        "rebalancer_gate_bypasses_total", {"namespace": "ns", "consumergroup": "bypassed"}
-    )
-    metrics.record_gate_bypasses("ns", "bypassed", 3)
-    after = metrics.REGISTRY.get_sample_value(
-        "rebalancer_gate_bypasses_total", {"namespace": "ns", "consumergroup": "bypassed"}
-    )
+    before = metrics.REGISTRY.get_sample_value("rebalancer_gate_bypasses_total", BYPASSED)
+    metrics.record_gate_bypasses("ns", "bypassed", "orders", 3)
+    after = metrics.REGISTRY.get_sample_value("rebalancer_gate_bypasses_total", BYPASSED)
     assert (after or 0) - (before or 0) == 3
     metrics.forget_group("ns", "bypassed")
-    assert (
-        metrics.REGISTRY.get_sample_value(
-            "rebalancer_gate_bypasses_total", {"namespace": "ns", "consumergroup": "bypassed"}
-        )
-        is None
-    )
+    assert metrics.REGISTRY.get_sample_value("rebalancer_gate_bypasses_total", BYPASSED) is None
 
 
 def test_the_operator_refuses_a_bypass_too_short_naming_the_flag(

@@ -9,16 +9,20 @@ from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from rebalancer import __version__, metrics
 from rebalancer.clients.receiving import ReportHub, build_app
 from rebalancer.planning.rebalances import GroupTracking
+from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
+from rebalancer.sidecar import metrics as sidecar_metrics
 from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
-from rebalancer.structs.history import RebalanceCause
+from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.snapshots import GroupSnapshot
+
+GID = "orders-group"
 
 
 def snapshot(**overrides: object) -> GroupSnapshot:
@@ -73,8 +77,8 @@ def group() -> Iterator[tuple[str, str]]:
 
 def test_snapshot_is_published_with_group_labels(group: tuple[str, str]) -> None:
     namespace, name = group
-    metrics.publish_snapshot(namespace, name, snapshot(), tracking())
-    labels = {"namespace": namespace, "consumergroup": name}
+    metrics.publish_snapshot(namespace, name, GID, snapshot(), tracking())
+    labels = {"namespace": namespace, "consumergroup": name, "group_id": GID}
     assert value("rebalancer_group_members", **labels) == 3
     assert value("rebalancer_group_generation", **labels) == 7
     assert value("rebalancer_group_assigned_partitions", **labels) == 12
@@ -87,7 +91,7 @@ def test_snapshot_is_published_with_group_labels(group: tuple[str, str]) -> None
 
 def test_state_is_one_hot_and_unknown_states_fold(group: tuple[str, str]) -> None:
     namespace, name = group
-    metrics.publish_snapshot(namespace, name, snapshot(state="PreparingRebalance"), tracking())
+    metrics.publish_snapshot(namespace, name, GID, snapshot(state="PreparingRebalance"), tracking())
     states = {
         s.labels["state"]: s.value
         for s in samples()
@@ -95,8 +99,8 @@ def test_state_is_one_hot_and_unknown_states_fold(group: tuple[str, str]) -> Non
     }
     assert set(states) == set(metrics.GROUP_STATES)
     assert [state for state, v in states.items() if v == 1] == ["PreparingRebalance"]
-    metrics.publish_snapshot(namespace, name, snapshot(state="Banana"), tracking())
-    labels = {"namespace": namespace, "consumergroup": name}
+    metrics.publish_snapshot(namespace, name, GID, snapshot(state="Banana"), tracking())
+    labels = {"namespace": namespace, "consumergroup": name, "group_id": GID}
     assert value("rebalancer_group_state", **labels, state="Unknown") == 1
     assert value("rebalancer_group_state", **labels, state="PreparingRebalance") == 0
     assert "Banana" not in scrape()
@@ -104,11 +108,12 @@ def test_state_is_one_hot_and_unknown_states_fold(group: tuple[str, str]) -> Non
 
 def test_unknown_figures_are_dropped_not_kept_stale(group: tuple[str, str]) -> None:
     namespace, name = group
-    labels = {"namespace": namespace, "consumergroup": name}
-    metrics.publish_snapshot(namespace, name, snapshot(), tracking())
+    labels = {"namespace": namespace, "consumergroup": name, "group_id": GID}
+    metrics.publish_snapshot(namespace, name, GID, snapshot(), tracking())
     metrics.publish_snapshot(
         namespace,
         name,
+        GID,
         snapshot(generation=None, lag=None, assigned_partitions=None, total_partitions=None),
         tracking(generation=None, last_rebalance_at=None),
     )
@@ -125,15 +130,20 @@ def test_unknown_figures_are_dropped_not_kept_stale(group: tuple[str, str]) -> N
 
 def test_generation_falls_back_to_the_tracked_one(group: tuple[str, str]) -> None:
     namespace, name = group
-    metrics.publish_snapshot(namespace, name, snapshot(generation=None), tracking(generation=9))
-    assert value("rebalancer_group_generation", namespace=namespace, consumergroup=name) == 9
+    metrics.publish_snapshot(
+        namespace, name, GID, snapshot(generation=None), tracking(generation=9)
+    )
+    assert (
+        value("rebalancer_group_generation", namespace=namespace, consumergroup=name, group_id=GID)
+        == 9
+    )
 
 
 def test_rebalances_are_counted_by_cause(group: tuple[str, str]) -> None:
     namespace, name = group
-    metrics.record_rebalance(namespace, name, RebalanceCause.MEMBER_JOINED)
-    metrics.record_rebalance(namespace, name, RebalanceCause.MEMBER_JOINED)
-    metrics.record_rebalance(namespace, name, "something-new")
+    metrics.record_rebalance(namespace, name, GID, RebalanceCause.MEMBER_JOINED)
+    metrics.record_rebalance(namespace, name, GID, RebalanceCause.MEMBER_JOINED)
+    metrics.record_rebalance(namespace, name, GID, "something-new")
     counts = {
         s.labels["cause"]: s.value
         for s in samples()
@@ -148,10 +158,11 @@ def test_rebalances_are_counted_by_cause(group: tuple[str, str]) -> None:
 
 def test_conditions_become_gauges(group: tuple[str, str]) -> None:
     namespace, name = group
-    labels = {"namespace": namespace, "consumergroup": name}
+    labels = {"namespace": namespace, "consumergroup": name, "group_id": GID}
     metrics.publish_conditions(
         namespace,
         name,
+        GID,
         [
             Condition(ConditionType.READY, ConditionStatus.TRUE, "GroupStable", "ok"),
             Condition(ConditionType.DEGRADED, ConditionStatus.FALSE, "Observed", "ok"),
@@ -163,6 +174,7 @@ def test_conditions_become_gauges(group: tuple[str, str]) -> None:
     metrics.publish_conditions(
         namespace,
         name,
+        GID,
         [Condition(ConditionType.READY, ConditionStatus.UNKNOWN, "Observing", "starting")],
     )
     assert value("rebalancer_group_ready", **labels) == 0
@@ -171,9 +183,9 @@ def test_conditions_become_gauges(group: tuple[str, str]) -> None:
 
 def test_observation_failures_and_durations(group: tuple[str, str]) -> None:
     namespace, name = group
-    labels = {"namespace": namespace, "consumergroup": name}
-    metrics.record_observation_failure(namespace, name, "KafkaUnreachable")
-    metrics.record_observation_failure(namespace, name, "KafkaUnreachable")
+    labels = {"namespace": namespace, "consumergroup": name, "group_id": GID}
+    metrics.record_observation_failure(namespace, name, GID, "KafkaUnreachable")
+    metrics.record_observation_failure(namespace, name, GID, "KafkaUnreachable")
     assert value("rebalancer_observation_failures_total", **labels, reason="KafkaUnreachable") == 2
     before = value("rebalancer_observation_duration_seconds_count", outcome="failure") or 0.0
     metrics.record_observation_duration(4.0, succeeded=False)
@@ -198,12 +210,13 @@ def test_report_counters() -> None:
 def test_forget_removes_every_series_of_the_group_only(group: tuple[str, str]) -> None:
     namespace, name = group
     for target in (name, "payments"):
-        metrics.publish_snapshot(namespace, target, snapshot(), tracking())
-        metrics.record_rebalance(namespace, target, RebalanceCause.REJOIN)
-        metrics.record_observation_failure(namespace, target, "ObserveFailed")
+        metrics.publish_snapshot(namespace, target, GID, snapshot(), tracking())
+        metrics.record_rebalance(namespace, target, GID, RebalanceCause.REJOIN)
+        metrics.record_observation_failure(namespace, target, GID, "ObserveFailed")
         metrics.publish_conditions(
             namespace,
             target,
+            GID,
             [Condition(ConditionType.READY, ConditionStatus.TRUE, "GroupStable", "ok")],
         )
     metrics.forget_group(namespace, name)
@@ -215,22 +228,45 @@ def test_forget_removes_every_series_of_the_group_only(group: tuple[str, str]) -
     metrics.forget_group(namespace, "never-seen")
 
 
+# The standard collectors' families (process_*, python_*) and their own labels.
+RUNTIME_PREFIXES = ("process_", "python_")
+RUNTIME_LABELS = {"generation", "implementation", "major", "minor", "patchlevel", "version"}
+
+
 def test_names_follow_prometheus_conventions(group: tuple[str, str]) -> None:
     namespace, name = group
-    metrics.publish_snapshot(namespace, name, snapshot(), tracking())
-    metrics.record_rebalance(namespace, name, RebalanceCause.REJOIN)
+    metrics.publish_snapshot(namespace, name, GID, snapshot(), tracking())
+    metrics.record_rebalance(namespace, name, GID, RebalanceCause.REJOIN)
+    metrics.publish_rollout(namespace, name, GID, RolloutState())
+    metrics.record_enforcement(namespace, name, GID, "enforced")
     families = list(text_string_to_metric_families(scrape()))
     assert families
+    allowed = {"namespace", "consumergroup", "group_id", "cause", "state", "reason", "outcome"}
+    allowed |= {"phase", "le"}
     for family in families:
-        assert family.name.startswith("rebalancer_"), family.name
+        runtime = family.name.startswith(RUNTIME_PREFIXES)
+        assert runtime or family.name.startswith("rebalancer_"), family.name
         for sample in family.samples:
             assert not sample.name.endswith("_created"), sample.name
             if family.type == "counter":
                 assert sample.name.endswith("_total"), sample.name
-            allowed = {"namespace", "consumergroup", "cause", "state", "reason", "outcome", "le"}
-            assert set(sample.labels) <= allowed | {"version"}, sample
+            extra = RUNTIME_LABELS if runtime else {"version"}
+            assert set(sample.labels) <= allowed | extra, sample
     info = [s for f in families for s in f.samples if s.name == "rebalancer_operator_info"]
     assert [s.labels for s in info] == [{"version": __version__}]
+
+
+def test_process_and_python_runtime_metrics_describe_this_process() -> None:
+    import os
+    import time
+
+    start = value("process_start_time_seconds")
+    assert start is not None and start <= time.time()
+    assert (value("process_resident_memory_bytes") or 0) > 0
+    # Read from /proc/self: this process's descriptors, not a constant.
+    assert 0 < (value("process_open_fds") or 0) <= len(os.listdir("/proc/self/fd"))
+    assert [s for s in samples() if s.name == "python_info"]
+    assert [s for s in samples() if s.name == "python_gc_collections_total"]
 
 
 async def test_metrics_are_served_next_to_reports() -> None:
@@ -248,11 +284,11 @@ def test_exposition_passes_promtool(group: tuple[str, str]) -> None:
     if promtool is None:
         pytest.skip("promtool is not installed (Debian package `prometheus`)")
     namespace, name = group
-    metrics.publish_snapshot(namespace, name, snapshot(), tracking())
-    metrics.record_rebalance(namespace, name, RebalanceCause.MEMBER_LEFT)
-    metrics.record_observation_failure(namespace, name, "SecretNotFound")
+    metrics.publish_snapshot(namespace, name, GID, snapshot(), tracking())
+    metrics.record_rebalance(namespace, name, GID, RebalanceCause.MEMBER_LEFT)
+    metrics.record_observation_failure(namespace, name, GID, "SecretNotFound")
     metrics.publish_conditions(
-        namespace, name, [Condition(ConditionType.READY, ConditionStatus.FALSE, "x", "y")]
+        namespace, name, GID, [Condition(ConditionType.READY, ConditionStatus.FALSE, "x", "y")]
     )
     checked = subprocess.run(
         [promtool, "check", "metrics"],
@@ -265,15 +301,128 @@ def test_exposition_passes_promtool(group: tuple[str, str]) -> None:
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def test_every_metric_is_documented() -> None:
-    doc = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    rows = set(re.findall(r"^\| `(rebalancer_[a-z_]+)` \| (\w+) \|", doc, flags=re.MULTILINE))
+def documented_rows() -> set[tuple[str, str]]:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    pattern = r"^\| `((?:rebalancer|process|python)_[a-z_]+)` \| (\w+) \|"
+    return set(re.findall(pattern, doc, flags=re.MULTILINE))
+
+
+def exported_rows(registry: CollectorRegistry) -> set[tuple[str, str]]:
     suffixes = {"counter": "_total", "info": "_info"}
-    exported = {
+    return {
         (
             family.name + suffixes.get(family.type, ""),
             "gauge" if family.type == "info" else family.type,
         )
-        for family in metrics.REGISTRY.collect()
+        for family in registry.collect()
     }
-    assert rows == exported
+
+
+def test_every_metric_is_documented() -> None:
+    """docs/metrics.md has one row per family of the operator and of the sidecar, and no more."""
+    assert documented_rows() == exported_rows(metrics.REGISTRY) | exported_rows(
+        sidecar_metrics.REGISTRY
+    )
+
+
+def record(**overrides: object) -> RebalanceEvent:
+    values: dict[str, object] = {
+        "namespace": "ns",
+        "name": "orders",
+        "group_id": GID,
+        "cluster": "kafka:9092",
+        "generation": 8,
+        "previous_generation": 7,
+        "cause": RebalanceCause.MEMBER_JOINED,
+        "detected_at": 1_700_000_000.0,
+        "started_at": None,
+        "members": 3,
+        "joined": ("orders-2",),
+        "left": (),
+        "source": "member-reports",
+        "state": "Stable",
+    }
+    values.update(overrides)
+    return RebalanceEvent(**values)  # type: ignore[arg-type]
+
+
+def test_rebalance_records_feed_time_to_stable_and_unowned_partition_seconds(
+    group: tuple[str, str],
+) -> None:
+    namespace, name = group
+    labels = {"namespace": namespace, "consumergroup": name, "group_id": GID}
+    metrics.record_rebalance_records(namespace, name, GID, [])
+    # Both exist at zero before any rebalance, so increase() sees the first one.
+    assert value("rebalancer_unowned_partition_seconds_total", **labels) == 0
+    assert value("rebalancer_rebalance_time_to_stable_seconds_count", **labels) == 0
+    metrics.record_rebalance_records(
+        namespace,
+        name,
+        GID,
+        [
+            record(time_to_stable_ms=4200.0, stop_the_world_partition_s=50.4),
+            record(time_to_stable_ms=2500.0, stop_the_world_partition_s=None),
+            # A leave: no joins, so neither figure is known; nothing is observed.
+            record(cause=RebalanceCause.MEMBER_LEFT, joined=(), left=("orders-1",)),
+        ],
+    )
+    assert value("rebalancer_rebalance_time_to_stable_seconds_count", **labels) == 2
+    assert value("rebalancer_rebalance_time_to_stable_seconds_sum", **labels) == 6.7
+    assert value("rebalancer_rebalance_time_to_stable_seconds_bucket", **labels, le="3.0") == 1
+    assert value("rebalancer_rebalance_time_to_stable_seconds_bucket", **labels, le="5.0") == 2
+    assert value("rebalancer_unowned_partition_seconds_total", **labels) == 50.4
+
+
+def test_rollout_phase_is_one_hot_with_progress(group: tuple[str, str]) -> None:
+    namespace, name = group
+    labels = {"namespace": namespace, "consumergroup": name, "group_id": GID}
+    joining = RolloutState(phase=RolloutPhase.BATCH_JOINING, batch=3, sizes=(2, 2, 2, 1))
+    metrics.publish_rollout(namespace, name, GID, joining)
+    phases = {
+        s.labels["phase"]: s.value
+        for s in samples()
+        if s.name == "rebalancer_rollout_phase" and s.labels["namespace"] == namespace
+    }
+    assert set(phases) == {phase.value for phase in RolloutPhase}
+    assert [phase for phase, v in phases.items() if v == 1] == ["BatchJoining"]
+    assert value("rebalancer_rollout_batches", **labels) == 4
+    assert value("rebalancer_rollout_batches_done", **labels) == 2
+    metrics.publish_rollout(namespace, name, GID, RolloutState(phase=RolloutPhase.IDLE))
+    assert value("rebalancer_rollout_phase", **labels, phase="Idle") == 1
+    assert value("rebalancer_rollout_phase", **labels, phase="BatchJoining") == 0
+    assert value("rebalancer_rollout_batches", **labels) == 0
+
+
+def test_gate_waits_and_enforcements(group: tuple[str, str]) -> None:
+    namespace, name = group
+    labels = {"namespace": namespace, "consumergroup": name, "group_id": GID}
+    metrics.record_gate_waits(namespace, name, GID, [4.0, 12.0])
+    assert value("rebalancer_gate_wait_seconds_count", **labels) == 2
+    assert value("rebalancer_gate_wait_seconds_bucket", **labels, le="5.0") == 1
+    metrics.record_enforcement(namespace, name, GID, "enforced")
+    metrics.record_enforcement(namespace, name, GID, "unreachable")
+    metrics.record_enforcement(namespace, name, GID, "accepted")  # not final: not counted
+    counts = {
+        s.labels["outcome"]: s.value
+        for s in samples()
+        if s.name == "rebalancer_enforced_rebalances_total" and s.labels["namespace"] == namespace
+    }
+    assert counts == {outcome: 0.0 for outcome in metrics.ENFORCE_OUTCOMES} | {
+        "enforced": 1.0,
+        "unreachable": 1.0,
+    }
+
+
+def test_a_new_group_id_replaces_the_old_ones_series(group: tuple[str, str]) -> None:
+    namespace, name = group
+    metrics.publish_snapshot(namespace, name, "old-id", snapshot(), tracking())
+    metrics.record_rebalance(namespace, name, "old-id", RebalanceCause.REJOIN)
+    metrics.publish_snapshot(namespace, name, "new-id", snapshot(members=5), tracking())
+    ids = {s.labels["group_id"] for s in samples() if s.labels.get("namespace") == namespace}
+    assert ids == {"new-id"}
+    assert (
+        value(
+            "rebalancer_group_members", namespace=namespace, consumergroup=name, group_id="new-id"
+        )
+        == 5
+    )

@@ -40,10 +40,11 @@ def test_no_members_at_zero_replicas_is_ready(state: str) -> None:
     assert (progressing.status, progressing.reason) == (ConditionStatus.FALSE, "Idle")
     assert (degraded.status, degraded.reason) == (ConditionStatus.FALSE, "Observed")
     # The alert on rebalancer_group_ready == 0 stays quiet.
-    metrics.publish_conditions("ns", "zero", [ready])
+    metrics.publish_conditions("ns", "zero", "orders", [ready])
     assert (
         metrics.REGISTRY.get_sample_value(
-            "rebalancer_group_ready", {"namespace": "ns", "consumergroup": "zero"}
+            "rebalancer_group_ready",
+            {"namespace": "ns", "consumergroup": "zero", "group_id": "orders"},
         )
         == 1
     )

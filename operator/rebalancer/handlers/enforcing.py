@@ -7,6 +7,7 @@ from typing import Any
 
 import kopf
 
+from rebalancer import metrics
 from rebalancer.clients.enforcing import (
     EnforceRequestFailed,
     EnforceResult,
@@ -97,6 +98,9 @@ async def _follow_up(
             continue
         if result.status == previous.get("lastStatus"):
             return {}
+        if result.final:
+            name = str(body.metadata.name)
+            metrics.record_enforcement(namespace, name, parsed.group_id, result.status)
         kopf.info(
             body,
             reason="RebalanceEnforced" if result.status == "enforced" else "EnforceRequested",
@@ -191,6 +195,7 @@ async def _enforce(
     )
     if decision.verdict is Verdict.SKIP_IN_PROGRESS:
         kopf.info(body, reason="EnforceSkipped", message=decision.message)
+        metrics.record_enforcement(namespace, str(body.metadata.name), parsed.group_id, "skipped")
         patch.status["enforcement"] = {**record, "lastStatus": "skipped-in-progress"}
         return
     if policy.sidecar.token_secret is None:
@@ -231,6 +236,11 @@ async def _enforce(
                 break
     if result is None:
         deps.hub.take_expected(parsed.group_id, float("inf"))
+        # Counted once per request: its retries (same id, status already failed) are not new.
+        retried = previous.get("lastRequestId") == decision.request_id
+        if not (retried and previous.get("lastStatus") == "failed"):
+            name = str(body.metadata.name)
+            metrics.record_enforcement(namespace, name, parsed.group_id, "unreachable")
         kopf.warn(body, reason="EnforceFailed", message=failure)
         # Memory is not advanced: the same request id is sent again and sidecars de-duplicate it.
         # Status says the request failed: left as it was, it showed the previous request's
@@ -239,6 +249,11 @@ async def _enforce(
         failed.pop("lastGeneration", None)
         patch.status["enforcement"] = {k: v for k, v in failed.items() if v is not None}
         raise kopf.TemporaryError(failure, delay=15)
+    if result.final:
+        # An answer still under way is counted by the follow-up that sees its end.
+        metrics.record_enforcement(
+            namespace, str(body.metadata.name), parsed.group_id, result.status
+        )
     enforced = result.status == "enforced"
     kopf.info(
         body,

@@ -65,7 +65,9 @@ async def validate(
             conditions.append(
                 Condition(ConditionType.DEGRADED, ConditionStatus.FALSE, "SpecFixed", "spec valid")
             )
-    metrics.publish_conditions(namespace, name, conditions)
+    # An invalid spec may lack a usable groupId; its series carry what it says, or nothing.
+    group_id = str((body.get("spec") or {}).get("groupId") or "")
+    metrics.publish_conditions(namespace, name, group_id, conditions)
     merged = merge_conditions(
         status.get("conditions") or [], conditions, now=rfc3339(time.time()), generation=generation
     )

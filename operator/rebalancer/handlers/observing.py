@@ -124,6 +124,8 @@ class Observer:
     claims: ClaimIndex | None = None
     # The not-owner message last told in an Event (told once per change).
     not_owner_told: str | None = None
+    # spec.groupId as last parsed: the group_id label of this resource's series.
+    group_id: str = ""
 
     def release(self) -> None:
         if self.gateway_key is not None:
@@ -206,7 +208,7 @@ class Observer:
             await self.deps.recorder.record([*joins, *pod_records, *ready])
         for event in events:
             kopf.info(body, reason="Rebalance", message=event.describe())
-            metrics.record_rebalance(self.namespace, self.name, event.cause.value)
+            metrics.record_rebalance(self.namespace, self.name, spec.group_id, event.cause.value)
         if moved is not None:
             kopf.info(body, reason="CoordinatorMoved", message=moved)
             logger.info("%s/%s: %s", self.namespace, self.name, moved)
@@ -239,7 +241,11 @@ class Observer:
         if profile is None and gateway.profile is not None:
             profile = gateway.profile.value
         group = render_group(snapshot, self.tracking, profile)
-        metrics.publish_snapshot(self.namespace, self.name, snapshot, self.tracking)
+        metrics.publish_snapshot(self.namespace, self.name, spec.group_id, snapshot, self.tracking)
+        metrics.record_rebalance_records(self.namespace, self.name, spec.group_id, ready)
+        # From status.rollout, as the rollout daemon last wrote it: every group has a phase
+        # (Idle when its rollouts are not managed), so queries need no absent() guards.
+        metrics.publish_rollout(self.namespace, self.name, spec.group_id, rollout)
         fields: dict[str, Any] = {"group": group}
         if spec.policy.learning.mode.value != "off" or (body.get("status") or {}).get("learning"):
             fields["learning"], self.learning_applied_at = await learning_status(
@@ -325,7 +331,7 @@ class Observer:
         return replace(event, cause=RebalanceCause.ENFORCED)
 
     async def report_failure(self, body: kopf.Body, reason: str, message: str) -> float:
-        metrics.record_observation_failure(self.namespace, self.name, reason)
+        metrics.record_observation_failure(self.namespace, self.name, self.group_id, reason)
         self.failures += 1
         if reason != self.last_failure_reason:
             kopf.warn(body, reason=reason, message=message)
@@ -357,7 +363,7 @@ class Observer:
             # Last: while a grant is missing, what needs it is not done, whatever else holds.
             *denial_conditions(self.deps.denials.of(self.namespace, self.name)),
         ]
-        metrics.publish_conditions(self.namespace, self.name, conditions)
+        metrics.publish_conditions(self.namespace, self.name, self.group_id, conditions)
         now = time.time()
         merged = merge_conditions(
             status.get("conditions") or [],
@@ -398,6 +404,7 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
                 # The change handler has already reported it; wait for the user's fix.
                 await stopped.wait(5)
                 continue
+            observer.group_id = spec.group_id
             wakeup = hub.wakeup(spec.group_id)
             wakeup.clear()
             delay: float = spec.policy.observe.interval_seconds

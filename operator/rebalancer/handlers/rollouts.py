@@ -31,6 +31,7 @@ from rebalancer.planning.rollout_actions import (
 )
 from rebalancer.planning.rollout_plans import RolloutSetup
 from rebalancer.planning.rollout_policies import RolloutPolicy, parse_rollout_policy
+from rebalancer.planning.rollout_progress import gate_waits
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
 from rebalancer.planning.rollout_statuses import (
     ended_conditions,
@@ -111,7 +112,9 @@ def _post(body: kopf.Body, actions: list[Any]) -> None:
         elif isinstance(action, NoteBypassedGates):
             kopf.warn(body, reason="GateBypassed", message=action.message)
             namespace = body.metadata.namespace or "default"
-            metrics.record_gate_bypasses(namespace, body.metadata.name or "", len(action.pods))
+            group_id = str((body.get("spec") or {}).get("groupId") or "")
+            name = body.metadata.name or ""
+            metrics.record_gate_bypasses(namespace, name, group_id, len(action.pods))
 
 
 def _post_autoscalers(body: kopf.Body, actions: list[Any], done: list[Any]) -> None:
@@ -180,6 +183,9 @@ async def _step_once(
         deps.hub.wakeup(spec.group_id).set()  # the observer takes the condition back
     _post(body, list(actions))
     _post_autoscalers(body, list(actions), done)
+    if workload is not None:
+        waits = gate_waits(workload, actions, time.time())
+        metrics.record_gate_waits(namespace, name, spec.group_id, waits)
     return after, list(actions)
 
 

@@ -1,12 +1,15 @@
 """Prometheus metrics of the sidecar, in a registry of its own (served at GET /metrics).
 
 One sidecar serves one group, so no metric carries a group label; answers and statuses are
-small fixed sets. docs/enforcing.md lists every metric.
+small fixed sets. docs/metrics.md lists every metric.
 """
 
 from __future__ import annotations
 
 from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -18,6 +21,9 @@ from prometheus_client import (
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+# process_* and python_*: the sidecar's own CPU, memory and restarts next to the consumer's.
+for _collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+    REGISTRY.register(_collector)
 
 ANSWERS = (
     "accepted",
