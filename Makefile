@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps kafka controlplane lab test lint unit e2e bench clean
+.PHONY: install system-deps kafka controlplane lab test lint unit e2e bench clean chart-package
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,5 +54,12 @@ e2e: kafka controlplane
 test: system-deps kafka controlplane lint
 	$(BIN)/pytest -q -p no:cacheprovider --reruns 1 --reruns-delay 2 --durations=30 tests
 
+# The chart as a package plus a chart repository index (helm lint, package, repo index) in
+# CHART_DIST; CHART_REPO_URL, when set, is the address the index's entries point at.
+CHART_DIST ?= dist/charts
+CHART_REPO_URL ?=
+chart-package: $(STAMP)
+	$(BIN)/python deploy/package_chart.py $(CHART_DIST) $(if $(CHART_REPO_URL),--url $(CHART_REPO_URL))
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache dist
