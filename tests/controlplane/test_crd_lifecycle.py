@@ -91,7 +91,7 @@ def as_consumer_group(document: dict[str, Any]) -> dict[str, Any]:
 
 def samples() -> list[Example]:
     found: list[Example] = []
-    for path in sorted((ROOT / "deploy" / "examples").glob("*.yaml")):
+    for path in sorted((ROOT / "deploy" / "examples").rglob("*.yaml")):
         for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
             if isinstance(document, dict) and document.get("kind") == "ConsumerGroup":
                 found.append(Example(str(path.relative_to(ROOT)), document))
