@@ -40,6 +40,8 @@ from rebalancer.structs.specs import WorkloadKind
 
 SIDECAR_CONTAINER = "rebalancer-sidecar"
 SIDECAR_HASH_ANNOTATION = "rebalancer.dev/sidecar-hash"
+# The chart's PodMonitor finds injected sidecars by this port name (podMonitor.portName).
+SIDECAR_PORT_NAME = "rb-sidecar"
 TOKEN_VOLUME = "rebalancer-sidecar-token"
 TOKEN_DIRECTORY = "/var/run/rebalancer/sidecar-token"
 TOKEN_FILE = "token"
@@ -128,7 +130,7 @@ def render_sidecar(
         "imagePullPolicy": options.image_pull_policy,
         "args": ["sidecar"],
         "env": env,
-        "ports": [{"name": "rb-sidecar", "containerPort": policy.port, "protocol": "TCP"}],
+        "ports": [{"name": SIDECAR_PORT_NAME, "containerPort": policy.port, "protocol": "TCP"}],
         "readinessProbe": {
             "httpGet": {"path": "/healthz", "port": policy.port},
             "periodSeconds": 5,
