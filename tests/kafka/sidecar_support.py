@@ -25,7 +25,7 @@ class SidecarProcess:
         group_id: str,
         log_dir: Path,
         *,
-        strategy: str = "cooperative-sticky",
+        strategy: str | None = "cooperative-sticky",
         token: str = TOKEN,
         extra: list[str] | None = None,
         env: dict[str, str] | None = None,
@@ -47,9 +47,11 @@ class SidecarProcess:
             "KAFKA_GROUP_ID": group_id,
             "KAFKA_SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS),
             "KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
-            "KAFKA_PARTITION_ASSIGNMENT_STRATEGY": strategy,
             **(env or {}),
         }
+        # None: an application whose settings name no strategy (a fleet of another client).
+        if strategy is not None:
+            environment["KAFKA_PARTITION_ASSIGNMENT_STRATEGY"] = strategy
         command = [sys.executable, "-m", "rebalancer", "sidecar", "--token-file", str(token_file)]
         command += ["--listen", f"127.0.0.1:{self.port}", *(extra or [])]
         with self.log.open("wb") as sink:

@@ -15,10 +15,18 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rebalancer.clients.group_visiting import GroupVisitor, VisitFailed
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kafka_config import redacted
 from rebalancer.clients.kafka_errors import KafkaGatewayError, KafkaRequestFailed
 from rebalancer.clients.reporting import MemberReporter
+from rebalancer.planning.group_levers import (
+    LIBRDKAFKA_PROTOCOLS,
+    GroupFacts,
+    Lever,
+    LeverChoice,
+    choose_lever,
+)
 from rebalancer.sidecar import metrics
 from rebalancer.sidecar.control_log import (
     ControlReader,
@@ -29,20 +37,24 @@ from rebalancer.sidecar.control_log import (
 from rebalancer.sidecar.ledger import Action, ActorView, Ledger, RequestEntry, next_action
 from rebalancer.sidecar.membership import GroupMember, MemberView
 from rebalancer.sidecar.settings import SidecarSettings
-from rebalancer.structs.brokers import GroupState, TopicPartition
+from rebalancer.structs.brokers import GroupProtocol, GroupState, TopicPartition
 from rebalancer.structs.enforcement import (
     ActorClaim,
     ControlRecord,
     EnforceOutcome,
     EnforceRequest,
     EnforceStatus,
+    actors_group,
     control_topic,
     flip_topic,
 )
+from rebalancer.structs.kafka_properties import SettingsError, drop_classic_only
 
 logger = logging.getLogger(__name__)
 
 _TICK_S = 0.25
+# How often a sidecar waiting for its group to form looks again.
+_WAIT_FOR_GROUP_S = 2.0
 _STATE_TTL_S = 0.5
 # Statuses a caller waits for: the actor's first real answer or a final one.
 _ANSWERED = frozenset(
@@ -70,6 +82,13 @@ class UnknownGroup(EnforceRefused):
 class NotAMember(EnforceRefused):
     status = 409
     answer = "not_member"
+
+
+class UnsupportedGroup(EnforceRefused):
+    """The group's protocol is one the sidecar cannot join (planning/group_levers.py)."""
+
+    status = 422
+    answer = "unsupported"
 
 
 class EngineUnavailable(EnforceRefused):
@@ -134,6 +153,9 @@ class SidecarAgent:
         self._changed: asyncio.Condition | None = None
         self._gateway: AdminGateway | None = None
         self._member: GroupMember | None = None
+        self._lever: LeverChoice | None = None
+        self._visitor: GroupVisitor | None = None
+        self._visit: asyncio.Task[None] | None = None
         self._reader: ControlReader | None = None
         self._writer: ControlWriter | None = None
         self._reporter: MemberReporter | None = None
@@ -170,7 +192,121 @@ class SidecarAgent:
             protocol=self.settings.protocol,
             assignment_strategy=kafka.get("partition.assignment.strategy"),
         )
-        member_config = dict(kafka)
+        self._reader = ControlReader(kafka, self.control_topic, self._record_read)
+        self._writer = ControlWriter(kafka, self.control_topic)
+        self._reader.start()
+        choice = await self._choose_lever()
+        if choice.lever is Lever.WAIT:
+            logger.info("%s", choice.reason)
+            self._tasks.append(asyncio.create_task(self._join_when_formed(), name="sidecar-wait"))
+        else:
+            self._take_lever(choice)
+
+    async def _choose_lever(self) -> LeverChoice:
+        """Read the group's kind and protocol and pick the lever (planning/group_levers.py)."""
+        assert self._gateway is not None
+        kafka = self.settings.kafka
+        facts = GroupFacts()
+        try:
+            view = await self._gateway.describe_group(self.group_id)
+        except KafkaGatewayError as error:
+            # librdkafka cannot read a group of another protocol type (Kafka Connect's: "the
+            # request was invalid"); the plain DescribeGroups can.
+            try:
+                classic = await self._visiting().describe()
+            except (VisitFailed, SettingsError) as second:
+                # No Describe right, or a broker without DescribeGroups (librdkafka's mock):
+                # the application's own settings, as before the sidecar read the protocol.
+                logger.warning(
+                    "cannot describe group %r (%s; %s): joining as configured",
+                    self.group_id,
+                    error,
+                    second,
+                )
+                return LeverChoice(Lever.REJOIN, reason="the group could not be described")
+            facts = GroupFacts(
+                "classic",
+                classic.state not in ("Empty", "Dead", ""),
+                classic.protocol_type,
+                classic.protocol_name,
+            )
+            view = None
+        if view is not None and view.state.has_members:
+            facts = GroupFacts(kind=view.protocol.value, has_members=True)
+            if view.assignor in LIBRDKAFKA_PROTOCOLS or not view.assignor:
+                # A librdkafka name is a consumer group's; no name yet is a forming group. The
+                # visitor's DescribeGroups (for the protocol type) is needed for the rest only.
+                facts = GroupFacts(facts.kind, True, "consumer", view.assignor)
+            elif view.protocol is not GroupProtocol.CONSUMER:
+                try:
+                    classic = await self._visiting().describe()
+                except (VisitFailed, SettingsError) as error:
+                    logger.warning("%s: taking the protocol from the admin client", error)
+                    facts = GroupFacts(facts.kind, True, "consumer", view.assignor)
+                else:
+                    facts = GroupFacts(
+                        facts.kind, True, classic.protocol_type, classic.protocol_name
+                    )
+        choice = choose_lever(
+            facts,
+            configured_strategy=kafka.get("partition.assignment.strategy"),
+            configured_protocol=kafka.get("group.protocol"),
+        )
+        if choice.lever is Lever.VISIT:
+            try:
+                self._visiting()
+            except SettingsError as error:
+                return LeverChoice(Lever.UNSUPPORTED, reason=f"{choice.reason}, but {error}")
+        return choice
+
+    def _visiting(self) -> GroupVisitor:
+        if self._visitor is None:
+            self._visitor = GroupVisitor(
+                self.settings.kafka, self.group_id, self.settings.client_id
+            )
+        return self._visitor
+
+    async def _join_when_formed(self) -> None:
+        while True:
+            await asyncio.sleep(_WAIT_FOR_GROUP_S)
+            try:
+                choice = await self._choose_lever()
+            except Exception:  # the wait must outlive any one failure
+                logger.exception("looking at group %r failed", self.group_id)
+                continue
+            if choice.lever is not Lever.WAIT:
+                self._take_lever(choice)
+                return
+
+    def _take_lever(self, choice: LeverChoice) -> None:
+        """Start the membership the lever needs, and the actor."""
+        self._lever = choice
+        logger.info("group %r: lever %s (%s)", self.group_id, choice.lever.value, choice.reason)
+        if choice.lever is Lever.UNSUPPORTED:
+            logger.error(
+                "this sidecar cannot enforce rebalances of group %r: %s",
+                self.group_id,
+                choice.reason,
+            )
+            self._notify()
+            return
+        kafka = self.settings.kafka
+        if choice.lever is Lever.VISIT:
+            # The sidecars hold the actor's lease in a group of their own; the application's
+            # group only sees them during a visit.
+            member_config = dict(connection_config(kafka))
+            member_config["group.id"] = actors_group(self.group_id)
+            member_config["partition.assignment.strategy"] = "cooperative-sticky"
+            member_config["session.timeout.ms"] = kafka.get("session.timeout.ms", "10000")
+            member_config["heartbeat.interval.ms"] = kafka.get("heartbeat.interval.ms", "1000")
+        else:
+            member_config = dict(kafka)
+            if choice.lever is Lever.SUBSCRIPTION:
+                member_config["group.protocol"] = "consumer"
+                drop_classic_only(member_config)
+            elif choice.strategy is not None:
+                # The group's protocol, where the application's settings name another (or none).
+                member_config["partition.assignment.strategy"] = choice.strategy
         member_config["client.id"] = self.settings.client_id
         if self.settings.instance_id:
             member_config["group.instance.id"] = self.settings.instance_id
@@ -178,13 +314,10 @@ class SidecarAgent:
             member_config,
             self.control_topic,
             self.flip_topic,
-            reporter=self._reporter,
+            reporter=self._reporter if choice.lever is not Lever.VISIT else None,
             report_interval=self.settings.report_interval_seconds,
             on_change=self._member_changed,
         )
-        self._reader = ControlReader(kafka, self.control_topic, self._record_read)
-        self._writer = ControlWriter(kafka, self.control_topic)
-        self._reader.start()
         self._member.start()
         self._tasks.append(asyncio.create_task(self._act_forever(), name="sidecar-actor"))
 
@@ -206,6 +339,9 @@ class SidecarAgent:
             logger.info("created the control topic %s", topic)
 
     async def stop(self) -> None:
+        if self._visit is not None:
+            # A visit under way ends with its leave; cut short, its JoinGroup would only wait.
+            self._tasks.append(self._visit)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -219,6 +355,8 @@ class SidecarAgent:
             self._writer.close()
         if self._reporter is not None:
             await asyncio.to_thread(self._reporter.close, 3.0)
+        if self._visitor is not None:
+            await self._visitor.close()
         if self._gateway is not None:
             self._gateway.close()
 
@@ -265,7 +403,9 @@ class SidecarAgent:
 
     def health(self) -> tuple[bool, dict[str, object]]:
         member = self.member
-        alive = all(part is not None and part.alive for part in (self._member, self._reader))
+        # Waiting for the group to form, or unable to join it: serving, with no member yet.
+        parts = (self._member, self._reader) if self._member is not None else (self._reader,)
+        alive = all(part is not None and part.alive for part in parts)
         return alive, {
             "groupId": self.group_id,
             "member": self.settings.client_id,
@@ -289,6 +429,9 @@ class SidecarAgent:
             "controlTopic": self.control_topic,
             "requestsKnown": len(self.ledger),
             "lastError": member.error,
+            "lever": self._lever.lever.value if self._lever else Lever.WAIT.value,
+            "protocol": self._lever.protocol_name or self._lever.strategy if self._lever else None,
+            "leverReason": self._lever.reason if self._lever else "waiting for the group to form",
         }
 
     async def _group_exists(self, group_id: str) -> bool:
@@ -321,6 +464,11 @@ class SidecarAgent:
             raise NotAMember(
                 f"this sidecar is a member of group {self.group_id!r}, not of {group_id!r}: "
                 f"send the request to a sidecar of {group_id!r}"
+            )
+        if self._lever is not None and self._lever.lever is Lever.UNSUPPORTED:
+            raise UnsupportedGroup(
+                f"this sidecar cannot enforce rebalances of group {group_id!r}: "
+                f"{self._lever.reason}"
             )
         if self.member.generation < 0:
             raise NotAMember(
@@ -475,19 +623,29 @@ class SidecarAgent:
                 )
             )
         elif action is Action.ENFORCE:
+            visiting = self._lever is not None and self._lever.lever is Lever.VISIT
             await self._write_outcome(
                 EnforceOutcome(
                     request.request_id,
                     EnforceStatus.ENFORCING,
                     me,
                     now,
-                    "rejoining with changed subscription metadata",
-                    from_generation=generation,
+                    "joining with the group's protocol and leaving before the join completes"
+                    if visiting
+                    else "rejoining with changed subscription metadata",
+                    # A visit is confirmed by its own end: the generation here is the sidecars'
+                    # lease group's, which says nothing of the application's group.
+                    from_generation=None if visiting else generation,
                 )
             )
             assert self._member is not None
-            await asyncio.to_thread(self._member.flip)
             self._in_flight = (request.request_id, generation, time.monotonic())
+            if visiting and self._lever is not None:
+                # Under way while the actor keeps answering: requests arriving meanwhile are
+                # "in-progress", as during a rejoin.
+                self._visit = asyncio.create_task(self._visit_group(entry, self._lever))
+            else:
+                await asyncio.to_thread(self._member.flip)
         elif action is Action.CONFIRM:
             took = ""
             if self._in_flight is not None and self._in_flight[0] == request.request_id:
@@ -531,6 +689,54 @@ class SidecarAgent:
                     from_generation=entry.outcome.from_generation if entry.outcome else None,
                 )
             )
+
+    async def _visit_group(self, entry: RequestEntry, lever: LeverChoice) -> None:
+        request = entry.request
+        me = self.settings.client_id
+        kafka = self.settings.kafka
+        started = time.monotonic()
+        try:
+            result = await self._visiting().visit(
+                lever.protocol_name or "",
+                [self.control_topic, self.flip_topic],
+                session_timeout_ms=int(kafka.get("session.timeout.ms", "10000")),
+                rebalance_timeout_ms=int(kafka.get("max.poll.interval.ms", "300000")),
+                settle_timeout=self.settings.enforce_timeout_seconds,
+            )
+        except (VisitFailed, OSError) as error:
+            outcome = EnforceOutcome(
+                request.request_id, EnforceStatus.FAILED, me, time.time(), str(error)
+            )
+        else:
+            metrics.ENFORCE_LATENCY.observe(time.monotonic() - started)
+            rejoined = (
+                f"every member rejoined ({len(result.before)} of {len(result.before)})"
+                if result.every_member_rejoined
+                else f"{len(set(result.before) - set(result.after))} of "
+                f"{len(result.before)} members left during it"
+            )
+            held = (
+                "the sidecar held no partition"
+                if not result.joined
+                else f"the join completed before the sidecar's leave: it was a member for "
+                f"{result.held_seconds:.2f} s, and its leave cost another generation"
+            )
+            if result.joined:
+                logger.warning("request %s: %s", request.request_id, held)
+            outcome = EnforceOutcome(
+                request.request_id,
+                EnforceStatus.ENFORCED,
+                me,
+                time.time(),
+                f"one rebalance of protocol {lever.protocol_name!r} (eager: {rejoined}) "
+                f"after {result.seconds:.1f} s; {held}",
+            )
+        try:
+            await self._write_outcome(outcome)
+        finally:
+            self._in_flight = None
+            self._visit = None
+            self._notify()
 
 
 def describe_settings(settings: SidecarSettings) -> dict[str, Any]:

@@ -34,6 +34,7 @@ ANSWERS = (
     "unknown_group",
     "not_member",
     "unavailable",
+    "unsupported",
 )
 OUTCOMES = ("enforced", "in-progress", "failed", "expired")
 STATES = (

@@ -49,6 +49,12 @@ def flip_topic(group_id: str) -> str:
     return control_topic(group_id) + FLIP_SUFFIX
 
 
+def actors_group(group_id: str) -> str:
+    """The sidecars' own group, where the control partition's lease is held when they cannot be
+    members of the application's group (a protocol librdkafka cannot offer: the VISIT lever)."""
+    return control_topic(group_id) + ".actors"
+
+
 def pattern_takes_control_topics(pattern: str, group_id: str) -> bool:
     """Whether an application's pattern subscription would also consume the control topics.
 

@@ -1,0 +1,207 @@
+"""A visit to a classic group whose protocol librdkafka cannot offer: the VISIT lever.
+
+The sidecar joins the application's group offering the group's own protocol name with consumer-
+protocol subscription metadata (the control topics), which makes the coordinator start a
+rebalance; as soon as DescribeGroups lists it in the rebalancing group it leaves, and the group
+completes the rebalance without it (Apache Kafka removes a member that leaves a group in
+PreparingRebalance and completes the join once the others have rejoined). One generation; the
+visitor never receives an assignment, so no assignor, however it treats subscriptions, can give it
+the application's partitions (planning/group_levers.py).
+
+The protocol calls and their encodings are aiokafka's (JoinGroup, LeaveGroup, DescribeGroups,
+the consumer protocol's member metadata); aiokafka negotiates the versions with the broker. The
+JoinGroup waits in the coordinator until the join completes, and a broker answers one request per
+connection at a time, so it goes on the client's second connection to the coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka.client import AIOKafkaClient, ConnectionGroup, CoordinationType
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberMetadata
+from aiokafka.errors import KafkaError
+from aiokafka.helpers import create_ssl_context
+from aiokafka.protocol.admin import DescribeGroupsRequest
+from aiokafka.protocol.group import JoinGroupRequest, LeaveGroupRequest
+
+from rebalancer.planning.group_levers import CONSUMER_PROTOCOL_TYPE
+from rebalancer.structs.kafka_properties import SettingsError
+
+_MEMBER_ID_REQUIRED = 79
+_SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
+
+
+class VisitFailed(Exception):
+    """The broker refused a call of the visit, or did not answer; the message says which."""
+
+
+@dataclass(frozen=True)
+class ClassicGroup:
+    state: str
+    protocol_type: str
+    protocol_name: str
+    member_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class VisitResult:
+    before: tuple[str, ...]
+    after: tuple[str, ...]
+    # Seconds from the JoinGroup to the group Stable again without the visitor.
+    seconds: float
+    # True when the join completed before the leave: the visitor was a member of one generation
+    # (and whatever the leader gave it was held for `held_seconds`, until its leave).
+    joined: bool = False
+    held_seconds: float = 0.0
+
+    @property
+    def every_member_rejoined(self) -> bool:
+        return set(self.before) <= set(self.after)
+
+
+def client_options(kafka: Mapping[str, str]) -> dict[str, Any]:
+    """aiokafka's connection options from the application's librdkafka-style properties."""
+    options: dict[str, Any] = {"bootstrap_servers": kafka["bootstrap.servers"].split(",")}
+    security = kafka.get("security.protocol", "PLAINTEXT").upper()
+    options["security_protocol"] = security
+    if security in ("SSL", "SASL_SSL"):
+        options["ssl_context"] = create_ssl_context(
+            cafile=kafka.get("ssl.ca.location") or None,
+            certfile=kafka.get("ssl.certificate.location") or None,
+            keyfile=kafka.get("ssl.key.location") or None,
+            password=kafka.get("ssl.key.password") or None,
+        )
+    if security.startswith("SASL"):
+        mechanism = (
+            kafka.get("sasl.mechanism") or kafka.get("sasl.mechanisms") or "GSSAPI"
+        ).upper()
+        if mechanism not in _SASL_MECHANISMS:
+            raise SettingsError(
+                f"sasl.mechanism {mechanism} is not supported for groups whose protocol "
+                f"librdkafka cannot offer; use one of {', '.join(sorted(_SASL_MECHANISMS))}"
+            )
+        options["sasl_mechanism"] = mechanism
+        options["sasl_plain_username"] = kafka.get("sasl.username")
+        options["sasl_plain_password"] = kafka.get("sasl.password")
+    return options
+
+
+class GroupVisitor:
+    def __init__(self, kafka: Mapping[str, str], group_id: str, client_id: str) -> None:
+        self.group_id = group_id
+        self._client = AIOKafkaClient(client_id=client_id, **client_options(kafka))
+        self._started = False
+
+    async def _coordinator(self) -> int:
+        if not self._started:
+            await self._client.bootstrap()
+            self._started = True
+        node: int = await self._client.coordinator_lookup(CoordinationType.GROUP, self.group_id)
+        return node
+
+    async def describe(self) -> ClassicGroup:
+        try:
+            node = await self._coordinator()
+            response = await self._client.send(node, DescribeGroupsRequest([self.group_id]))
+        except KafkaError as error:
+            raise VisitFailed(f"DescribeGroups on {self.group_id!r} failed: {error}") from None
+        group = response.groups[0]
+        if group[0]:
+            raise VisitFailed(f"DescribeGroups on {self.group_id!r}: error code {group[0]}")
+        return ClassicGroup(
+            state=str(group[2]),
+            protocol_type=str(group[3] or ""),
+            protocol_name=str(group[4] or ""),
+            member_ids=tuple(sorted(str(member[0]) for member in group[5])),
+        )
+
+    async def visit(
+        self,
+        protocol_name: str,
+        topics: list[str],
+        *,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        settle_timeout: float,
+    ) -> VisitResult:
+        """Start one rebalance of the group and leave it before it completes (module docs)."""
+        before = await self.describe()
+        metadata = ConsumerProtocolMemberMetadata(0, topics, b"").encode()
+
+        def join(member_id: str) -> JoinGroupRequest:
+            return JoinGroupRequest(
+                self.group_id,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                member_id,
+                None,  # null: not a static member
+                CONSUMER_PROTOCOL_TYPE,
+                [(protocol_name, metadata)],
+            )
+
+        node = await self._coordinator()
+        started = time.monotonic()
+        try:
+            first = await self._client.send(node, join(""), group=ConnectionGroup.COORDINATION)
+        except KafkaError as error:
+            raise VisitFailed(f"JoinGroup on {self.group_id!r} failed: {error}") from None
+        if first.error_code not in (0, _MEMBER_ID_REQUIRED) or not first.member_id:
+            raise VisitFailed(
+                f"JoinGroup on {self.group_id!r} with protocol {protocol_name!r} was refused "
+                f"(error code {first.error_code})"
+            )
+        member_id = str(first.member_id)
+        pending = asyncio.ensure_future(
+            self._client.send(node, join(member_id), group=ConnectionGroup.COORDINATION)
+        )
+        joined_at: float | None = None
+        try:
+            # Leave as soon as the coordinator has the visitor in the rebalancing group: the
+            # others are still rejoining (they notice at their next heartbeat).
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline and not pending.done():
+                group = await self.describe()
+                if member_id in group.member_ids and group.state != "Stable":
+                    break
+                await asyncio.sleep(0.01)
+            if pending.done() and not pending.exception() and pending.result().error_code == 0:
+                joined_at = time.monotonic()
+            await self._client.send(node, LeaveGroupRequest(self.group_id, member_id))
+            left_at = time.monotonic()
+        except KafkaError as error:
+            raise VisitFailed(f"LeaveGroup on {self.group_id!r} failed: {error}") from None
+        finally:
+            # Answered by the coordinator at the leave (UNKNOWN_MEMBER_ID) or at the join's end.
+            try:
+                answer = await asyncio.wait_for(pending, rebalance_timeout_ms / 1000 + 5)
+                if joined_at is None and answer.error_code == 0:
+                    joined_at = time.monotonic()
+            except (KafkaError, TimeoutError):
+                pass
+        after = before
+        deadline = time.monotonic() + settle_timeout
+        while time.monotonic() < deadline:
+            after = await self.describe()
+            if after.state == "Stable" and member_id not in after.member_ids:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise VisitFailed(
+                f"group {self.group_id!r} was not Stable again within {settle_timeout:g} s "
+                f"(state {after.state})"
+            )
+        return VisitResult(
+            before=before.member_ids,
+            after=after.member_ids,
+            seconds=time.monotonic() - started,
+            joined=joined_at is not None,
+            held_seconds=max(0.0, left_at - joined_at) if joined_at is not None else 0.0,
+        )
+
+    async def close(self) -> None:
+        await self._client.close()
