@@ -190,8 +190,9 @@ GATE_BYPASSES = Counter(
 )
 TIME_TO_STABLE = Histogram(
     "rebalancer_rebalance_time_to_stable_seconds",
-    "Per rebalance that members joined, from the first joining member's start-up (its stagger "
-    "batch's release) until the last member reported the new generation; needs member reports.",
+    "Per spell without Stable, from the first observation of the group rebalancing (or Stable "
+    "with partitions unassigned) until the first observation of it Stable with every partition "
+    "assigned.",
     GROUP_LABELS,
     # A cold start takes the broker's initial delay (3 s) and more; a stuck one minutes.
     buckets=(0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 55.0, 90.0, 150.0, 300.0, 600.0),
@@ -341,18 +342,26 @@ def publish_snapshot(
     _set_or_drop(GROUP_LAST_REBALANCE, labels, tracking.last_rebalance_at)
 
 
+def record_time_to_stable(
+    namespace: str, consumergroup: str, group_id: str, seconds: float | None
+) -> None:
+    """Observe one time to Stable (planning.stable_spells); None: no spell ended."""
+    labels = _group(namespace, consumergroup, group_id)
+    # Present from the group's first observation, so rate() sees the first rebalance.
+    histogram = TIME_TO_STABLE.labels(*labels)
+    if seconds is not None:
+        histogram.observe(seconds)
+
+
 def record_rebalance_records(
     namespace: str, consumergroup: str, group_id: str, records: Iterable[RebalanceEvent]
 ) -> None:
-    """Export the measured figures of rebalance records as they are settled (once each):
-    time to Stable and partition-seconds without an owner, where known."""
+    """Export the partition-seconds without an owner of rebalance records as they are settled
+    (once each), where known."""
     labels = _group(namespace, consumergroup, group_id)
     # Present from the group's first observation, so increase() sees the first rebalance.
     UNOWNED_PARTITION_SECONDS.labels(*labels)
-    TIME_TO_STABLE.labels(*labels)
     for record in records:
-        if record.time_to_stable_ms is not None:
-            TIME_TO_STABLE.labels(*labels).observe(record.time_to_stable_ms / 1000.0)
         unowned = record.stop_the_world_partition_s
         if unowned is not None:
             UNOWNED_PARTITION_SECONDS.labels(*labels).inc(max(unowned, 0.0))

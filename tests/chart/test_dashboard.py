@@ -55,7 +55,7 @@ def expressions() -> list[tuple[str, str]]:
 
 def referenced(expr: str) -> set[str]:
     without_strings = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
-    return set(re.findall(r"\brebalancer_[a-z_]+\b", without_strings))
+    return set(re.findall(r"\b(?:rebalancer|process|python)_[a-z_]+\b", without_strings))
 
 
 def test_committed_dashboard_is_the_generators_output() -> None:
@@ -73,6 +73,7 @@ def test_dashboard_is_well_formed() -> None:
         "datasource",
         "namespace",
         "consumergroup",
+        "group_id",
     ]
     ids = [panel["id"] for panel in board["panels"]]
     assert len(ids) == len(set(ids))
@@ -109,7 +110,62 @@ def test_dashboard_covers_the_groups_story() -> None:
         "rebalancer_observation_failures_total",
         "rebalancer_member_reports_accepted_total",
         "rebalancer_member_reports_rejected_total",
+        "rebalancer_rebalance_time_to_stable_seconds_bucket",
+        "rebalancer_unowned_partition_seconds_total",
+        "rebalancer_rollout_phase",
+        "rebalancer_rollout_batches",
+        "rebalancer_rollout_batches_done",
+        "rebalancer_gate_wait_seconds_bucket",
+        "rebalancer_gate_bypasses_total",
+        "rebalancer_enforced_rebalances_total",
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
     } <= used
+
+
+def group_metric_names() -> set[str]:
+    """Names of the series that carry the group labels, from one group published in full."""
+    from rebalancer.planning.rebalances import GroupTracking
+    from rebalancer.planning.rollout_states import RolloutState
+    from rebalancer.structs.history import RebalanceCause
+    from rebalancer.structs.snapshots import GroupSnapshot
+
+    seen = GroupSnapshot("Stable", "classic", None, 1, 1, (), 1, 1, 0, 1.0)
+    metrics.publish_snapshot("ns", "cg", "gid", seen, GroupTracking(since=0.0))
+    metrics.record_rebalance("ns", "cg", "gid", RebalanceCause.REJOIN)
+    metrics.record_rebalance_records("ns", "cg", "gid", [])
+    metrics.record_time_to_stable("ns", "cg", "gid", 3.0)
+    metrics.publish_rollout("ns", "cg", "gid", RolloutState())
+    metrics.record_gate_waits("ns", "cg", "gid", [1.0])
+    metrics.record_gate_bypasses("ns", "cg", "gid", 1)
+    metrics.record_enforcement("ns", "cg", "gid", "enforced")
+    metrics.record_observation_failure("ns", "cg", "gid", "ObserveFailed")
+    try:
+        return {
+            sample.name
+            for family in metrics.REGISTRY.collect()
+            for sample in family.samples
+            if sample.labels.get("consumergroup") == "cg"
+        }
+    finally:
+        metrics.forget_group("ns", "cg")
+
+
+def test_every_group_query_follows_the_three_variables() -> None:
+    """A per-group series is always filtered by namespace, ConsumerGroup and Kafka group, so the
+    variables narrow every panel."""
+    names = group_metric_names()
+    assert {"rebalancer_rollout_phase", "rebalancer_gate_wait_seconds_bucket"} <= names
+    checked = 0
+    for title, expr in expressions():
+        for name in referenced(expr) & names:
+            selectors = re.findall(rf"\b{name}\{{([^}}]*)\}}", expr)
+            assert selectors, f"{title}: {name} without a selector"
+            for selector in selectors:
+                for variable in ("namespace", "consumergroup", "group_id"):
+                    assert f'{variable}=~"${variable}"' in selector, (title, name, variable)
+                checked += 1
+    assert checked >= 20
 
 
 def test_every_query_parses(tmp_path: Path) -> None:

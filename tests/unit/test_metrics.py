@@ -346,15 +346,12 @@ def record(**overrides: object) -> RebalanceEvent:
     return RebalanceEvent(**values)  # type: ignore[arg-type]
 
 
-def test_rebalance_records_feed_time_to_stable_and_unowned_partition_seconds(
-    group: tuple[str, str],
-) -> None:
+def test_rebalance_records_feed_unowned_partition_seconds(group: tuple[str, str]) -> None:
     namespace, name = group
     labels = {"namespace": namespace, "consumergroup": name, "group_id": GID}
     metrics.record_rebalance_records(namespace, name, GID, [])
-    # Both exist at zero before any rebalance, so increase() sees the first one.
+    # Present at zero before any rebalance, so increase() sees the first one.
     assert value("rebalancer_unowned_partition_seconds_total", **labels) == 0
-    assert value("rebalancer_rebalance_time_to_stable_seconds_count", **labels) == 0
     metrics.record_rebalance_records(
         namespace,
         name,
@@ -362,15 +359,24 @@ def test_rebalance_records_feed_time_to_stable_and_unowned_partition_seconds(
         [
             record(time_to_stable_ms=4200.0, stop_the_world_partition_s=50.4),
             record(time_to_stable_ms=2500.0, stop_the_world_partition_s=None),
-            # A leave: no joins, so neither figure is known; nothing is observed.
+            # A leave whose partitions' releases nobody reported: unknown, nothing counted.
             record(cause=RebalanceCause.MEMBER_LEFT, joined=(), left=("orders-1",)),
         ],
     )
+    assert value("rebalancer_unowned_partition_seconds_total", **labels) == 50.4
+
+
+def test_time_to_stable_is_a_histogram_per_group(group: tuple[str, str]) -> None:
+    namespace, name = group
+    labels = {"namespace": namespace, "consumergroup": name, "group_id": GID}
+    metrics.record_time_to_stable(namespace, name, GID, None)
+    assert value("rebalancer_rebalance_time_to_stable_seconds_count", **labels) == 0
+    metrics.record_time_to_stable(namespace, name, GID, 4.2)
+    metrics.record_time_to_stable(namespace, name, GID, 2.5)
     assert value("rebalancer_rebalance_time_to_stable_seconds_count", **labels) == 2
     assert value("rebalancer_rebalance_time_to_stable_seconds_sum", **labels) == 6.7
     assert value("rebalancer_rebalance_time_to_stable_seconds_bucket", **labels, le="3.0") == 1
     assert value("rebalancer_rebalance_time_to_stable_seconds_bucket", **labels, le="5.0") == 2
-    assert value("rebalancer_unowned_partition_seconds_total", **labels) == 50.4
 
 
 def test_rollout_phase_is_one_hot_with_progress(group: tuple[str, str]) -> None:

@@ -54,6 +54,7 @@ from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_r
 from rebalancer.planning.rollout_states import RolloutState
 from rebalancer.planning.rollout_statuses import rollout_conditions
 from rebalancer.planning.settings_plans import settings_conditions
+from rebalancer.planning.stable_spells import StableSpell, track_stable
 from rebalancer.planning.statuses import (
     failure_conditions,
     observed_conditions,
@@ -126,6 +127,9 @@ class Observer:
     not_owner_told: str | None = None
     # spec.groupId as last parsed: the group_id label of this resource's series.
     group_id: str = ""
+    # Since when the group has not been Stable with every partition assigned (its time to
+    # Stable, rebalancer_rebalance_time_to_stable_seconds).
+    stable: StableSpell = field(default_factory=StableSpell)
 
     def release(self) -> None:
         if self.gateway_key is not None:
@@ -242,6 +246,8 @@ class Observer:
             profile = gateway.profile.value
         group = render_group(snapshot, self.tracking, profile)
         metrics.publish_snapshot(self.namespace, self.name, spec.group_id, snapshot, self.tracking)
+        to_stable, self.stable = track_stable(self.stable, snapshot)
+        metrics.record_time_to_stable(self.namespace, self.name, spec.group_id, to_stable)
         metrics.record_rebalance_records(self.namespace, self.name, spec.group_id, ready)
         # From status.rollout, as the rollout daemon last wrote it: every group has a phase
         # (Idle when its rollouts are not managed), so queries need no absent() guards.
