@@ -59,6 +59,18 @@ ALLOWED: dict[Grant, Use] = {
         "a Deployment's ReplicaSets tell old pods from new ones",
         "rebalancer.clients.rolling:read_workload",
     ),
+    ("keda.sh", "scaledobjects", "list"): Use(
+        "a managed workload's KEDA ScaledObject, found by its scaleTargetRef",
+        "rebalancer.clients.autoscaling:read_autoscalers",
+    ),
+    ("keda.sh", "scaledobjects", "patch"): Use(
+        "KEDA paused during a rollout and resumed after",
+        "rebalancer.clients.autoscaling:pause_scaled_object",
+    ),
+    ("autoscaling", "horizontalpodautoscalers", "list"): Use(
+        "a managed workload's HPA, whose quick steps a scale-up gathers",
+        "rebalancer.clients.autoscaling:read_autoscalers",
+    ),
     ("", "pods", "patch"): Use(
         "opening a batch's join gates", "rebalancer.clients.rolling:Actuator.open_gates"
     ),

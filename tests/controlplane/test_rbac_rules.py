@@ -37,6 +37,7 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client, utils
+from tests.autoscaler_support import KEDA_CRD, annotations_of, scaled_object
 from tests.chart.support import CHART, find_helm
 from tests.e2e.support import free_port
 from tests.kafka_brokers import shared_broker
@@ -258,9 +259,9 @@ def start_operator(
 
 def create(kube: KubernetesApi, namespace: str, body: Body) -> None:
     kind = body["kind"]
-    if kind in ("ConsumerGroup", "Kafka"):
+    if kind in ("ConsumerGroup", "Kafka", "ScaledObject"):
         group, version = body["apiVersion"].split("/")
-        plural = "consumergroups" if kind == "ConsumerGroup" else "kafkas"
+        plural = {"ConsumerGroup": "consumergroups", "Kafka": "kafkas"}.get(kind, "scaledobjects")
         kube.custom.create_namespaced_custom_object(group, version, namespace, plural, body)
     else:
         utils.create_from_dict(kube.api_client, body, namespace=namespace)
@@ -562,6 +563,30 @@ def secured_group(name: str) -> Body:
     return body
 
 
+def keda_paused(run: Run, name: str) -> bool:
+    """The operator paused the workload's ScaledObject for its rollout (with its mark)."""
+    marks = annotations_of(run.kube.api_client, run.namespace, f"{name}-so")
+    return marks.get("rebalancer.dev/paused-for-rollout") is not None
+
+
+def hpa_body(name: str) -> Body:
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": name},
+            "minReplicas": 1,
+            "maxReplicas": 2,
+        },
+    }
+
+
+def hpa_seen(run: Run, name: str) -> bool:
+    rollout = run.status(name).get("rollout") or {}
+    return f"HorizontalPodAutoscaler {name}" in str(rollout.get("autoscaler"))
+
+
 SCENARIOS: dict[str, Scenario] = {
     # The group observed: what kopf and the observer need for any ConsumerGroup.
     "observe": Scenario(
@@ -655,6 +680,27 @@ SCENARIOS: dict[str, Scenario] = {
         lambda run: replaced(run, "replace"),
         then=lambda run: change_template(run, "replace"),
     ),
+    # A rollout of a workload KEDA scales: its ScaledObject is listed, then paused (a patch).
+    "keda": Scenario(
+        "keda",
+        lambda namespace: [
+            workload("StatefulSet", "keda", updateStrategy={"type": "OnDelete"}),
+            scaled_object("keda-so", "keda", shared_broker().bootstrap, "keda"),
+            consumer_group("keda", "StatefulSet", rollout={"enabled": True}),
+        ],
+        lambda run: keda_paused(run, "keda"),
+        then=lambda run: change_template(run, "keda"),
+    ),
+    # A managed workload an HPA scales: the HPA is listed and named in status.rollout.
+    "hpa": Scenario(
+        "hpa",
+        lambda namespace: [
+            workload("StatefulSet", "hpa"),
+            hpa_body("hpa"),
+            consumer_group("hpa", "StatefulSet", rollout={"enabled": True}),
+        ],
+        lambda run: hpa_seen(run, "hpa"),
+    ),
     # brokerDelay mode strimzi: the Kafka resource is read and patched.
     "strimzi": Scenario(
         "strimzi",
@@ -677,11 +723,11 @@ SCENARIOS: dict[str, Scenario] = {
 
 @pytest.fixture(scope="module")
 def plane() -> Iterator[tuple[SharedCluster, KubernetesApi]]:
-    """The session's cluster, an admin client of it, and Strimzi's Kafka kind as far as the
-    operator touches it (the settings tests' CRD)."""
+    """The session's cluster, an admin client of it, Strimzi's Kafka kind as far as the
+    operator touches it (the settings tests' CRD) and KEDA's ScaledObject (KEDA's own CRD)."""
     cluster = shared_cluster()
     api = cluster.kube()
-    crds(api, STRIMZI_CRD, PEERING_CRD)
+    crds(api, STRIMZI_CRD, PEERING_CRD, KEDA_CRD)
     yield cluster, api
     api.close()
 
@@ -797,6 +843,9 @@ CASES: dict[Grant, Case] = {
     ("", "configmaps", "get"): Case("settings", "the settings ConfigMap is read first"),
     ("", "configmaps", "create"): Case("settings", "the settings ConfigMap is created"),
     ("", "configmaps", "update"): Case("stale-settings", "the settings ConfigMap is replaced"),
+    ("keda.sh", "scaledobjects", "list"): Case("keda", "the workload's ScaledObject is found"),
+    ("keda.sh", "scaledobjects", "patch"): Case("keda", "KEDA is paused for the rollout"),
+    ("autoscaling", "horizontalpodautoscalers", "list"): Case("hpa", "the workload's HPA is found"),
     ("kafka.strimzi.io", "kafkas", "get"): Case("strimzi", "brokerDelay reads the Kafka"),
     ("kafka.strimzi.io", "kafkas", "patch"): Case("strimzi", "brokerDelay writes the delay"),
 }

@@ -105,6 +105,17 @@ ClusterRole when every namespace is watched, else in a Role per watched namespac
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "patch", "delete"]
+# Autoscalers of a workload whose rollouts are managed, found by their spec.scaleTargetRef
+# (their names are the user's, hence list): KEDA ScaledObjects, patched only to pause KEDA
+# during a rollout and resume it after (an annotation and the operator's mark beside it), and
+# HorizontalPodAutoscalers, only read. Without KEDA installed the ScaledObject list is a 404,
+# which the operator takes as none.
+- apiGroups: ["keda.sh"]
+  resources: ["scaledobjects"]
+  verbs: ["list", "patch"]
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["list"]
 # The <name>-consumer-settings ConfigMap that carries spec.policy.settings to the pods.
 - apiGroups: [""]
   resources: ["configmaps"]

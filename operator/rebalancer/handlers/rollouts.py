@@ -170,8 +170,13 @@ async def _step_once(
         bypass_after_seconds=policy.bypass_gate_after_seconds,
     )
     actuator = Actuator(deps.kube, namespace, kind, workload_name, gate)
+    pauses = [a for a in actions if isinstance(a, PauseScaledObject)]
+    resumes = [a for a in actions if isinstance(a, ResumeScaledObject)]
+    moves = [a for a in actions if not isinstance(a, PauseScaledObject | ResumeScaledObject)]
+    # KEDA is paused before anything moves the workload and resumed after.
+    done = await _apply_autoscaling(deps, body, namespace, name, spec, actuator, pauses)
     try:
-        done = await actuator.apply(actions)
+        done += await actuator.apply(moves)
     except PermissionDenied as error:
         report_denied(deps, body, namespace, name, "rollouts", error, spec.group_id)
         return None
@@ -181,12 +186,39 @@ async def _step_once(
         return None
     if deps.denials.clear(namespace, name, "rollouts"):
         deps.hub.wakeup(spec.group_id).set()  # the observer takes the condition back
+    done += await _apply_autoscaling(deps, body, namespace, name, spec, actuator, resumes)
     _post(body, list(actions))
     _post_autoscalers(body, list(actions), done)
     if workload is not None:
         waits = gate_waits(workload, actions, time.time())
         metrics.record_gate_waits(namespace, name, spec.group_id, waits)
     return after, list(actions)
+
+
+async def _apply_autoscaling(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    spec: ConsumerGroupSpec,
+    actuator: Actuator,
+    actions: list[Any],
+) -> list[Any]:
+    """Pause or resume KEDA; a failure holds no rollout back (it is level-based: the next step
+    asks again), and a refusal is reported as its own kind of work."""
+    if not actions:
+        return []
+    try:
+        done = await actuator.apply(actions)
+    except PermissionDenied as error:
+        report_denied(deps, body, namespace, name, "autoscaler-pause", error, spec.group_id)
+        return []
+    except ActuationFailed as error:
+        kopf.warn(body, reason="AutoscalerActionFailed", message=str(error))
+        return []
+    if deps.denials.clear(namespace, name, "autoscaler-pause"):
+        deps.hub.wakeup(spec.group_id).set()
+    return done
 
 
 async def _autoscalers(
