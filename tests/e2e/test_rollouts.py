@@ -187,7 +187,9 @@ def test_a_managed_cold_start_costs_exactly_one_rebalance(lab: Lab) -> None:
 def test_a_policy_that_cannot_be_met_is_degraded_with_the_fix(lab: Lab) -> None:
     name = "toobig"
     asyncio.run(ensure_topic(lab.bootstrap, name, 4))
-    apply(lab, managed(lab, name, maxBatchSize=5), consumers(lab, name, 2, gated=True))
+    # A deadline shorter than a cold start's join window and rebalance (3 s delay, one more
+    # step of it for the second join, the protocol: 6.2 s).
+    apply(lab, managed(lab, name, batchDeadlineSeconds=5), consumers(lab, name, 2, gated=True))
 
     def degraded() -> dict[str, Any] | None:
         found = condition(get_cg(lab, name), "Degraded")
@@ -195,18 +197,18 @@ def test_a_policy_that_cannot_be_met_is_degraded_with_the_fix(lab: Lab) -> None:
 
     found = eventually(degraded, 60, "a Degraded condition")
     assert found["reason"] == "PolicyCannotBeMet", found
-    assert "spec.policy.rollout.maxBatchSize (5) is larger than" in found["message"], found
-    assert "set maxBatchSize to at most 2" in found["message"], found
+    assert "spec.policy.rollout.batchDeadlineSeconds (5) is shorter than" in found["message"]
+    assert "set batchDeadlineSeconds to at least 13" in found["message"], found
     # The pods wait at their gates: the condition must say how to let them go.
     assert "rebalancer.dev/resume-rollout" in found["message"], found
     warnings = [e for e in events_for(lab, name) if e["type"] == "Warning"]
-    assert any("maxBatchSize" in str(e["message"]) for e in warnings), warnings
+    assert any("batchDeadlineSeconds" in str(e["message"]) for e in warnings), warnings
     assert rollout_of(lab, name)["phase"] == "Failed"
 
     # The fix named in the message lets the held pods join, in one generation.
     kubectl(
         lab, "patch", "cg", name, "--type=merge",
-        "-p", '{"spec":{"policy":{"rollout":{"maxBatchSize":2}}}}',
+        "-p", '{"spec":{"policy":{"rollout":{"batchDeadlineSeconds":13}}}}',
     )  # fmt: skip
 
     def recovered() -> dict[str, Any] | None:

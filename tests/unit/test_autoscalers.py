@@ -16,6 +16,7 @@ from tests.unit.rollout_world import T0, World, roundtrip, setup_for, with_pods
 from rebalancer.planning.autoscalers import (
     autoscaler_actions,
     describe_autoscalers,
+    hpa_quiet_at,
     view_autoscalers,
 )
 from rebalancer.planning.rollout_actions import (
@@ -307,6 +308,15 @@ def test_no_scale_steps_under_an_hpa() -> None:
     state, _ = step(RolloutState(phase=RolloutPhase.IDLE, steady_replicas=2), observation, T0)
     assert state.phase is RolloutPhase.IDLE
     assert "scaleSteps is not used" in str(state.autoscaler)
+
+
+def test_keda_s_own_hpa_is_not_waited_for_once_keda_is_paused() -> None:
+    own = HpaView("keda-hpa-orders-so", "ScaledObject/orders-so", T0)
+    assert hpa_quiet_at(Autoscalers(scaled_object=SO, hpa=own), 20) == T0 + 20
+    assert hpa_quiet_at(Autoscalers(scaled_object=OURS, hpa=own), 20) is None
+    # A user's HPA beside a paused ScaledObject still steps.
+    theirs = HpaView("orders-hpa", None, T0)
+    assert hpa_quiet_at(Autoscalers(scaled_object=OURS, hpa=theirs), 20) == T0 + 20
 
 
 def test_keda_s_own_hpa_is_told_as_keda() -> None:

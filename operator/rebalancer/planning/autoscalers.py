@@ -119,6 +119,14 @@ def hpa_quiet_at(found: Autoscalers, window_s: int) -> float | None:
     hpa = found.hpa
     if hpa is None or hpa.last_scale_time is None or window_s <= 0:
         return None
+    scaled = found.scaled_object
+    if (
+        scaled is not None
+        and scaled.paused_for is not None
+        and hpa.owner == f"ScaledObject/{scaled.name}"
+    ):
+        # KEDA's own HPA, with KEDA paused for this rollout: it takes no further step.
+        return None
     return hpa.last_scale_time + window_s
 
 
