@@ -1,6 +1,7 @@
 """Enforced rebalances in the lab: latency, cost per enforcement, and topic creation.
 
     .venv/bin/python bench/enforce.py [--rounds 10] [--members 12] [--no-mock] [--png PATH]
+        [--client librdkafka|kafkajs|all]
 
 Everything is real: an Apache Kafka broker (classic groups eager and cooperative, and KIP-848
 groups; librdkafka's mock cluster for a second opinion), `python -m rebalancer.lab.consumer`
@@ -14,6 +15,11 @@ processes as the application, reporting every rebalance (docs/member-reports.md)
 3. A topic matching N pattern-subscribed members appears: rebalances until every member consumes
    it, managed (the sidecar enforces once at creation) against unmanaged (each member finds it at
    its own metadata refresh, refresh intervals staggered).
+
+4. `--client kafkajs`: the same enforcements of a fleet of kafkajs consumers (tests/clients/kafkajs,
+   `node consumer.js`; protocol `RoundRobinAssigner`, and an application-named assignor), which
+   the sidecar visits (docs/enforcing.md, "Client libraries"); with partition-seconds held by
+   the sidecars (application partitions that no application member held in a generation).
 
 Figures describe these brokers on this machine. Prints progress while it runs and a table at
 the end; writes a PNG when matplotlib is installed.
@@ -52,6 +58,9 @@ from rebalancer.lab.broker import KafkaBroker  # noqa: E402
 from rebalancer.lab.mock_cluster import MockCluster  # noqa: E402
 from rebalancer.lab.producer import ensure_topic  # noqa: E402
 from rebalancer.structs.enforcement import control_topic, flip_topic  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests" / "kafka"))
+from kafkajs_support import KafkajsConsumer  # noqa: E402
 
 SESSION_MS = 6000
 QUIET_S = 4.0  # a little more than one initial rebalance delay (3 s)
@@ -280,6 +289,8 @@ class EnforceRun:
     generations: list[int] = field(default_factory=list)
     revoked: list[int] = field(default_factory=list)
     partitions: int = 0
+    # Application partitions held by a sidecar, times seconds, per enforcement.
+    held: list[float] = field(default_factory=list)
 
 
 def run_enforcements(
@@ -354,6 +365,7 @@ def run_enforcements(
                 )
             time.sleep(QUIET_S)
             seen, revoked, stable_at = window_costs(lab, hosts, started)
+            result.held.append(sidecar_held(lab, [f"{h}-sidecar" for h in hosts], topic, started))
             # Under KIP-848 unchanged members get no callback: the broker's Stable is the mark.
             latency = (stable_at or reconciled or answered) - started
             result.latencies.append(latency)
@@ -364,6 +376,112 @@ def run_enforcements(
                 f"application, {revoked} partition(s) revoked, stable after {latency:.2f} s"
             )
     finally:
+        lab.close()
+    return result
+
+
+def sidecar_held(lab: Lab, sidecars: list[str], topic: str, since: float) -> float:
+    """Partition-seconds of `topic` in the sidecars' own reports since `since` (one heartbeat
+    report a second each; a sidecar's member holds control partitions only, so expect 0)."""
+    held = 0.0
+    for host in sidecars:
+        for report in lab.collector.reports(host):
+            if report["timestamp"] >= since and report["event"] == "heartbeat":
+                held += sum(1 for name, _ in owned(report) if name == topic)
+    return held
+
+
+def run_kafkajs_enforcements(
+    label: str,
+    bootstrap: str,
+    make_topic: Callable[[str, int], None],
+    *,
+    assigner: str,
+    rounds: int,
+    apps: int = 3,
+    partitions: int = 6,
+) -> EnforceRun:
+    """Enforcements of a kafkajs fleet with a sidecar per pod (the VISIT lever)."""
+    result = EnforceRun(label, partitions=partitions)
+    group_id, topic = f"bench-{uuid.uuid4().hex[:6]}", f"bench-{uuid.uuid4().hex[:6]}"
+    make_topic(topic, partitions)
+    logs = Path(tempfile.mkdtemp(prefix="bench-enforce-kafkajs-"))
+    lab = Lab(bootstrap, logs)
+    everything = frozenset((topic, partition) for partition in range(partitions))
+    members = [
+        KafkajsConsumer(f"app-{n}", bootstrap, group_id, topic, logs, ASSIGNER=assigner)
+        for n in range(apps)
+    ]
+
+    def generation_of() -> int | None:
+        latest = [m.assignments()[-1] if m.assignments() else None for m in members]
+        if any(item is None for item in latest):
+            return None
+        generations = {item["generation"] for item in latest if item is not None}
+        covered = frozenset().union(*(item["partitions"] for item in latest if item))
+        return generations.pop() if len(generations) == 1 and covered == everything else None
+
+    try:
+        before = wait_for(lambda: (g := generation_of()) is not None and (g,), 90, "settled")[0]
+        # The fleet's settings name no strategy: the sidecars read the group's protocol.
+        urls = [
+            lab.sidecar(f"app-{n}", group_id, {"KAFKA_SESSION_TIMEOUT_MS": "10000"})
+            for n in range(apps)
+        ]
+        for url in urls:
+            wait_for(lambda url=url: joined(url), 60, "the sidecars join their lease group")
+        say(f"[{label}] {apps} kafkajs consumers at generation {before}, {apps} sidecars")
+        time.sleep(QUIET_S)
+        for number in range(1, rounds + 1):
+            current = generation_of()
+            url = random.choice(urls)
+            started = time.time()
+            status, body = call(
+                url + "/v1/enforce",
+                {"groupId": group_id, "requestId": f"bench-{number}", "waitSeconds": 40},
+            )
+            if status != 200 or body.get("status") != "enforced":
+                say(f"[{label}] enforcement {number}: {status} {body}")
+                continue
+            wait_for(lambda c=current: (generation_of() or -1) > (c or -1), 60, "new generation")
+            time.sleep(QUIET_S)
+            new = sorted(
+                {i["generation"] for m in members for i in m.assignments() if i["at"] >= started}
+            )
+            # Every member's assignment of the first new generation: the enforcement's end.
+            first = [
+                i["at"]
+                for m in members
+                for i in m.assignments()
+                if new and i["generation"] == new[0]
+            ]
+            latency = (max(first) if len(first) == apps else time.time()) - started
+            held = 0.0
+            for generation in new:
+                items = [
+                    i for m in members for i in m.assignments() if i["generation"] == generation
+                ]
+                uncovered = everything - frozenset().union(*(i["partitions"] for i in items))
+                later = [
+                    i["at"]
+                    for m in members
+                    for i in m.assignments()
+                    if i["generation"] > generation
+                ]
+                end = min(later) if later else time.time()
+                held += len(uncovered) * max(0.0, end - max(i["at"] for i in items))
+            result.latencies.append(latency)
+            result.generations.append(len(new))
+            result.revoked.append(partitions)  # eager: every member gives everything up
+            result.held.append(held)
+            say(
+                f"[{label}] enforcement {number}/{rounds}: {len(new)} new generation(s), "
+                f"every member rejoined after {latency:.2f} s, sidecar-held "
+                f"{held:.1f} partition-s ({body['message']})"
+            )
+    finally:
+        for member in members:
+            member.kill()
         lab.close()
     return result
 
@@ -463,7 +581,7 @@ def render(enforce: list[EnforceRun], topics: list[TopicRun]) -> str:
     lines = [
         "Per enforcement (mean over the rounds):",
         f"{'broker / assignor':36} {'rounds':>6} {'generations':>11} {'revoked':>8} "
-        f"{'of':>3} {'median s':>9} {'p95 s':>7}",
+        f"{'of':>3} {'median s':>9} {'p95 s':>7} {'held p-s':>9}",
     ]
     for run in enforce:
         if not run.latencies:
@@ -473,7 +591,8 @@ def render(enforce: list[EnforceRun], topics: list[TopicRun]) -> str:
             f"{run.label:36} {len(run.latencies):>6} "
             f"{statistics.mean(run.generations):>11.2f} {statistics.mean(run.revoked):>8.2f} "
             f"{run.partitions:>3} {statistics.median(run.latencies):>9.2f} "
-            f"{percentile(run.latencies, 0.95):>7.2f}"
+            f"{percentile(run.latencies, 0.95):>7.2f} "
+            f"{sum(run.held) if run.held else 0.0:>9.1f}"
         )
     if topics:
         lines += [
@@ -545,6 +664,12 @@ def main() -> int:
     parser.add_argument("--no-topics", action="store_true", help="skip the topic-creation part")
     parser.add_argument("--png", default="bench/enforce.png", help="chart path (matplotlib)")
     parser.add_argument("--json", help="also write the raw figures here")
+    parser.add_argument(
+        "--client",
+        choices=("librdkafka", "kafkajs", "all"),
+        default="librdkafka",
+        help="the application's client library (kafkajs: node consumers, the VISIT lever)",
+    )
     args = parser.parse_args()
     random.seed(7)
     enforce: list[EnforceRun] = []
@@ -556,12 +681,26 @@ def main() -> int:
         def kafka_topic(name: str, partitions: int) -> None:
             asyncio.run(ensure_topic(kafka.bootstrap, name, partitions))
 
+        for label, assigner in (
+            ("kafka kafkajs RoundRobinAssigner", "roundrobin"),
+            ("kafka kafkajs application-named", "orders-assignor"),
+        ):
+            if args.client in ("kafkajs", "all"):
+                enforce.append(
+                    run_kafkajs_enforcements(
+                        label, kafka.bootstrap, kafka_topic, assigner=assigner, rounds=args.rounds
+                    )
+                )
         for label, strategy, protocol in (
-            ("kafka cooperative-sticky", "cooperative-sticky", "classic"),
-            ("kafka eager (range)", "range", "classic"),
-            # A sidecar in every pod, as in the classic groups: Kafka's uniform assignor gives
-            # the control partition to one of them.
-            ("kafka KIP-848 (consumer protocol)", "", "consumer"),
+            ()
+            if args.client == "kafkajs"
+            else (
+                ("kafka cooperative-sticky", "cooperative-sticky", "classic"),
+                ("kafka eager (range)", "range", "classic"),
+                # A sidecar in every pod, as in the classic groups: Kafka's uniform assignor gives
+                # the control partition to one of them.
+                ("kafka KIP-848 (consumer protocol)", "", "consumer"),
+            )
         ):
             enforce.append(
                 run_enforcements(
@@ -573,7 +712,7 @@ def main() -> int:
                     protocol=protocol,
                 )
             )
-        if not args.no_topics:
+        if not args.no_topics and args.client != "kafkajs":
             topics.append(
                 run_topic_creation(
                     "managed (enforced at creation)",
@@ -592,7 +731,7 @@ def main() -> int:
                     managed=False,
                 )
             )
-    if not args.no_mock:
+    if not args.no_mock and args.client != "kafkajs":
         with MockCluster(initial_rebalance_delay_ms=3000) as mock:
             mock.set_consumer_group_timeouts(SESSION_MS, 1000)
             say(f"librdkafka mock cluster at {mock.bootstrap}")

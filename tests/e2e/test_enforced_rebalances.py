@@ -166,3 +166,113 @@ def test_a_new_matching_topic_is_picked_up_in_one_rebalance(lab: Lab, tmp_path: 
     assert "topic-created" in enforcement["lastCause"]
     for consumer in consumers:
         assert f"{name}.b" in consumer.log_path.read_text(errors="replace")
+
+
+def test_a_kafkajs_fleet_is_rebalanced_in_one_generation_by_a_visit(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """A fleet of kafkajs consumers (protocol RoundRobinAssigner, no KAFKA_* settings): the
+    sidecar visits the group (docs/enforcing.md, "Client libraries"); every member rejoins once,
+    none of the sidecars is ever assigned a partition, and no message is lost."""
+    from confluent_kafka import Producer
+    from tests.kafka.kafkajs_support import KafkajsConsumer
+
+    from rebalancer.lab.producer import ensure_topic
+
+    name = "kafkajs"
+    asyncio.run(ensure_topic(lab.bootstrap, name, 6))
+    everything = {(name, partition) for partition in range(6)}
+
+    def produce(keys: range) -> None:
+        producer = Producer({"bootstrap.servers": lab.bootstrap})
+        for key in keys:
+            producer.produce(name, key=str(key), value=b"order")
+        assert producer.flush(15) == 0
+
+    produce(range(100))
+    apps = [
+        KafkajsConsumer(f"{name}-consumer-{index}", lab.bootstrap, name, name, tmp_path)
+        for index in range(2)
+    ]
+    try:
+        token_file = tmp_path / f"{name}.token"
+        token_file.write_text(TOKEN)
+        port = free_port()
+
+        def generation() -> int | None:
+            latest = [app.assignments()[-1] if app.assignments() else None for app in apps]
+            if any(item is None for item in latest):
+                return None
+            generations = {item["generation"] for item in latest if item}
+            covered = set().union(*(item["partitions"] for item in latest if item))
+            return generations.pop() if len(generations) == 1 and covered == everything else None
+
+        before = eventually(generation, 60, "the kafkajs members split 6 partitions")
+        # The fleet's pods set no KAFKA_PARTITION_ASSIGNMENT_STRATEGY (blank sets nothing).
+        lab.start_sidecar(
+            f"{name}-consumer-0",
+            name,
+            token_file,
+            port,
+            env={"KAFKA_PARTITION_ASSIGNMENT_STRATEGY": ""},
+        )
+        body = consumer_group(name, lab.bootstrap)
+        body["spec"]["policy"]["enforce"] = {
+            "requestToken": "first",
+            "sidecar": {
+                "url": f"http://127.0.0.1:{port}",
+                "tokenSecretRef": {"name": f"{name}-token"},
+            },
+        }
+        apply(lab, token_secret(f"{name}-token"), statefulset(f"{name}-consumer"), body)
+
+        def observed() -> dict[str, object] | None:
+            group = get_cg(lab, name).get("status", {}).get("group", {})
+            return group if group.get("members") == 2 else None
+
+        eventually(observed, 120, "the operator sees two members")
+        time.sleep(4)
+        assert generation() == before, "the sidecar's start cost the fleet no rebalance"
+        kubectl(
+            lab,
+            "patch",
+            "consumergroup",
+            name,
+            "--type=merge",
+            "-p",
+            '{"spec":{"policy":{"enforce":{"requestToken":"second"}}}}',
+        )
+
+        def enforced() -> dict[str, object] | None:
+            status = get_cg(lab, name)["status"]
+            done = (status.get("enforcement") or {}).get("lastStatus") == "enforced"
+            return status if done else None
+
+        eventually(enforced, 90, "an enforced rebalance")
+        produce(range(100, 200))
+        time.sleep(6)  # any further generation would show up by now
+        generations = {item["generation"] for app in apps for item in app.assignments()}
+        assert max(generations) == before + 1, generations
+        # Eager: every member rejoined into the one new generation; in every generation the
+        # two members hold all six partitions between them, so no sidecar held one.
+        assert all(any(i["generation"] == before + 1 for i in app.assignments()) for app in apps)
+        for seen in generations:
+            held = [
+                i["partitions"]
+                for app in apps
+                for i in app.assignments()
+                if i["generation"] == seen
+            ]
+            assert set().union(*held) == everything, (seen, held)
+        assert observed() is not None, "the sidecar is not counted as a member"
+        messages = [str(e["message"]) for e in events_for(lab, name)]
+        assert any(
+            "every member rejoined (2 of 2)" in m and "held no partition" in m for m in messages
+        ), messages
+        expected = {str(key) for key in range(200)}
+        eventually(
+            lambda: expected <= apps[0].keys() | apps[1].keys(), 30, "every message consumed"
+        )
+    finally:
+        for app in apps:
+            app.kill()
