@@ -276,3 +276,78 @@ def test_a_kafkajs_fleet_is_rebalanced_in_one_generation_by_a_visit(
     finally:
         for app in apps:
             app.kill()
+
+
+def test_a_group_the_sidecar_cannot_join_is_degraded_once_not_retried(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """A Kafka Connect-style group (protocol type `connect`): the sidecar answers 422, the
+    ConsumerGroup is Degraded naming the protocol and the fix, and the operator does not ask
+    again for the same trigger."""
+    import urllib.request
+
+    from tests.kafka.connect_groups import hold_connect_group
+
+    name = "connect-workers"
+    loop = asyncio.new_event_loop()
+    hold = asyncio.Event()
+    worker = loop.create_task(hold_connect_group(lab.bootstrap, name, hold))
+    try:
+        loop.run_until_complete(asyncio.wait([worker], timeout=8))
+        assert not worker.done(), worker
+        token_file = tmp_path / f"{name}.token"
+        token_file.write_text(TOKEN)
+        port = free_port()
+        lab.start_sidecar(
+            f"{name}-consumer-0",
+            name,
+            token_file,
+            port,
+            env={"KAFKA_PARTITION_ASSIGNMENT_STRATEGY": ""},
+        )
+        body = consumer_group(name, lab.bootstrap)
+        body["spec"]["policy"]["enforce"] = {
+            "requestToken": "first",
+            "sidecar": {
+                "url": f"http://127.0.0.1:{port}",
+                "tokenSecretRef": {"name": f"{name}-token"},
+            },
+        }
+        apply(lab, token_secret(f"{name}-token"), statefulset(f"{name}-consumer"), body)
+        time.sleep(4)  # the baseline token is taken
+        kubectl(
+            lab,
+            "patch",
+            "consumergroup",
+            name,
+            "--type=merge",
+            "-p",
+            '{"spec":{"policy":{"enforce":{"requestToken":"second"}}}}',
+        )
+
+        def degraded() -> dict[str, object] | None:
+            found = get_cg(lab, name)
+            item = condition(found, "Degraded")
+            return found if item.get("reason") == "EnforceUnsupported" else None
+
+        found = eventually(degraded, 60, "Degraded, reason EnforceUnsupported")
+        message = str(condition(found, "Degraded")["message"])
+        assert "'connect'" in message and "'sessioned'" in message, message
+        assert "spec.policy.enforce" in message, message
+        assert found["status"]["enforcement"]["lastStatus"] == "unsupported"
+        time.sleep(10)  # three enforce timer periods: a retry loop would show
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            metrics = response.read().decode()
+        asked = [
+            line
+            for line in metrics.splitlines()
+            if line.startswith('rebalancer_sidecar_requests_total{answer="unsupported"}')
+        ]
+        assert asked == ['rebalancer_sidecar_requests_total{answer="unsupported"} 1.0'], asked
+        warnings = [e for e in events_for(lab, name) if e["reason"] == "EnforceUnsupported"]
+        assert len(warnings) == 1 and warnings[0].get("count", 1) == 1, warnings
+    finally:
+        hold.set()
+        loop.run_until_complete(asyncio.wait([worker], timeout=10))
+        loop.close()

@@ -14,9 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from aiokafka.client import AIOKafkaClient, ConnectionGroup, CoordinationType
-from aiokafka.protocol.group import JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 from confluent_kafka import Producer
+from connect_groups import hold_connect_group
 from kafka_support import eventually, fresh
 from kafkajs_support import KafkajsConsumer
 from sidecar_support import SidecarProcess, wait_joined
@@ -119,40 +118,13 @@ def test_kafkajs_fleet_rebalances_once_and_no_sidecar_holds_a_partition(
             app.stop()
 
 
-async def _hold_connect_group(bootstrap: str, group_id: str, hold: asyncio.Event) -> None:
-    """One member of a Kafka Connect-style group (protocol type `connect`) until `hold` is set."""
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id="connect-worker")
-    await client.bootstrap()
-    node = await client.coordinator_lookup(CoordinationType.GROUP, group_id)
-
-    def join(member: str) -> JoinGroupRequest:
-        return JoinGroupRequest(
-            group_id, 30000, 30000, member, None, "connect", [("sessioned", b"\x00\x01")]
-        )
-
-    first = await client.send(node, join(""), group=ConnectionGroup.COORDINATION)
-    joined = await client.send(node, join(first.member_id), group=ConnectionGroup.COORDINATION)
-    assert joined.error_code == 0, joined
-    synced = await client.send(
-        node,
-        SyncGroupRequest(
-            group_id, joined.generation_id, joined.member_id, None, [(joined.member_id, b"")]
-        ),
-        group=ConnectionGroup.COORDINATION,
-    )
-    assert synced.error_code == 0, synced
-    await hold.wait()
-    await client.send(node, LeaveGroupRequest(group_id, joined.member_id))
-    await client.close()
-
-
 def test_a_group_the_sidecar_cannot_join_is_named_not_retried(
     bootstrap: str, tmp_path: Path
 ) -> None:
     group_id = fresh("connect")
     loop = asyncio.new_event_loop()
     hold = asyncio.Event()
-    worker = loop.create_task(_hold_connect_group(bootstrap, group_id, hold))
+    worker = loop.create_task(hold_connect_group(bootstrap, group_id, hold))
     sidecar: SidecarProcess | None = None
     try:
         # The group forms after the broker's initial rebalance delay (3 s).

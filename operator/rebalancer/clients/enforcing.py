@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SIDECAR_PORT = 8091
 FINAL_STATUSES = frozenset({"enforced", "failed", "expired"})
+# The sidecar's answer when the group's protocol is one it cannot join (docs/enforcing.md).
+UNSUPPORTED_STATUS = 422
 
 
 class EnforceRequestFailed(Exception):

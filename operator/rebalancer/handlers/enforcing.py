@@ -9,6 +9,7 @@ import kopf
 
 from rebalancer import metrics
 from rebalancer.clients.enforcing import (
+    UNSUPPORTED_STATUS,
     EnforceRequestFailed,
     EnforceResult,
     sidecar_addresses,
@@ -21,6 +22,8 @@ from rebalancer.clients.resolving import SecretUnavailable, read_secret_key, res
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.ownership import ClaimIndex, refusal_of
 from rebalancer.handlers.permissions import report_denied
+from rebalancer.planning.enforce_conditions import REASON as UNSUPPORTED_REASON
+from rebalancer.planning.enforce_conditions import UNSUPPORTED
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.planning.triggers import (
     TriggerInputs,
@@ -182,9 +185,19 @@ async def _enforce(
         inputs,
         parsed.group_id,
     )
-    record: dict[str, Any] = {**previous, "memory": memory_to_status(decision.memory)}
+    # "message" belongs to the request it explains: None removes it (status is merge-patched).
+    record: dict[str, Any] = {
+        **previous,
+        "memory": memory_to_status(decision.memory),
+        "message": None,
+    }
     if decision.verdict is Verdict.NOTHING:
         record.update(await _follow_up(deps, namespace, parsed, policy, previous, body))
+        # Nothing new was asked: the last request's explanation stands.
+        if "message" in previous:
+            record["message"] = previous["message"]
+        else:
+            record.pop("message")
         if record != previous:
             patch.status["enforcement"] = record
         return
@@ -210,6 +223,7 @@ async def _enforce(
     # Expected before asking: the observer may see the new generation before the sidecar answers.
     deps.hub.expect_cause(parsed.group_id, decision.cause_text, time.time())
     result: EnforceResult | None = None
+    unsupported = False
     failure = (
         "no ready pod's sidecar to ask yet (with sidecar.inject, status.settings.sidecar.rolledOut "
         "says when every pod has one)"
@@ -232,8 +246,18 @@ async def _enforce(
             break
         except EnforceRequestFailed as error:
             failure = str(error)
+            unsupported = error.status == UNSUPPORTED_STATUS
             if not error.retriable:
                 break
+    if result is None and unsupported:
+        # The sidecar cannot join the group's protocol: asking again changes nothing, so the
+        # trigger is used up (memory advances) and Degraded says why until a request succeeds.
+        if previous.get("lastStatus") != UNSUPPORTED:
+            kopf.warn(body, reason=UNSUPPORTED_REASON, message=failure)
+        deps.hub.take_expected(parsed.group_id, float("inf"))
+        patch.status["enforcement"] = {**record, "lastStatus": UNSUPPORTED, "message": failure}
+        deps.hub.wakeup(parsed.group_id).set()  # the observer writes the condition
+        return
     if result is None:
         deps.hub.take_expected(parsed.group_id, float("inf"))
         # Counted once per request: its retries (same id, status already failed) are not new.
@@ -245,7 +269,12 @@ async def _enforce(
         # Memory is not advanced: the same request id is sent again and sidecars de-duplicate it.
         # Status says the request failed: left as it was, it showed the previous request's
         # outcome as if it were this one's.
-        failed = {**record, "memory": previous.get("memory"), "lastStatus": "failed"}
+        failed = {
+            **record,
+            "memory": previous.get("memory"),
+            "lastStatus": "failed",
+            "message": failure,
+        }
         failed.pop("lastGeneration", None)
         patch.status["enforcement"] = {k: v for k, v in failed.items() if v is not None}
         raise kopf.TemporaryError(failure, delay=15)

@@ -29,6 +29,7 @@ from rebalancer.handlers.learning import PodWatch, learning_status
 from rebalancer.handlers.ownership import ClaimIndex, refusal_of
 from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.backoff import backoff_delay
+from rebalancer.planning.enforce_conditions import enforcement_conditions
 from rebalancer.planning.history_pods import PodRecordContext
 from rebalancer.planning.history_records import (
     JoinContext,
@@ -366,6 +367,7 @@ class Observer:
             *conditions,
             *rollout_conditions(RolloutState.from_status(status.get("rollout"))),
             *settings_conditions(status.get("settings")),
+            *enforcement_conditions(status.get("enforcement")),
             # Last: while a grant is missing, what needs it is not done, whatever else holds.
             *denial_conditions(self.deps.denials.of(self.namespace, self.name)),
         ]

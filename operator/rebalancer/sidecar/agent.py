@@ -728,7 +728,7 @@ class SidecarAgent:
                 EnforceStatus.ENFORCED,
                 me,
                 time.time(),
-                f"one rebalance of protocol {lever.protocol_name!r} (eager: {rejoined}) "
+                f"one rebalance of protocol {lever.protocol_name!r} ({rejoined}) "
                 f"after {result.seconds:.1f} s; {held}",
             )
         try:
