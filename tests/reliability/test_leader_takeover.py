@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 from tests.e2e.support import apply, eventually, free_port, kubectl
 from tests.reliability.rollout_fleets import (
     PARTITIONS,
@@ -105,6 +106,17 @@ class Replica:
             if line.startswith("rebalancer_leader "):
                 return float(line.split()[-1])
         return None
+
+    def samples(self, consumergroup: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+        """The replica's series of one ConsumerGroup, by sample name."""
+        with urllib.request.urlopen(self.url, timeout=5) as response:
+            text = response.read().decode()
+        found: dict[str, list[tuple[dict[str, str], float]]] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.labels.get("consumergroup") == consumergroup:
+                    found.setdefault(sample.name, []).append((sample.labels, sample.value))
+        return found
 
     def active(self) -> str | None:
         """The rebalancer.dev/active label of the replica's pod."""
@@ -200,6 +212,16 @@ def test_the_standby_finishes_a_rollout_its_leader_was_killed_in(
     assert_rolled_once(lab, NAME, final, REPLICAS)
     assert_truthful_end(lab, NAME, REPLICAS)
     assert "Resuming operations" in second.log(), second.log()[-3000:]
+    # The new leader released the later batches at their gates: their pods' waits, and the
+    # rollout's end, are in its metrics.
+    series = second.samples(NAME)
+    (waits,) = [v for _, v in series["rebalancer_gate_wait_seconds_count"]]
+    assert waits >= 1, series
+    phases = {labels["phase"]: v for labels, v in series["rebalancer_rollout_phase"]}
+    assert phases["Completed"] == 1 and sum(phases.values()) == 1, phases
+    (planned,) = [v for _, v in series["rebalancer_rollout_batches"]]
+    (done,) = [v for _, v in series["rebalancer_rollout_batches_done"]]
+    assert planned == done == len(final["batchSizes"]), (planned, done, final)
 
     # Started again in its pod, as a container restart would, the killed replica unlabels its
     # pod (it still said active) and joins behind the one that took over.
