@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps kafka controlplane lab test lint unit e2e bench clean chart-package
+.PHONY: install system-deps kafka controlplane lab test lint unit e2e bench clean chart-package images
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,13 @@ CHART_DIST ?= dist/charts
 CHART_REPO_URL ?=
 chart-package: $(STAMP)
 	$(BIN)/python deploy/package_chart.py $(CHART_DIST) $(if $(CHART_REPO_URL),--url $(CHART_REPO_URL))
+
+# The operator and learning images as OCI archives in dist/images, built by buildah without a
+# daemon (deploy/build_images.sh; docs/images.md). IMAGE_FLAGS=--local-base where no container
+# registry can be reached.
+IMAGE_FLAGS ?=
+images:
+	deploy/build_images.sh $(IMAGE_FLAGS) dist/images
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache dist

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Build the operator and learning images as OCI archives with buildah, without a daemon:
+# chroot isolation and vfs storage, which need neither a container engine nor user namespaces.
+#
+#   deploy/build_images.sh [--local-base] [OUT_DIR]      (default OUT_DIR: dist/images)
+#
+# The Dockerfiles start from python:3.11-slim-bookworm pinned by digest, pulled from its registry.
+# --local-base builds a stand-in base instead, where no container registry can be reached: a
+# Debian bookworm root (debootstrap, python3 and its venv module, no documentation) imported as
+# localhost/rebalancer-base:bookworm and passed as BASE. Needs root, buildah (and debootstrap
+# with --local-base): apt-get install buildah debootstrap.
+set -euo pipefail
+
+LOCAL_BASE=0
+if [[ "${1:-}" == "--local-base" ]]; then
+  LOCAL_BASE=1
+  shift
+fi
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+OUT="$(mkdir -p "${1:-$ROOT/dist/images}" && cd "${1:-$ROOT/dist/images}" && pwd)"
+WORK="${REBALANCER_IMAGE_WORK:-/tmp/rebalancer-images}"
+VERSION="$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$ROOT/operator/rebalancer/__init__.py")"
+BUILDAH=(buildah --root "$WORK/storage" --runroot "$WORK/run" --storage-driver vfs)
+mkdir -p "$WORK"
+
+# pip in the build's RUN steps trusts the machine's CA bundle (a proxy's CA, where one inspects
+# TLS) and uses its pip settings (a mirror); both are mounted for the build only, beside the
+# image's own files, and never committed into a layer.
+CA_BUNDLE="${REBALANCER_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
+{
+  if [[ -f /etc/pip.conf ]]; then grep -v -E '^\s*(cert|find-links)\s*=' /etc/pip.conf; else echo '[global]'; fi
+} >"$WORK/pip.conf"
+if ! grep -q '^\[global\]' "$WORK/pip.conf"; then sed -i '1i [global]' "$WORK/pip.conf"; fi
+MOUNTS=(-v "$WORK/pip.conf:/etc/pip.conf:ro")
+if [[ -f "$CA_BUNDLE" ]]; then
+  sed -i '/^\[global\]/a cert = /run/build-ca.crt' "$WORK/pip.conf"
+  MOUNTS+=(-v "$CA_BUNDLE:/run/build-ca.crt:ro")
+fi
+
+BUILD_ARGS=()
+if [[ $LOCAL_BASE == 1 ]]; then
+  base_root="$WORK/base-root"
+  if [[ ! -x "$base_root/usr/bin/python3" ]]; then
+    rm -rf "$base_root"
+    debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+      bookworm "$base_root" http://deb.debian.org/debian
+    # As Debian's slim images: no documentation, now or from later apt-get installs.
+    rm -rf "$base_root"/var/cache/apt/archives/*.deb "$base_root"/var/lib/apt/lists/* \
+      "$base_root"/usr/share/{doc,man,locale,info}/*
+    printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' \
+      'path-exclude /usr/share/man/*' 'path-exclude /usr/share/locale/*' \
+      'path-exclude /usr/share/info/*' >"$base_root/etc/dpkg/dpkg.cfg.d/excludes"
+  fi
+  ctr="$("${BUILDAH[@]}" from scratch)"
+  "${BUILDAH[@]}" copy --quiet "$ctr" "$base_root/" / >/dev/null
+  "${BUILDAH[@]}" config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --cmd /bin/bash "$ctr"
+  "${BUILDAH[@]}" commit --quiet --rm "$ctr" localhost/rebalancer-base:bookworm >/dev/null
+  BUILD_ARGS=(--build-arg BASE=localhost/rebalancer-base:bookworm)
+fi
+
+# Only what the images need goes into the build context.
+context="$WORK/context"
+rm -rf "$context" && mkdir -p "$context"
+cp -r "$ROOT/pyproject.toml" "$ROOT/README.md" "$ROOT/operator" "$context/"
+find "$context" \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
+
+build() {  # role dockerfile
+  local role=$1 dockerfile=$2 image="localhost/rebalancer-$1:$VERSION"
+  local archive="$OUT/rebalancer-$role-$VERSION.oci.tar"
+  local started=$SECONDS
+  "${BUILDAH[@]}" bud --quiet --isolation chroot --layers=false "${MOUNTS[@]}" \
+    "${BUILD_ARGS[@]}" -f "$ROOT/$dockerfile" -t "$image" "$context" >/dev/null
+  rm -f "$archive"
+  "${BUILDAH[@]}" push --quiet "$image" "oci-archive:$archive:rebalancer-$role:$VERSION"
+  local size
+  size="$("${BUILDAH[@]}" images --format '{{.Size}}' "$image")"
+  printf '%s: %s unpacked, %s MB as an OCI archive (%s), built in %d s\n' "$role" "$size" \
+    "$(($(stat -c %s "$archive") / 1000000))" "$archive" $((SECONDS - started))
+}
+
+run_in() {  # image command...
+  local image=$1 ctr
+  shift
+  ctr="$("${BUILDAH[@]}" from --quiet "$image")"
+  "${BUILDAH[@]}" run --isolation chroot "$ctr" -- "$@"
+  "${BUILDAH[@]}" rm "$ctr" >/dev/null
+}
+
+build operator Dockerfile
+for command in operator gate sidecar; do
+  run_in "localhost/rebalancer-operator:$VERSION" rebalancer "$command" --help | head -n 1
+done
+run_in "localhost/rebalancer-operator:$VERSION" id
+build learning learning.Dockerfile
+run_in "localhost/rebalancer-learning:$VERSION" sh -c \
+  'java -version 2>&1 | head -n 1 && python -c "import pyspark; print(\"pyspark\", pyspark.__version__)"'
