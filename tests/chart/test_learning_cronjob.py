@@ -8,6 +8,8 @@ from typing import Any
 from tests.chart.support import ALL_FEATURES, CHART, Helm, by_kind, only
 from tests.chart.test_chart import UNVALIDATED_KINDS, validate
 
+from rebalancer import __version__
+
 LEARNING: dict[str, Any] = {
     **ALL_FEATURES,
     "learning": {
@@ -50,13 +52,17 @@ def test_on_it_lints_validates_and_runs_learn_on_the_history_volume(helm: Helm) 
     assert affinity[0]["topologyKey"] == "kubernetes.io/hostname"
 
 
-def test_the_operator_image_is_the_default_and_colocation_can_be_off(helm: Helm) -> None:
+def test_the_learning_image_is_the_default_and_colocation_can_be_off(helm: Helm) -> None:
     values = {
         "history": {"enabled": True},
         "learning": {"enabled": True, "colocateWithOperator": False},
     }
     pod = only(helm.render(values), "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    assert pod["containers"][0]["image"].startswith("ghcr.io/rebalancer-dev/rebalancer:")
+    # The operator's image is the base install, without Spark: the job has an image of its own,
+    # at the operator's version.
+    assert pod["containers"][0]["image"] == (
+        f"ghcr.io/rebalancer-dev/rebalancer-learning:{__version__}"
+    )
     assert "affinity" not in pod
 
 
