@@ -11,6 +11,7 @@ import subprocess
 import urllib.parse
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +21,9 @@ from tests.e2e.support import (
     apply,
     condition,
     consumer_group,
+    events_for,
     eventually,
+    free_port,
     get_cg,
     kubectl,
     statefulset,
@@ -175,4 +178,68 @@ def test_a_joined_group_shows_in_metrics_promtool_and_every_dashboard_query(lab:
         assert {"namespace": "default", "consumergroup": name, "group_id": group_id}[
             label
         ] in values
+    kubectl(lab, "delete", "consumergroup", name, "--wait=true", "--timeout=30s")
+
+
+def enforcements(lab: Lab, group: str) -> dict[str, float]:
+    found = samples_of(scrape(lab), group).get("rebalancer_enforced_rebalances_total", [])
+    return {sample.labels["outcome"]: sample.value for sample in found}
+
+
+def test_enforce_requests_are_counted_once_by_final_outcome(lab: Lab, tmp_path: Path) -> None:
+    """A request no sidecar answers is retried: counted once as unreachable. The sidecar then
+    started, the same request is enforced: counted once as enforced."""
+    name = f"enf-{uuid.uuid4().hex[:6]}"
+    asyncio.run(ensure_topic(lab.bootstrap, name, 4))
+    lab.start_consumer(0, group_id=name, prefix=f"{name}-consumer")
+    port = free_port()  # nothing listens there yet
+    body = consumer_group(name, lab.bootstrap)
+    body["spec"]["policy"]["enforce"] = {
+        "requestToken": "first",
+        "sidecar": {"url": f"http://127.0.0.1:{port}", "tokenSecretRef": {"name": f"{name}-t"}},
+    }
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": f"{name}-t", "namespace": "default"},
+        "stringData": {"token": "lab-sidecar-token"},
+    }
+    apply(lab, secret, statefulset(f"{name}-consumer"), body)
+    eventually(lambda: condition(get_cg(lab, name), "Ready").get("status") == "True", 90, "Ready")
+    # The baseline token never enforces; a new one asks once.
+    kubectl(
+        lab,
+        "patch",
+        "consumergroup",
+        name,
+        "--type=merge",
+        "-p",
+        '{"spec":{"policy":{"enforce":{"requestToken":"second"}}}}',
+    )
+
+    def failed_twice() -> bool:
+        failures = [e for e in events_for(lab, name) if e["reason"] == "EnforceFailed"]
+        return sum(int(e.get("count") or 1) for e in failures) >= 2
+
+    eventually(failed_twice, 60, "the request tried twice without a sidecar", every=1.0)
+    assert enforcements(lab, name)["unreachable"] == 1
+
+    token = tmp_path / "token"
+    token.write_text("lab-sidecar-token")
+    lab.start_sidecar(f"{name}-consumer-0", name, token, port)
+    counted = eventually(
+        lambda: (found := enforcements(lab, name)).get("enforced") and found,
+        120,
+        "the request enforced",
+        every=1.0,
+    )
+    assert counted == {outcome: 0.0 for outcome in counted} | {"enforced": 1.0, "unreachable": 1.0}
+    assert set(counted) == {
+        "enforced",
+        "in-progress",
+        "failed",
+        "expired",
+        "skipped",
+        "unreachable",
+    }
     kubectl(lab, "delete", "consumergroup", name, "--wait=true", "--timeout=30s")
