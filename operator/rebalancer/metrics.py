@@ -64,9 +64,18 @@ GROUP_STATES = (
 REPORT_REJECTIONS = ("unauthorized", "too_large", "not_json", "invalid", "other")
 OBSERVATION_OUTCOMES = ("success", "failure")
 ROLLOUT_PHASES = tuple(phase.value for phase in RolloutPhase)
-# The final answers a sidecar gives to an enforce request, plus the operator's own two:
-# skipped (a rebalance was already under way) and unreachable (no sidecar answered).
-ENFORCE_OUTCOMES = ("enforced", "in-progress", "failed", "expired", "skipped", "unreachable")
+# The final answers a sidecar gives to an enforce request, plus the operator's own: skipped (a
+# rebalance was already under way), unreachable (no sidecar answered) and unsupported (the
+# sidecar cannot join the group's protocol).
+ENFORCE_OUTCOMES = (
+    "enforced",
+    "in-progress",
+    "failed",
+    "expired",
+    "skipped",
+    "unreachable",
+    "unsupported",
+)
 
 REBALANCES = Counter(
     "rebalancer_rebalances",
@@ -235,8 +244,8 @@ GATE_WAIT = Histogram(
 )
 ENFORCED_REBALANCES = Counter(
     "rebalancer_enforced_rebalances",
-    "Enforce requests the operator sent, by final outcome (the sidecar's, or skipped, or "
-    "unreachable).",
+    "Enforce requests the operator sent, by final outcome (the sidecar's, or skipped, "
+    "unreachable, unsupported).",
     [*GROUP_LABELS, "outcome"],
     registry=REGISTRY,
 )

@@ -159,14 +159,30 @@ CASES: dict[str, tuple[Case | list[Case], list[Case]]] = {
         ],
     ),
     "RebalancerEnforcementFailing": (
-        Case(
-            [
-                (f'rebalancer_enforced_rebalances_total{{{G}, outcome="unreachable"}}', "0x5 1x20"),
-                (f'rebalancer_enforced_rebalances_total{{{G}, outcome="enforced"}}', "0x25"),
-            ],
-            "10m",
-            [GROUP],
-        ),
+        [
+            Case(
+                [
+                    (
+                        f'rebalancer_enforced_rebalances_total{{{G}, outcome="unreachable"}}',
+                        "0x5 1x20",
+                    ),
+                    (f'rebalancer_enforced_rebalances_total{{{G}, outcome="enforced"}}', "0x25"),
+                ],
+                "10m",
+                [GROUP],
+            ),
+            # A sidecar that cannot join the group's protocol.
+            Case(
+                [
+                    (
+                        f'rebalancer_enforced_rebalances_total{{{G}, outcome="unsupported"}}',
+                        "0x5 1x20",
+                    )
+                ],
+                "10m",
+                [GROUP],
+            ),
+        ],
         # Enforced and skipped requests are not failures.
         [
             Case(
@@ -177,6 +193,7 @@ CASES: dict[str, tuple[Case | list[Case], list[Case]]] = {
                     ),
                     (f'rebalancer_enforced_rebalances_total{{{G}, outcome="skipped"}}', "0x5 1x20"),
                     (f'rebalancer_enforced_rebalances_total{{{G}, outcome="unreachable"}}', "0x25"),
+                    (f'rebalancer_enforced_rebalances_total{{{G}, outcome="unsupported"}}', "0x25"),
                 ],
                 "10m",
             )

@@ -29,6 +29,7 @@ from tests.e2e.support import (
     statefulset,
 )
 
+from rebalancer import metrics
 from rebalancer.lab.producer import ensure_topic
 from rebalancer.lab.running import Lab
 
@@ -234,12 +235,5 @@ def test_enforce_requests_are_counted_once_by_final_outcome(lab: Lab, tmp_path: 
         every=1.0,
     )
     assert counted == {outcome: 0.0 for outcome in counted} | {"enforced": 1.0, "unreachable": 1.0}
-    assert set(counted) == {
-        "enforced",
-        "in-progress",
-        "failed",
-        "expired",
-        "skipped",
-        "unreachable",
-    }
+    assert set(counted) == set(metrics.ENFORCE_OUTCOMES)
     kubectl(lab, "delete", "consumergroup", name, "--wait=true", "--timeout=30s")

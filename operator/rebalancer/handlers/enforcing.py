@@ -254,6 +254,8 @@ async def _enforce(
         # trigger is used up (memory advances) and Degraded says why until a request succeeds.
         if previous.get("lastStatus") != UNSUPPORTED:
             kopf.warn(body, reason=UNSUPPORTED_REASON, message=failure)
+        name = str(body.metadata.name)
+        metrics.record_enforcement(namespace, name, parsed.group_id, "unsupported")
         deps.hub.take_expected(parsed.group_id, float("inf"))
         patch.status["enforcement"] = {**record, "lastStatus": UNSUPPORTED, "message": failure}
         deps.hub.wakeup(parsed.group_id).set()  # the observer writes the condition
