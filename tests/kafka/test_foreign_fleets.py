@@ -146,3 +146,80 @@ def test_a_group_the_sidecar_cannot_join_is_named_not_retried(
         hold.set()
         loop.run_until_complete(asyncio.wait([worker], timeout=10))
         loop.close()
+
+
+@pytest.mark.parametrize(
+    ("assignor", "protocol", "lever"),
+    [
+        # The Java client's default: [RangeAssignor, CooperativeStickyAssignor], chosen `range`.
+        (None, "range", "rejoin"),
+        ("org.apache.kafka.clients.consumer.StickyAssignor", "sticky", "visit"),
+    ],
+    ids=["java-default", "java-sticky"],
+)
+def test_java_fleet_is_enforced_by_the_lever_its_protocol_needs(
+    bootstrap: str, tmp_path: Path, assignor: str | None, protocol: str, lever: str
+) -> None:
+    """The Java client (Apache Kafka's own ConsoleConsumer, kafka-clients of the lab's broker)."""
+    import subprocess
+
+    from confluent_kafka.admin import AdminClient
+
+    from rebalancer.lab.kafka_jars import class_path, java_binary
+
+    group_id, topic = fresh("java"), fresh("java-orders")
+    asyncio.run(ensure_topic(bootstrap, topic, PARTITIONS))
+    properties = tmp_path / "java.properties"
+    lines = ["session.timeout.ms=10000", "heartbeat.interval.ms=1000"]
+    if assignor:
+        lines.append(f"partition.assignment.strategy={assignor}")
+    properties.write_text("\n".join(lines) + "\n")
+    members = []
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def described() -> object:
+        return admin.describe_consumer_groups([group_id])[group_id].result(timeout=10)
+
+    sidecar: SidecarProcess | None = None
+    try:
+        for number in range(2):
+            command = [java_binary(), "-Xmx128m", "-cp", class_path()]
+            command += ["org.apache.kafka.tools.consumer.ConsoleConsumer"]
+            command += ["--bootstrap-server", bootstrap, "--topic", topic, "--group", group_id]
+            command += ["--consumer.config", str(properties)]
+            with (tmp_path / f"java{number}.log").open("wb") as sink:
+                members.append(
+                    subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink)
+                )
+
+        def formed() -> object | None:
+            group = described()
+            apps = [m for m in group.members if "sidecar" not in m.client_id]
+            held = sum(1 for m in apps for tp in m.assignment.topic_partitions if tp.topic == topic)
+            return group if len(apps) == 2 and held == PARTITIONS else None
+
+        assert eventually(formed, 90, "the Java members form").partition_assignor == protocol
+        sidecar = SidecarProcess("pod0", bootstrap, group_id, tmp_path, strategy=None)
+        wait_joined([sidecar])
+        view = sidecar.group() or {}
+        assert (view["lever"], view["protocol"]) == (lever, protocol), view
+        status, body = sidecar.enforce(group_id, "enforce-1", waitSeconds=30)
+        assert status == 200 and body["status"] == "enforced", body
+        if lever == "visit":
+            assert "every member rejoined (2 of 2)" in body["message"], body
+            assert "the sidecar held no partition" in body["message"], body
+        else:
+            assert body["generation"] == body["fromGeneration"] + 1, body
+        group = eventually(formed, 30, "the Java members hold every partition again")
+        for member in group.members:
+            owned = {tp.topic for tp in member.assignment.topic_partitions}
+            # The sidecar's member (rejoin) holds its control partition only; a visitor none.
+            assert owned <= (
+                {topic} if "sidecar" not in member.client_id else {f"__rebalancer.{group_id}"}
+            ), (member.client_id, owned)
+    finally:
+        if sidecar is not None:
+            sidecar.stop()
+        for member in members:
+            member.kill()
+            member.wait()
