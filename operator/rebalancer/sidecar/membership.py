@@ -1,10 +1,12 @@
 """The sidecar's own membership in the application's group: the lever and the actor's lease.
 
-Every sidecar subscribes only to the group's two control topics (one partition each), so no
-assignor gives it anything of the application's topics. To enforce a rebalance the actor rejoins
-with changed subscription metadata: it drops the flip topic from its subscription, or takes it
-back (docs/enforcing.md). Whoever the coordinator assigns the control topic's partition to is
-the group's actor.
+Every sidecar subscribes only to the group's two control topics (one partition each), so an
+assignor that honours subscriptions (librdkafka's, the Java client's, KIP-848's) gives it nothing
+of the application's topics; groups of other assignors are visited instead of joined
+(planning/group_levers.py), and this member then holds the lease in the sidecars' own group.
+To enforce a rebalance the actor rejoins with changed subscription metadata: it drops the flip
+topic from its subscription, or takes it back (docs/enforcing.md). Whoever the coordinator
+assigns the control topic's partition to is the group's actor.
 
 Why every sidecar subscribes to the flip topic too: if only the actor did, adding it would give
 the actor two partitions and the others none, and the sticky assignors would then move the
