@@ -17,6 +17,7 @@ connection at a time, so it goes on the client's second connection to the coordi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -144,9 +145,9 @@ class GroupVisitor:
                 [(protocol_name, metadata)],
             )
 
-        node = await self._coordinator()
         started = time.monotonic()
         try:
+            node = await self._coordinator()
             first = await self._client.send(node, join(""), group=ConnectionGroup.COORDINATION)
         except KafkaError as error:
             raise VisitFailed(f"JoinGroup on {self.group_id!r} failed: {error}") from None
@@ -160,29 +161,45 @@ class GroupVisitor:
             self._client.send(node, join(member_id), group=ConnectionGroup.COORDINATION)
         )
         joined_at: float | None = None
+        left_at = time.monotonic()
+        refused: str | None = None
         try:
             # Leave as soon as the coordinator has the visitor in the rebalancing group: the
             # others are still rejoining (they notice at their next heartbeat).
             deadline = time.monotonic() + 5.0
             while time.monotonic() < deadline and not pending.done():
-                group = await self.describe()
+                try:
+                    group = await self.describe()
+                except VisitFailed:
+                    break  # rather leave now than stay for the join to complete
                 if member_id in group.member_ids and group.state != "Stable":
                     break
                 await asyncio.sleep(0.01)
-            if pending.done() and not pending.exception() and pending.result().error_code == 0:
+            if (
+                pending.done()
+                and not pending.cancelled()
+                and pending.exception() is None
+                and pending.result().error_code == 0
+            ):
                 joined_at = time.monotonic()
-            await self._client.send(node, LeaveGroupRequest(self.group_id, member_id))
-            left_at = time.monotonic()
-        except KafkaError as error:
-            raise VisitFailed(f"LeaveGroup on {self.group_id!r} failed: {error}") from None
         finally:
-            # Answered by the coordinator at the leave (UNKNOWN_MEMBER_ID) or at the join's end.
+            # Whatever happened above, the sidecar's stop cancelling the visit included: leave,
+            # or the join would complete with a member that never heartbeats.
+            leave = asyncio.ensure_future(
+                self._client.send(node, LeaveGroupRequest(self.group_id, member_id))
+            )
             try:
-                answer = await asyncio.wait_for(pending, rebalance_timeout_ms / 1000 + 5)
+                await asyncio.shield(leave)
+                left_at = time.monotonic()
+            except KafkaError as error:
+                refused = f"LeaveGroup on {self.group_id!r} failed: {error}"
+            # Answered by the coordinator at the leave (UNKNOWN_MEMBER_ID) or at the join's end.
+            with contextlib.suppress(KafkaError, TimeoutError):
+                answer = await asyncio.wait_for(pending, 5.0)
                 if joined_at is None and answer.error_code == 0:
-                    joined_at = time.monotonic()
-            except (KafkaError, TimeoutError):
-                pass
+                    joined_at = left_at
+        if refused is not None:
+            raise VisitFailed(refused)
         after = before
         deadline = time.monotonic() + settle_timeout
         while time.monotonic() < deadline:
