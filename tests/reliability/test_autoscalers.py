@@ -149,7 +149,10 @@ def test_an_hpas_quick_steps_join_as_one_wave(lab: Lab) -> None:
     name = "hpa"
     target = f"{name}-consumer"
     asyncio.run(ensure_topic(lab.bootstrap, name, PARTITIONS))
-    group = managed(lab, name)
+    # A window with room for the operator's resting poll (10 s) before it plans the first
+    # step, the pods' way to their gates and the wait below, on a busy machine.
+    window = 30
+    group = managed(lab, name, autoscalerWindowSeconds=window)
     del group["spec"]["policy"]["rollout"]["maxBatchSize"]  # a scale-up in one batch
     apply(lab, group, fleet(lab, name, 2))
     cold = eventually(lambda: completed(lab, name), 150, "the cold start Completed")
@@ -177,10 +180,23 @@ def test_an_hpas_quick_steps_join_as_one_wave(lab: Lab) -> None:
         view = workload_of(lab, name)
         return [pod.name for pod in view.live_pods if pod.gate is GateState.WAITING]
 
-    # The first step's pods all wait at their gates: without the window the operator would
-    # release them now (a batch opens once its pods have gathered), a rebalance of their own.
-    eventually(lambda: len(waiting()) == 2, 60, "the first step's pods at their gates")
+    def arrived() -> int:
+        view = workload_of(lab, name)
+        return sum(1 for pod in view.live_pods if pod.gate is not GateState.PENDING)
+
+    def gathering() -> dict[str, Any] | None:
+        rollout = rollout_of(lab, name)
+        fresh = rollout.get("rolloutId") != cold["rolloutId"]
+        planned = rollout.get("batchSizes") == [2]
+        return rollout if fresh and planned and arrived() == 4 else None
+
+    # The operator planned the first step's scale-up and its pods all wait at their gates:
+    # without the window it would release them now (a batch opens once its pods have
+    # gathered, looked at every half second), a rebalance of their own.
+    first = eventually(gathering, 60, "the first step's batch planned, its pods arrived")
     time.sleep(3)
+    held = rollout_of(lab, name)
+    assert (held.get("rolloutId"), held.get("phase")) == (first["rolloutId"], "BatchOpening"), held
     assert len(waiting()) == 2, "the first step's pods were released on their own"
     raise_minimum(6)
     second_step = time.time()
