@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the operator and learning images as OCI archives with buildah, without a daemon:
+# Build the operator, agent (gate and sidecar) and learning images as OCI archives with buildah, without a daemon:
 # chroot isolation and vfs storage, which need neither a container engine nor user namespaces.
 #
 #   deploy/build_images.sh [--local-base] [OUT_DIR]      (default OUT_DIR: dist/images)
@@ -92,6 +92,10 @@ for command in operator gate sidecar; do
   run_in "localhost/rebalancer-operator:$VERSION" rebalancer "$command" --help | head -n 1
 done
 run_in "localhost/rebalancer-operator:$VERSION" id
+build agent agent.Dockerfile
+for command in gate sidecar; do
+  run_in "localhost/rebalancer-agent:$VERSION" rebalancer "$command" --help | head -n 1
+done
 build learning learning.Dockerfile
 run_in "localhost/rebalancer-learning:$VERSION" sh -c \
   'java -version 2>&1 | head -n 1 && python -c "import pyspark; print(\"pyspark\", pyspark.__version__)"'

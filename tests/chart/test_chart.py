@@ -120,7 +120,8 @@ def test_default_install(helm: Helm) -> None:
         "--liveness=http://0.0.0.0:8080/healthz",
         "--log-level=INFO",
         "--status-refresh-seconds=60",
-        f"--gate-image=ghcr.io/rebalancer-dev/rebalancer:{__version__}",
+        # The gate and the sidecar run the agent image (agent.Dockerfile), at the same version.
+        f"--gate-image=ghcr.io/rebalancer-dev/rebalancer-agent:{__version__}",
         "--gate-bypass-after-seconds=120",
         "--peering=rebalancer",
         "--peering-lifetime=10",

@@ -18,7 +18,11 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILES = {"operator": ROOT / "Dockerfile", "learning": ROOT / "learning.Dockerfile"}
+DOCKERFILES = {
+    "operator": ROOT / "Dockerfile",
+    "agent": ROOT / "agent.Dockerfile",
+    "learning": ROOT / "learning.Dockerfile",
+}
 PINNED = re.compile(r"(?m)^ARG BASE=\S+@sha256:[0-9a-f]{64}$")
 
 
@@ -62,13 +66,15 @@ def test_the_image_runs_as_the_charts_user(role: str) -> None:
     assert f"--uid {uid}" in text
 
 
-def test_the_operator_image_has_the_base_install_and_the_learning_image_spark() -> None:
+def test_each_image_installs_what_its_role_needs() -> None:
     operator = DOCKERFILES["operator"].read_text(encoding="utf-8")
     learning = DOCKERFILES["learning"].read_text(encoding="utf-8")
     assert re.search(r"pip install [^\n]*--no-compile \.(\s|$)", operator), "not the base install"
     assert "'.[learning]'" in learning
     assert "openjdk-17-jre-headless" in learning
+    agent = DOCKERFILES["agent"].read_text(encoding="utf-8")
+    assert "--no-deps ." in agent and "aiohttp|aiokafka|confluent-kafka|prometheus-client" in agent
     # No compiler or build tool is installed into a final stage.
-    for text in (operator, learning):
+    for text in (operator, agent, learning):
         final = text.rsplit("\nFROM ", 1)[1]
         assert not re.search(r"\b(gcc|g\+\+|build-essential|make|maven|openjdk-17-jdk)", final)

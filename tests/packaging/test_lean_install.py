@@ -87,6 +87,42 @@ def lean_bin(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     yield bin_dir
 
 
+# What agent.Dockerfile installs beside the package: read from the package's metadata there too.
+AGENT_REQUIREMENTS = """
+import re
+from importlib.metadata import requires
+print("\\n".join(r for r in requires("rebalancer") if "extra" not in r
+                 and re.match(r"(aiohttp|aiokafka|confluent-kafka|prometheus-client)\\b", r)))
+"""
+IMPORT_AGENTS = """
+import importlib, pkgutil
+import rebalancer.gate, rebalancer.sidecar
+names = ["rebalancer.commands.gate", "rebalancer.commands.sidecar"]
+for package in (rebalancer.gate, rebalancer.sidecar):
+    names += [m.name for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]
+for name in names:
+    importlib.import_module(name)
+print(len(names))
+"""
+
+
+@pytest.fixture(scope="module")
+def agent_bin(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A venv as agent.Dockerfile builds it: the package without its dependencies, and four."""
+    home = tmp_path_factory.mktemp("agent-venv")
+    venv.EnvBuilder(with_pip=True).create(home)
+    bin_dir = home / "bin"
+    installed = _run(bin_dir / "python", "-m", "pip", "install", "--quiet", "--no-deps", wheel)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    listed = _run(bin_dir / "python", "-c", AGENT_REQUIREMENTS, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    requirements = listed.stdout.split()
+    assert len(requirements) == 4, requirements
+    installed = _run(bin_dir / "python", "-m", "pip", "install", "--quiet", *requirements)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    yield bin_dir
+
+
 def test_the_wheel_carries_the_one_version(wheel: Path) -> None:
     assert wheel.name.startswith(f"rebalancer-{__version__}-")
 
@@ -121,3 +157,39 @@ def test_lab_and_learn_name_the_extra_to_install(lean_bin: Path, tmp_path: Path)
     assert "pip install 'rebalancer[learning]'" in learn.stderr
     # Nothing was started: no Traceback, only the one line.
     assert "Traceback" not in lab.stderr + learn.stderr
+
+
+@pytest.mark.parametrize("command", ["gate", "sidecar"])
+def test_the_gate_and_the_sidecar_run_from_the_agent_install(agent_bin: Path, command: str) -> None:
+    result = _run(agent_bin / "rebalancer", command, "--help", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: rebalancer {command}")
+
+
+def test_the_agent_install_has_no_kubernetes_client_and_imports_the_agents(
+    agent_bin: Path,
+) -> None:
+    for absent in ("kubernetes", "kopf", "pyarrow"):
+        shown = _run(agent_bin / "python", "-m", "pip", "show", "--quiet", absent, timeout=60)
+        assert shown.returncode != 0, f"{absent} is in the agent install"
+    imported = _run(agent_bin / "python", "-c", IMPORT_AGENTS, timeout=120)
+    assert imported.returncode == 0, imported.stderr
+    assert int(imported.stdout) > 10
+
+
+def test_the_gate_says_what_a_kubeconfig_needs_in_the_agent_install(
+    agent_bin: Path, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n", encoding="utf-8")
+    result = _run(
+        agent_bin / "rebalancer",
+        "gate",
+        "--pod=orders-0",
+        "--namespace=apps",
+        f"--kubeconfig={kubeconfig}",
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "reading a kubeconfig needs the Kubernetes client" in result.stderr
+    assert "Traceback" not in result.stderr

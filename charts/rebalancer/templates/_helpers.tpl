@@ -62,6 +62,16 @@ A digest pins the exact image, so it wins over the tag.
 {{- end }}
 {{- end }}
 
+{{- /* The join gate's and the sidecar's image (agentImage), the operator's where left empty. */ -}}
+{{- define "rebalancer.agentImage" -}}
+{{- $repository := default .Values.image.repository .Values.agentImage.repository }}
+{{- if .Values.agentImage.digest }}
+{{- printf "%s@%s" $repository .Values.agentImage.digest }}
+{{- else }}
+{{- printf "%s:%s" $repository (default (default .Chart.AppVersion .Values.image.tag) .Values.agentImage.tag) }}
+{{- end }}
+{{- end }}
+
 {{- define "rebalancer.reportTokenSecretName" -}}
 {{- default (printf "%s-report-token" (include "rebalancer.fullname" .)) .Values.reportToken.existingSecret }}
 {{- end }}

@@ -108,7 +108,16 @@ def resolve_endpoint(
             token_file=SERVICE_ACCOUNT / "token",
             ca_file=str(ca) if ca.exists() else None,
         )
-    from rebalancer.clients.kubernetes_api import connect, connection_details
+    try:
+        from rebalancer.clients.kubernetes_api import connect, connection_details
+    except ModuleNotFoundError as error:
+        # The agent image (agent.Dockerfile) has no Kubernetes client: in its pod the gate uses
+        # the ServiceAccount above; only a kubeconfig needs the client.
+        raise RuntimeError(
+            f"reading a kubeconfig needs the Kubernetes client, and {error.name} is not "
+            "installed: run the gate in its pod (ServiceAccount), pass --server, or install the "
+            "full package (pip install rebalancer)"
+        ) from None
 
     api = connect(config_file)
     try:

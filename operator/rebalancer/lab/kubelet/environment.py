@@ -39,8 +39,11 @@ from ..kube.requesting import Api, resource_path
 
 Body = dict[str, Any]
 
+# The project's images (Dockerfile, agent.Dockerfile, learning.Dockerfile) all run `rebalancer`.
 DEFAULT_IMAGES: Mapping[str, Sequence[str]] = {
     "ghcr.io/rebalancer-dev/rebalancer": ("python", "-m", "rebalancer"),
+    "ghcr.io/rebalancer-dev/rebalancer-agent": ("python", "-m", "rebalancer"),
+    "ghcr.io/rebalancer-dev/rebalancer-learning": ("python", "-m", "rebalancer"),
 }
 INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
