@@ -190,6 +190,8 @@ def enforcements(lab: Lab, group: str) -> dict[str, float]:
 def test_enforce_requests_are_counted_once_by_final_outcome(lab: Lab, tmp_path: Path) -> None:
     """A request no sidecar answers is retried: counted once as unreachable. The sidecar then
     started, the same request is enforced: counted once as enforced."""
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool is not installed (Debian package prometheus)")
     name = f"enf-{uuid.uuid4().hex[:6]}"
     asyncio.run(ensure_topic(lab.bootstrap, name, 4))
     lab.start_consumer(0, group_id=name, prefix=f"{name}-consumer")
@@ -206,8 +208,15 @@ def test_enforce_requests_are_counted_once_by_final_outcome(lab: Lab, tmp_path: 
         "stringData": {"token": "lab-sidecar-token"},
     }
     apply(lab, secret, statefulset(f"{name}-consumer"), body)
-    eventually(lambda: condition(get_cg(lab, name), "Ready").get("status") == "True", 90, "Ready")
-    # The baseline token never enforces; a new one asks once.
+
+    def baseline() -> bool:
+        found = get_cg(lab, name)
+        memory = ((found.get("status") or {}).get("enforcement") or {}).get("memory") or {}
+        ready = condition(found, "Ready").get("status") == "True"
+        return ready and memory.get("token") == "first"
+
+    # Ready, and the first token taken as the baseline: only a change of it asks.
+    eventually(baseline, 90, "Ready with the baseline token")
     kubectl(
         lab,
         "patch",
@@ -236,4 +245,25 @@ def test_enforce_requests_are_counted_once_by_final_outcome(lab: Lab, tmp_path: 
     )
     assert counted == {outcome: 0.0 for outcome in counted} | {"enforced": 1.0, "unreachable": 1.0}
     assert set(counted) == set(metrics.ENFORCE_OUTCOMES)
+    # The sidecar's own /metrics, as the chart's PodMonitor scrapes it: valid, with the request
+    # it accepted and its process's series.
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    checked = subprocess.run(
+        ["promtool", "check", "metrics"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    sidecar = {
+        (sample.name, sample.labels.get("answer")): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    assert sidecar[("rebalancer_sidecar_requests_total", "accepted")] >= 1
+    assert sidecar[("rebalancer_sidecar_actor", None)] == 1
+    assert ("process_resident_memory_bytes", None) in sidecar
     kubectl(lab, "delete", "consumergroup", name, "--wait=true", "--timeout=30s")
