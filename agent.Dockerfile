@@ -11,7 +11,8 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY operator ./operator
 # The package without its dependencies, then the agents' four at the versions the package pins
-# (read from its metadata, so pyproject.toml stays the one list).
+# (read from its metadata, so pyproject.toml stays the one list). pip then reports the operator's
+# dependencies as not installed: they are left out on purpose.
 RUN python3 -m venv /opt/rebalancer \
  && /opt/rebalancer/bin/pip install --no-cache-dir --no-compile --no-deps . \
  && /opt/rebalancer/bin/python -c "import re; from importlib.metadata import requires; \

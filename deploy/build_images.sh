@@ -99,3 +99,20 @@ done
 build learning learning.Dockerfile
 run_in "localhost/rebalancer-learning:$VERSION" sh -c \
   'java -version 2>&1 | head -n 1 && python -c "import pyspark; print(\"pyspark\", pyspark.__version__)"'
+# A real Spark run in the image, as its user: five days of one fleet's generated history.
+run_in "localhost/rebalancer-learning:$VERSION" python -c '
+import subprocess, sys
+from rebalancer.clients.recording import write_table
+from rebalancer.learning.fleets import Fleet, fleet_history
+fleet = Fleet(cluster="kafka:9092", namespace="shop", name="orders", members=5, partitions=12,
+              latency_median_ms=6000.0, latency_sigma=0.4, processing_ms=30000.0, static=True,
+              rollouts_per_day=3.0, crash_per_day=1.0, leave_per_day=1.0,
+              downtime_median_ms=15000.0)
+write_table("/tmp/history", fleet_history(fleet, days=5, seed=1))
+done = subprocess.run(["rebalancer", "learn", "--history", "/tmp/history", "--output", "/tmp/out",
+                       "--master", "local[2]", "--driver-memory", "1g", "--samples", "50"],
+                      capture_output=True, text=True, env={"SPARK_LOCAL_IP": "127.0.0.1",
+                      "PATH": "/opt/rebalancer/bin:/usr/bin:/bin", "HOME": "/tmp"})
+print("learn:", "recommendations written" if done.returncode == 0 else done.stderr[-2000:])
+sys.exit(done.returncode)
+'
