@@ -8,6 +8,7 @@ import asyncio
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from kafka_support import Fleet, ReportCollector, eventually, fresh, partitions_of
@@ -148,3 +149,21 @@ def test_enforcing_through_any_sidecar_moves_no_partition_and_calls_no_callback(
         ]
         # Members whose assignment does not change get no callback under KIP-848.
         assert events == [], (host, events)
+
+
+def test_a_sidecar_whose_settings_name_no_protocol_follows_the_groups_kind(
+    group: Kip848Group, tmp_path: Path
+) -> None:
+    """A fleet whose settings the sidecar does not get (no KAFKA_GROUP_PROTOCOL): it reads the
+    group's kind from the broker and joins as a KIP-848 member (planning/group_levers.py)."""
+    before = group.owned()
+    sidecar = SidecarProcess("kip-late", group.bootstrap, group.group_id, tmp_path, strategy=None)
+    try:
+        wait_joined([sidecar])
+        view = sidecar.group() or {}
+        assert view["lever"] == "subscription", view
+        # A classic JoinGroup into this group would have been refused; this one is a member.
+        assert view["memberId"] and view["lastError"] is None, view
+        assert group.owned() == before  # the application's members kept their partitions
+    finally:
+        sidecar.stop()
