@@ -187,7 +187,18 @@ def test_a_kafkajs_fleet_rolls_out_managed_and_is_enforced_once_after(lab: Lab) 
         return generations.pop()
 
     eventually(settled, 60, "the kafkajs pods settle")
-    revision = (get_cg(lab, NAME).get("status") or {}).get("enforcement") or {}
+
+    def baseline() -> dict[str, Any] | None:
+        # The injection's rollout is complete and the enforce timer has taken its revision as
+        # the baseline (the first finished rollout enforces nothing); a template change before
+        # that would join the injection's rollout and be taken as the baseline itself.
+        status = get_cg(lab, NAME).get("status") or {}
+        completed = (status.get("rollout") or {}).get("completedRevision")
+        enforcement = status.get("enforcement") or {}
+        remembered = (enforcement.get("memory") or {}).get("rollout")
+        return enforcement if completed and remembered == completed else None
+
+    revision = eventually(baseline, 60, "the injection's rollout taken as the baseline")
     # A template change: a managed rollout of the kafkajs pods, then one enforced rebalance.
     kubectl(
         lab,
