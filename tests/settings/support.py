@@ -11,6 +11,36 @@ from rebalancer.lab.crd_install import install_crds
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
 # Strimzi's Kafka kind as far as this feature touches it: spec.kafka.config is free-form.
+_KAFKA_SCHEMA: dict[str, Any] = {
+    "openAPIV3Schema": {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "properties": {
+                    "kafka": {
+                        "type": "object",
+                        "properties": {
+                            "replicas": {"type": "integer"},
+                            "config": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            },
+                        },
+                    }
+                },
+            },
+            "status": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+            },
+        },
+    }
+}
+# Served at v1 and v1beta2, as Strimzi 0.49 to 0.51 serve it (1.0 and later serve v1 alone,
+# before 0.49 v1beta2 alone): v1 first, the version users write today; v1beta2 stores, so a test
+# can stop serving v1 (STRIMZI_V1) to stand for a Strimzi older than 0.49.
+STRIMZI_V1 = 0
 STRIMZI_CRD: dict[str, Any] = {
     "apiVersion": "apiextensions.k8s.io/v1",
     "kind": "CustomResourceDefinition",
@@ -26,37 +56,13 @@ STRIMZI_CRD: dict[str, Any] = {
         },
         "versions": [
             {
-                "name": "v1beta2",
+                "name": name,
                 "served": True,
-                "storage": True,
+                "storage": name == "v1beta2",
                 "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "properties": {
-                                    "kafka": {
-                                        "type": "object",
-                                        "properties": {
-                                            "replicas": {"type": "integer"},
-                                            "config": {
-                                                "type": "object",
-                                                "x-kubernetes-preserve-unknown-fields": True,
-                                            },
-                                        },
-                                    }
-                                },
-                            },
-                            "status": {
-                                "type": "object",
-                                "x-kubernetes-preserve-unknown-fields": True,
-                            },
-                        },
-                    }
-                },
+                "schema": _KAFKA_SCHEMA,
             }
+            for name in ("v1", "v1beta2")
         ],
     },
 }

@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from tests.settings.support import STRIMZI_CRD, crds, statefulset
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from tests.settings.support import STRIMZI_CRD, STRIMZI_V1, crds, statefulset
 
 from rebalancer.clients.configuring import (
     ConfigMapOutcome,
@@ -182,3 +185,75 @@ async def test_strimzi_delay_is_written_once_and_only_the_delay(
     assert await read_strimzi_delay(kube, ns, "my-cluster") == "8000"
     with pytest.raises(ConfiguringFailed, match=rf"Kafka {ns}/other .* not found"):
         await set_strimzi_delay(kube, ns, "other", strimzi_config_patch(8000))
+
+
+def _written_at(kube: KubernetesApi, ns: str, name: str) -> set[str]:
+    """The API versions at which the Kafka's delay was last written, as its managedFields tell
+    (an entry per writer and version, each owning the fields its last write set)."""
+    stored = kube.custom.get_namespaced_custom_object(
+        "kafka.strimzi.io", "v1beta2", ns, "kafkas", name
+    )
+    return {
+        entry["apiVersion"]
+        for entry in stored["metadata"]["managedFields"]
+        if "f:group.initial.rebalance.delay.ms" in json.dumps(entry.get("fieldsV1"))
+    }
+
+
+def _serve_v1(kube: KubernetesApi, served: bool) -> None:
+    """Serve the Kafka kind's v1 or stop serving it, and wait until the API server does so."""
+    versions = copy.deepcopy(STRIMZI_CRD["spec"]["versions"])
+    versions[STRIMZI_V1]["served"] = served
+    client.ApiextensionsV1Api(kube.api_client).patch_custom_resource_definition(
+        "kafkas.kafka.strimzi.io",
+        {"spec": {"versions": versions}},
+        _content_type="application/merge-patch+json",
+    )
+    for _ in range(100):
+        try:
+            kube.custom.list_cluster_custom_object("kafka.strimzi.io", "v1", "kafkas")
+            if served:
+                return
+        except ApiException as error:
+            if error.status == 404 and not served:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"v1 of kafkas.kafka.strimzi.io never became served={served}")
+
+
+async def test_strimzi_kafka_is_written_at_v1_and_at_v1beta2_where_v1_is_not_served(
+    kube: KubernetesApi, ns: str
+) -> None:
+    """Strimzi 1.0 and later serve the Kafka kind at v1 alone, Strimzi before 0.49 at v1beta2
+    alone: the delay reaches both."""
+    crds(kube, STRIMZI_CRD)
+    kube.custom.create_namespaced_custom_object(
+        "kafka.strimzi.io",
+        "v1beta2",
+        ns,
+        "kafkas",
+        {
+            "apiVersion": "kafka.strimzi.io/v1beta2",
+            "kind": "Kafka",
+            "metadata": {"name": "versions"},
+            "spec": {"kafka": {"config": {}}},
+        },
+    )
+    assert _written_at(kube, ns, "versions") == set()
+    assert (await set_strimzi_delay(kube, ns, "versions", strimzi_config_patch(8000))).changed
+    assert _written_at(kube, ns, "versions") == {"kafka.strimzi.io/v1"}
+    _serve_v1(kube, False)
+    try:
+        with pytest.raises(ApiException):
+            kube.custom.get_namespaced_custom_object(
+                "kafka.strimzi.io", "v1", ns, "kafkas", "versions"
+            )
+        assert await read_strimzi_delay(kube, ns, "versions") == "8000"
+        change = await set_strimzi_delay(kube, ns, "versions", strimzi_config_patch(9000))
+        assert (change.changed, change.previous) == (True, "8000")
+        assert _written_at(kube, ns, "versions") == {"kafka.strimzi.io/v1beta2"}
+        assert await read_strimzi_delay(kube, ns, "versions") == "9000"
+        with pytest.raises(ConfiguringFailed, match=r"kafka.strimzi.io/v1 or kafka.strimzi.io/v1"):
+            await set_strimzi_delay(kube, ns, "missing", strimzi_config_patch(8000))
+    finally:
+        _serve_v1(kube, True)

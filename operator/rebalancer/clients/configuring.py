@@ -24,7 +24,9 @@ from rebalancer.structs.specs import WorkloadKind
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRIMZI_GROUP = "kafka.strimzi.io"
-STRIMZI_VERSION = "v1beta2"
+# The Kafka resource's versions, newest first: Strimzi serves v1 since 0.49 and only v1 since
+# 1.0; before 0.49 it served v1beta2 alone. The first one served is read and written.
+STRIMZI_VERSIONS = ("v1", "v1beta2")
 STRIMZI_PLURAL = "kafkas"
 
 Body = dict[str, Any]
@@ -219,31 +221,39 @@ class StrimziChange:
 
 async def read_strimzi_delay(api: KubernetesApi, namespace: str, name: str) -> str | None:
     """The delay in a Strimzi Kafka resource's spec.kafka.config, or None when not set there."""
-    body = await _read_kafka(api, namespace, name)
+    _, body = await _read_kafka(api, namespace, name)
     value = ((body.get("spec") or {}).get("kafka") or {}).get("config", {}).get(DELAY_KEY)
     return None if value is None else str(value)
 
 
-async def _read_kafka(api: KubernetesApi, namespace: str, name: str) -> Body:
-    try:
-        return _json(
-            await asyncio.to_thread(
-                api.custom.get_namespaced_custom_object,
-                STRIMZI_GROUP,
-                STRIMZI_VERSION,
-                namespace,
-                STRIMZI_PLURAL,
-                name,
-                _preload_content=False,
+async def _read_kafka(api: KubernetesApi, namespace: str, name: str) -> tuple[str, Body]:
+    """The Kafka resource and the version it was read at, trying each of STRIMZI_VERSIONS.
+
+    A 404 is the same answer for a version the API server does not serve and for an object
+    that is not there, so a miss at one version is asked again at the next."""
+    for version in STRIMZI_VERSIONS:
+        try:
+            body = _json(
+                await asyncio.to_thread(
+                    api.custom.get_namespaced_custom_object,
+                    STRIMZI_GROUP,
+                    version,
+                    namespace,
+                    STRIMZI_PLURAL,
+                    name,
+                    _preload_content=False,
+                )
             )
-        )
-    except ApiException as error:
-        if error.status == 404:
-            raise ConfiguringFailed(
-                f"Kafka {namespace}/{name} ({STRIMZI_GROUP}/{STRIMZI_VERSION}) not found: create "
-                "it or fix spec.policy.brokerDelay.strimzi"
-            ) from None
-        raise _failed(f"reading Kafka {namespace}/{name}", error) from None
+        except ApiException as error:
+            if error.status == 404:
+                continue
+            raise _failed(f"reading Kafka {namespace}/{name}", error) from None
+        return version, body
+    tried = " or ".join(f"{STRIMZI_GROUP}/{version}" for version in STRIMZI_VERSIONS)
+    raise ConfiguringFailed(
+        f"Kafka {namespace}/{name} ({tried}) not found: create it or fix "
+        "spec.policy.brokerDelay.strimzi"
+    )
 
 
 async def set_strimzi_delay(
@@ -254,7 +264,7 @@ async def set_strimzi_delay(
     Only when the value differs: every change makes Strimzi roll the brokers, so an unchanged
     value must never be written again. The write is guarded by the resourceVersion read.
     """
-    body = await _read_kafka(api, namespace, name)
+    version, body = await _read_kafka(api, namespace, name)
     config = ((body.get("spec") or {}).get("kafka") or {}).get("config") or {}
     wanted = patch["spec"]["kafka"]["config"]
     previous = config.get(DELAY_KEY)
@@ -268,7 +278,7 @@ async def set_strimzi_delay(
         await asyncio.to_thread(
             api.custom.patch_namespaced_custom_object,
             STRIMZI_GROUP,
-            STRIMZI_VERSION,
+            version,
             namespace,
             STRIMZI_PLURAL,
             name,
