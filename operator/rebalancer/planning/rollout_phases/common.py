@@ -1,0 +1,141 @@
+"""What the rollout planner's phases share: the observation, the constants, and the step's
+state and helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rebalancer.planning.rollout_plans import RolloutSetup, held_pods, held_template
+from rebalancer.planning.rollout_states import Mechanism, RolloutPhase, RolloutState
+from rebalancer.structs.autoscalers import Autoscalers
+from rebalancer.structs.gates import GateState
+from rebalancer.structs.snapshots import GroupSnapshot
+from rebalancer.structs.specs import WorkloadKind
+from rebalancer.structs.workloads import WorkloadView
+
+Phase = RolloutPhase
+# The target's revision while a held Deployment's new template has no ReplicaSet yet.
+PENDING_REVISION = "pending"
+POLICY_PROBLEM = "PolicyCannotBeMet"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the operator sees at one moment."""
+
+    setup: RolloutSetup
+    workload: WorkloadView | None  # None: the workload does not exist
+    group: GroupSnapshot | None  # the observer's latest snapshot, if any
+    rebalances: int | None = None  # the observer's running count (status.group.rebalances)
+    spec_generation: int | None = None  # the ConsumerGroup's metadata.generation
+    resume_token: str | None = None  # RESUME_ANNOTATION on the ConsumerGroup
+    # The KEDA ScaledObject and HPA that target the workload (planning.autoscalers).
+    autoscalers: Autoscalers = field(default_factory=Autoscalers)
+
+
+class StepBase:
+    """One transition out of `state`: what every phase's rule shares (see planning.rollouts)."""
+
+    def __init__(self, state: RolloutState, observation: Observation, now: float) -> None:
+        self.state = state
+        self.obs = observation
+        self.setup = observation.setup
+        self.policy = observation.setup.policy
+        self.now = now
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def target(self, workload: WorkloadView, state: RolloutState) -> str:
+        """What the workload is being brought to; a new one means a new rollout."""
+        replicas = workload.replicas
+        if state.mechanism is Mechanism.SCALE_STEPS and state.target_replicas is not None:
+            ours = {state.base + sum(state.sizes[:n]) for n in range(len(state.sizes) + 1)}
+            if replicas in ours:
+                replicas = state.target_replicas
+        revision = PENDING_REVISION if held_template(workload) else workload.update_revision
+        return (
+            f"{revision}@{replicas}:{workload.pod_management or '-'}:"
+            f"{workload.update_strategy}:{'gated' if workload.gate_installed else 'ungated'}"
+        )
+
+    def held_for_us(self, workload: WorkloadView) -> bool:
+        return (
+            workload.kind is WorkloadKind.DEPLOYMENT
+            and workload.paused
+            and workload.held_for_rollout
+        )
+
+    def label(self) -> str:
+        return f"{self.state.rollout_id}/{self.state.batch}"
+
+    def batch_size(self) -> int:
+        state = self.state
+        if 1 <= state.batch <= len(state.sizes):
+            return state.sizes[state.batch - 1]
+        return 0
+
+    def chunk(self) -> tuple[int, ...]:
+        state = self.state
+        start = sum(state.sizes[: state.batch - 1])
+        return state.ordinals[start : start + self.batch_size()]
+
+    def names(self, workload: WorkloadView, ordinals: Sequence[int]) -> list[str]:
+        return [f"{workload.name}-{ordinal}" for ordinal in ordinals]
+
+    def batch_names(self, workload: WorkloadView) -> tuple[str, ...]:
+        if self.state.mechanism is Mechanism.STATEFULSET_REPLACE:
+            return tuple(self.names(workload, self.chunk()))
+        return self.state.opened
+
+    def missing(self, workload: WorkloadView) -> str:
+        state = self.state
+        if state.mechanism is Mechanism.DEPLOYMENT_STEPS:
+            return (
+                f"Deployment {workload.name} has {workload.updated_replicas} updated pods, "
+                f"{state.base + sum(state.sizes[: state.batch])} wanted"
+            )
+        if state.mechanism is Mechanism.SCALE_STEPS:
+            return f"{workload.kind.value} {workload.name} did not take the scale step"
+        chunk = self.chunk()
+        if state.yielded and chunk and (workload.partition or 0) > min(chunk):
+            return (
+                f"StatefulSet {workload.name}'s partition is {workload.partition}, set by "
+                f"{workload.partition_writer or 'another writer'}, above the batch's lowest "
+                f"ordinal {min(chunk)}, so its pods are not replaced"
+            )
+        held = held_pods(workload)
+        waiting = sum(1 for pod in held if pod.gate is GateState.WAITING)
+        return (
+            f"{waiting} pods are waiting at their gates and {len(held) - waiting} have not "
+            "reached them (check kubectl get pods: unschedulable pods, image pulls, failing "
+            "init containers)"
+        )
+
+    def describe_batch(self) -> str:
+        opened = self.state.opened
+        shown = ", ".join(opened[:5]) + (f" and {len(opened) - 5} more" if len(opened) > 5 else "")
+        return f"{self.batch_size()} pods" + (f": {shown}" if shown else "")
+
+    def describe_group(self) -> str:
+        group = self.obs.group
+        if group is None:
+            return "the group has not been observed"
+        text = f"the group is {group.state} with {group.members} members"
+        if group.assigned_partitions is not None and group.total_partitions is not None:
+            text += f", {group.assigned_partitions}/{group.total_partitions} partitions assigned"
+        return text
+
+    @property
+    def autoscaled(self) -> bool:
+        """An HPA (KEDA's or the user's) writes spec.replicas: the planner does not step it."""
+        return self.obs.autoscalers.hpa is not None
+
+
+def _also(said: str | None, more: str | None) -> str | None:
+    """`more` after what was already said."""
+    return "; ".join(text for text in (said, more) if text) or None
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "es" if noun.endswith("ch") else "s")

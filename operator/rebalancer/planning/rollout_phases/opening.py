@@ -1,0 +1,216 @@
+"""The rollout planner's BatchOpening phase: a batch released by the gate queue, a StatefulSet
+replace, a Deployment step or a scale step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rebalancer.planning.autoscalers import hpa_quiet_at
+from rebalancer.planning.rollout_actions import (
+    Action,
+    DeletePods,
+    OpenGate,
+    PauseDeployment,
+    ResumeDeployment,
+    ScaleWorkload,
+    SetStatefulSetPartition,
+)
+from rebalancer.planning.rollout_phases.common import Phase
+from rebalancer.planning.rollout_phases.stopped import StoppedStep
+from rebalancer.planning.rollout_plans import gated, held_pods, through_pods
+from rebalancer.planning.rollout_states import Mechanism, RolloutKind, RolloutState
+from rebalancer.structs.gates import GateState
+from rebalancer.structs.workloads import PodView, WorkloadView
+
+# A batch's new pod that no scheduler has looked at for this long is created again (see
+# unnoticed_replacements); a scheduler judges a new pod within a second or two.
+UNNOTICED_POD_SECONDS = 20.0
+
+
+class OpeningStep(StoppedStep):
+    """BatchOpening, by each mechanism."""
+
+    def opening(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        match state.mechanism:
+            case Mechanism.STATEFULSET_REPLACE:
+                result = self.open_statefulset(workload)
+            case Mechanism.DEPLOYMENT_STEPS:
+                result = self.open_deployment_step(workload)
+            case Mechanism.SCALE_STEPS:
+                result = self.open_scale_step(workload)
+            case _:
+                result = self.open_gates(workload)
+        after, actions = result
+        if after.phase is Phase.BATCH_OPENING and state.deadline and self.now >= state.deadline:
+            return self.fail(
+                "BatchNotReleased",
+                f"batch {state.batch} of {state.batches} could not be released within "
+                f"{self.policy.batch_deadline_seconds} s: {self.missing(workload)}",
+                actions=actions,
+            )
+        return after, actions
+
+    def released(self, state: RolloutState, pods: Sequence[str]) -> RolloutState:
+        group = self.obs.group
+        return state.moved(
+            phase=Phase.BATCH_JOINING,
+            opened=tuple(pods),
+            phase_since=self.now,
+            opened_at=self.now,
+            deadline=self.now + self.policy.batch_deadline_seconds,
+            generation_at_open=group.generation if group is not None else None,
+        )
+
+    def open_gates(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        label = self.label()
+        adopted = [
+            pod.name
+            for pod in workload.live_pods
+            if pod.gate_batch == label and pod.gate in (GateState.OPEN, GateState.PASSED)
+        ]
+        if adopted:
+            return self.released(state, adopted), []
+        remaining = max(workload.replicas - len(through_pods(workload)), 0)
+        if remaining == 0:
+            return state.moved(phase=Phase.COMPLETED, phase_since=self.now), []
+        size = self.batch_size()
+        need = min(size, remaining)
+        waiting = [pod for pod in held_pods(workload) if pod.gate is GateState.WAITING]
+        gathered = len(waiting) >= need
+        timed_out = state.gather_until is not None and self.now >= state.gather_until
+        if not waiting or not (gathered or timed_out):
+            return state, []
+        if not timed_out and self.hpa_stepping():
+            # The HPA scaled moments ago and may take its next step at its next sync: its
+            # pods join with these rather than in a rebalance of their own.
+            return state, []
+        chosen = tuple(pod.name for pod in waiting[:size])
+        return self.released(state, chosen), [OpenGate(label, chosen)]
+
+    def open_statefulset(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        chunk = self.chunk()
+        ready, actions = self.replace_chunk(workload, chunk)
+        if not ready:
+            return state, actions  # the partition first; pods once the controller has seen it
+        names = tuple(self.names(workload, chunk))
+        if state.static or not gated(self.setup, workload):
+            return self.released(state, names), actions
+        wanted = set(chunk)
+        batch_pods = [pod for pod in workload.live_pods if pod.ordinal in wanted]
+        label = self.label()
+        if any(pod.gate_batch == label for pod in batch_pods):
+            return self.released(state, names), actions
+        arrived = [
+            pod
+            for pod in batch_pods
+            if pod.updated and (pod.gate is GateState.WAITING or pod.gate.through)
+        ]
+        waiting = [pod.name for pod in arrived if pod.gate is GateState.WAITING]
+        timed_out = state.gather_until is not None and self.now >= state.gather_until
+        if len(arrived) == len(chunk) or (timed_out and waiting):
+            strays = tuple(name for name in self.strays(workload) if name not in waiting)
+            waiting += strays
+            opens: list[Action] = [OpenGate(label, tuple(waiting))] if waiting else []
+            # Strays join with the batch, and count as its members.
+            return self.released(state, names + strays), actions + opens
+        return state, actions + self.unnoticed_replacements(batch_pods)
+
+    def hpa_stepping(self) -> bool:
+        """Whether a scale-up waits for the HPA to leave the replicas alone a while."""
+        if self.state.kind is RolloutKind.ROLLING_UPDATE:
+            return False
+        quiet_at = hpa_quiet_at(self.obs.autoscalers, self.policy.autoscaler_window_seconds)
+        return quiet_at is not None and self.now < quiet_at
+
+    def unnoticed_replacements(self, pods: Sequence[PodView]) -> list[Action]:
+        """Delete a batch's new pods the scheduler has ignored for UNNOTICED_POD_SECONDS, so
+        that their controller creates them again.
+
+        kube-scheduler never schedules a StatefulSet pod that was deleted and created again
+        under the same name while its pod watch was down (an API server restart): the relist
+        shows it an update of the old, bound pod, and the new one stays Pending with no
+        PodScheduled condition (kubernetes/kubernetes#93062; measured with v1.37.2 in
+        tests/reliability/test_control_plane_faults.py). A pod the scheduler did judge
+        (PodScheduled False: no room) is left alone: deleting it would not help."""
+        stuck = [
+            pod
+            for pod in pods
+            if pod.unnoticed
+            and pod.updated
+            and not pod.terminating
+            and self.now - pod.created_at >= UNNOTICED_POD_SECONDS
+        ]
+        if not stuck:
+            return []
+        return [DeletePods(tuple(p.name for p in stuck), tuple(p.uid for p in stuck))]
+
+    def strays(self, workload: WorkloadView) -> tuple[str, ...]:
+        """New pods at their gates that no later batch will release: replaced by their
+        controller before the operator got to them (before the partition was parked, or by
+        its own rolling update within the partition). They join with the current batch."""
+        state = self.state
+        later = set(state.ordinals[sum(state.sizes[: state.batch]) :])
+        chunk = set(self.chunk())
+        return tuple(
+            pod.name
+            for pod in workload.live_pods
+            if pod.updated
+            and pod.gate is GateState.WAITING
+            and pod.ordinal not in later
+            and pod.ordinal not in chunk
+        )
+
+    def replace_chunk(
+        self, workload: WorkloadView, chunk: Sequence[int]
+    ) -> tuple[bool, list[Action]]:
+        """Partition to the chunk's lowest ordinal, then the chunk's old pods deleted.
+
+        Pods are deleted only once the controller has seen the partition: deleted earlier, a
+        pod could come back at the old revision.
+        """
+        if not chunk:
+            return True, []
+        if workload.update_strategy == "RollingUpdate":
+            lowest = min(chunk)
+            if self.state.yielded:
+                # Left to another writer: usable as long as it lets the batch's pods roll.
+                if workload.partition is not None and workload.partition > lowest:
+                    return False, []
+            elif workload.partition != lowest:
+                return False, [SetStatefulSetPartition(lowest)]
+            if not workload.caught_up:
+                return False, []
+        wanted = set(chunk)
+        old = [
+            pod
+            for pod in workload.live_pods
+            if pod.ordinal in wanted and not pod.updated and not pod.terminating
+        ]
+        if not old:
+            return True, []
+        names = tuple(pod.name for pod in old)
+        return True, [DeletePods(names, tuple(pod.uid for pod in old))]
+
+    def open_deployment_step(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        goal = min(state.base + sum(state.sizes[: state.batch]), workload.replicas)
+        if workload.updated_replicas >= goal:
+            actions: list[Action] = []
+            if state.batch < state.batches:
+                actions.append(PauseDeployment())
+                state = state.moved(holding_deployment=True)
+            return self.released(state, ()), actions
+        if workload.paused:
+            return state.moved(holding_deployment=False), [ResumeDeployment()]
+        return state, []
+
+    def open_scale_step(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        state = self.state
+        goal = state.base + sum(state.sizes[: state.batch])
+        actions: list[Action] = []
+        if workload.replicas != goal:
+            actions.append(ScaleWorkload(goal))
+        return self.released(state, ()), actions
