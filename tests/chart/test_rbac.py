@@ -92,23 +92,23 @@ ALLOWED: dict[Grant, Use] = {
     ),
     ("", "configmaps", "get"): Use(
         "the consumer-settings ConfigMap is read before it is written",
-        "rebalancer.clients.configuring:apply_configmap",
+        "rebalancer.clients.workload_patching:apply_configmap",
     ),
     ("", "configmaps", "create"): Use(
         "the consumer-settings ConfigMap is created",
-        "rebalancer.clients.configuring:apply_configmap",
+        "rebalancer.clients.workload_patching:apply_configmap",
     ),
     ("", "configmaps", "update"): Use(
         "the consumer-settings ConfigMap is replaced",
-        "rebalancer.clients.configuring:apply_configmap",
+        "rebalancer.clients.workload_patching:apply_configmap",
     ),
     ("kafka.strimzi.io", "kafkas", "get"): Use(
         "brokerDelay mode strimzi reads spec.kafka.config",
-        "rebalancer.clients.configuring:read_strimzi_delay",
+        "rebalancer.clients.strimzi_configs:read_strimzi_delay",
     ),
     ("kafka.strimzi.io", "kafkas", "patch"): Use(
         "brokerDelay mode strimzi sets group.initial.rebalance.delay.ms",
-        "rebalancer.clients.configuring:set_strimzi_delay",
+        "rebalancer.clients.strimzi_configs:set_strimzi_delay",
     ),
     ("", "events", "create"): Use(
         "Rebalance, warning and recovery Events from kopf.info and kopf.warn",

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 import pytest
 from kafka_support import fresh
 
-from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
-from rebalancer.clients.kafka_configuring import (
+from rebalancer.clients.broker_configs import (
     alter_broker_config,
     alter_group_configs,
     broker_ids,
     describe_broker_configs,
     read_broker_limits,
 )
+from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
 from rebalancer.structs.broker_configs import ApplyState, LimitSource
 
 

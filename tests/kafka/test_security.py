@@ -34,8 +34,8 @@ from confluent_kafka.cimpl import NewTopic
 from kafka_support import eventually, free_port
 from tests.kube_clusters import SharedCluster, fresh_namespace, shared_cluster
 
+from rebalancer.clients.broker_configs import alter_group_configs
 from rebalancer.clients.kafka_admin import AdminGateway
-from rebalancer.clients.kafka_configuring import alter_group_configs
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.lab.broker import KafkaBroker
 from rebalancer.lab.broker_security import BrokerSecurity, make_certificates

@@ -25,7 +25,7 @@ from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
 from rebalancer.handlers import rollouts
 from rebalancer.handlers.dependencies import Dependencies
-from rebalancer.settings import OperatorSettings
+from rebalancer.operator_settings import OperatorSettings
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION
 
 NAME, WORKLOAD = "web", "web-consumer"

@@ -16,20 +16,19 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from tests.settings.support import STRIMZI_CRD, STRIMZI_V1, crds, statefulset
 
-from rebalancer.clients.configuring import (
+from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.clients.strimzi_configs import read_strimzi_delay, set_strimzi_delay
+from rebalancer.clients.workload_patching import (
     ConfigMapOutcome,
     ConfiguringFailed,
     apply_configmap,
     patch_workload,
-    read_strimzi_delay,
     read_workload_body,
-    set_strimzi_delay,
 )
-from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.planning.broker_delay import strimzi_config_patch
-from rebalancer.planning.settings_plans import SettingsInputs, plan_settings
-from rebalancer.planning.settings_templates import SETTINGS_HASH_ANNOTATION, template_hash
-from rebalancer.structs.client_settings import SettingsPolicy
+from rebalancer.planning.consumer_settings_plans import SettingsInputs, plan_settings
+from rebalancer.planning.consumer_settings_templates import SETTINGS_HASH_ANNOTATION, template_hash
+from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
 ROOT = Path(__file__).resolve().parents[2]

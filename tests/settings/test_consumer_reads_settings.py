@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rebalancer.lab.consumer_settings import load_settings
 from rebalancer.planning.consumer_settings import SettingsContext, resolve_settings
-from rebalancer.planning.settings_templates import render_settings
-from rebalancer.structs.client_settings import EnvConvention, EnvPolicy, SettingsPolicy
+from rebalancer.planning.consumer_settings_templates import render_settings
+from rebalancer.structs.settings_policies import EnvConvention, EnvPolicy, SettingsPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
 POLICY = SettingsPolicy(

@@ -30,7 +30,7 @@ from rebalancer.planning.rollout_policies import RolloutPolicy
 from rebalancer.planning.rollout_states import Mechanism, RolloutPhase, RolloutState
 from rebalancer.planning.rollouts import Observation, step
 from rebalancer.structs.brokers import BrokerProfile
-from rebalancer.structs.client_settings import SettingsPolicy
+from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView

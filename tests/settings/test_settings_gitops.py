@@ -20,7 +20,7 @@ from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.settings_reconciling import reconcile_settings
 from rebalancer.lab.broker import KafkaBroker
-from rebalancer.structs.client_settings import SettingsPolicy
+from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.workloads import FIELD_MANAGER
 
 MANAGER = "gitops"

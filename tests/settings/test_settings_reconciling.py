@@ -8,16 +8,17 @@ from typing import Any
 
 from tests.settings.support import STRIMZI_CRD, crds, settings_target, statefulset
 
-from rebalancer.clients.configuring import read_strimzi_delay, read_workload_body
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
+from rebalancer.clients.strimzi_configs import read_strimzi_delay
+from rebalancer.clients.workload_patching import read_workload_body
 from rebalancer.lab.broker import KafkaBroker
 from rebalancer.planning.broker_delay import DelayWant
-from rebalancer.planning.settings_plans import settings_conditions
-from rebalancer.planning.settings_templates import template_hash
+from rebalancer.planning.consumer_settings_plans import settings_conditions
+from rebalancer.planning.consumer_settings_templates import template_hash
 from rebalancer.structs.brokers import BrokerProfile
-from rebalancer.structs.client_settings import (
+from rebalancer.structs.settings_policies import (
     BrokerDelayPolicy,
     DelayMode,
     SettingsPolicy,

@@ -20,19 +20,23 @@ import pytest
 from tests.kafka_brokers import shared_broker
 from tests.kube_clusters import SharedCluster
 
-from rebalancer.clients.configuring import apply_configmap, patch_workload, read_workload_body
 from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.rolling import Actuator, read_workload
+from rebalancer.clients.workload_patching import apply_configmap, patch_workload, read_workload_body
 from rebalancer.lab.broker import KafkaBroker
+from rebalancer.planning.consumer_settings_plans import (
+    SettingsInputs,
+    consumer_timings,
+    plan_settings,
+)
 from rebalancer.planning.rollout_actions import Action, SetStatefulSetPartition
 from rebalancer.planning.rollout_plans import RolloutSetup
 from rebalancer.planning.rollout_policies import ConsumerTimings, RolloutPolicy
 from rebalancer.planning.rollout_states import Mechanism, RolloutPhase, RolloutState
 from rebalancer.planning.rollouts import Observation, step
-from rebalancer.planning.settings_plans import SettingsInputs, consumer_timings, plan_settings
 from rebalancer.structs.brokers import BrokerProfile
-from rebalancer.structs.client_settings import SettingsPolicy
+from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import WorkloadView

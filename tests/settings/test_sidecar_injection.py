@@ -12,21 +12,21 @@ import yaml
 from kubernetes import client
 from tests.settings.support import crds, settings_target, statefulset
 
-from rebalancer.clients.configuring import read_workload_body
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
+from rebalancer.clients.workload_patching import read_workload_body
 from rebalancer.lab.broker import KafkaBroker
-from rebalancer.planning.settings_plans import settings_conditions
-from rebalancer.planning.settings_templates import template_hash
+from rebalancer.planning.consumer_settings_plans import settings_conditions
+from rebalancer.planning.consumer_settings_templates import template_hash
 from rebalancer.planning.sidecar_templates import (
     SIDECAR_CONTAINER,
     TOKEN_VOLUME,
     SidecarOptions,
     sidecar_hash,
 )
-from rebalancer.structs.client_settings import SettingsPolicy
 from rebalancer.structs.enforce_policy import SidecarPolicy
+from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.specs import WorkloadKind
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from rebalancer.planning.assignor_migrations import (
     plan_assignor,
     render_strategy,
 )
-from rebalancer.structs.client_settings import AssignmentStrategy as A
-from rebalancer.structs.client_settings import ClientLibrary as L
+from rebalancer.structs.settings_policies import AssignmentStrategy as A
+from rebalancer.structs.settings_policies import ClientLibrary as L
 
 COOP = "cooperative-sticky"
 

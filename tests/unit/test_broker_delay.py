@@ -16,7 +16,7 @@ from rebalancer.planning.broker_delay import (
 )
 from rebalancer.structs.broker_configs import DELAY_KEY, limits_from_configs
 from rebalancer.structs.brokers import BrokerProfile as P
-from rebalancer.structs.client_settings import BrokerDelayPolicy, DelayMode, StrimziRef
+from rebalancer.structs.settings_policies import BrokerDelayPolicy, DelayMode, StrimziRef
 
 CLUSTER = cluster_key_for(["kafka-0:9092"])
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rebalancer.clients.kafka_config import read_properties_file
+from rebalancer.clients.librdkafka_config import read_properties_file
 from rebalancer.lab.consumer import lag_from_statistics
 from rebalancer.lab.consumer_settings import load_settings
 from rebalancer.structs.brokers import TopicPartition

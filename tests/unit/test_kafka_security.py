@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import pytest
 
-from rebalancer.clients.kafka_config import build_client_config, redacted
 from rebalancer.clients.kafka_errors import (
     ConnectionEvent,
     ConnectionWatch,
@@ -13,8 +12,13 @@ from rebalancer.clients.kafka_errors import (
     request_failed,
     unreachable,
 )
+from rebalancer.clients.librdkafka_config import build_client_config, redacted
+from rebalancer.planning.consumer_settings_plans import (
+    SettingsPlan,
+    settings_conditions,
+    settings_status,
+)
 from rebalancer.planning.kafka_problems import hidden_topics, kafka_problem, refused_topics_problem
-from rebalancer.planning.settings_plans import SettingsPlan, settings_conditions, settings_status
 from rebalancer.structs.broker_configs import BrokerLimits
 from rebalancer.structs.brokers import SecuritySettings, cluster_key
 from rebalancer.structs.conditions import ConditionStatus, ConditionType

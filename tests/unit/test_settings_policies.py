@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rebalancer.structs.client_settings import (
+from rebalancer.structs.problems import SpecInvalid
+from rebalancer.structs.settings_policies import (
     AssignmentStrategy,
     BrokerDelayPolicy,
     ClientLibrary,
@@ -16,7 +17,6 @@ from rebalancer.structs.client_settings import (
     parse_broker_delay_policy,
     parse_settings_policy,
 )
-from rebalancer.structs.problems import SpecInvalid
 
 
 def test_absent_blocks_mean_not_managed() -> None:

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from rebalancer.planning.consumer_settings import SettingsContext, resolve_settings
-from rebalancer.planning.rollout_policies import ConsumerTimings
-from rebalancer.planning.settings_plans import (
+from rebalancer.planning.consumer_settings_plans import (
     SettingsInputs,
     consumer_timings,
     plan_settings,
@@ -22,7 +21,7 @@ from rebalancer.planning.settings_plans import (
     settings_status,
     timings_from_status,
 )
-from rebalancer.planning.settings_templates import (
+from rebalancer.planning.consumer_settings_templates import (
     SETTINGS_ENV_ANNOTATION,
     SETTINGS_HASH_ANNOTATION,
     OwnerRef,
@@ -32,9 +31,10 @@ from rebalancer.planning.settings_templates import (
     render_settings,
     render_template_patch,
 )
+from rebalancer.planning.rollout_policies import ConsumerTimings
 from rebalancer.planning.sidecar_templates import PatchFailed, apply_ops
 from rebalancer.structs.broker_configs import ApplyState, BrokerLimits, ConfigOutcome
-from rebalancer.structs.client_settings import (
+from rebalancer.structs.settings_policies import (
     EnvConvention,
     EnvPolicy,
     SettingsPolicy,

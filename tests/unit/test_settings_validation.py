@@ -22,7 +22,7 @@ from rebalancer.structs.broker_configs import (
     verify_configs,
 )
 from rebalancer.structs.brokers import GroupProtocol
-from rebalancer.structs.client_settings import (
+from rebalancer.structs.settings_policies import (
     ClientLibrary,
     EnvConvention,
     EnvPolicy,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from rebalancer.lab.kubelet.environment import expand
-from rebalancer.planning.settings_plans import (
+from rebalancer.planning.consumer_settings_plans import (
     SidecarInputs,
     plan_sidecar,
     settings_conditions,

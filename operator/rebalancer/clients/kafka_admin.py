@@ -21,7 +21,6 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from rebalancer.clients.kafka_config import build_client_config, redacted
 from rebalancer.clients.kafka_errors import (
     UNREACHABLE_CODES,
     ConnectionWatch,
@@ -41,6 +40,7 @@ from rebalancer.clients.kafka_reading import (
     read_offsets,
     read_topics,
 )
+from rebalancer.clients.librdkafka_config import build_client_config, redacted
 from rebalancer.structs.brokers import (
     BrokerGroupView,
     BrokerProfile,

@@ -17,8 +17,8 @@ from kubernetes.client.exceptions import ApiException
 
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.metrics import record_leader
+from rebalancer.operator_settings import PeeringSettings
 from rebalancer.planning.leadership import leads, peer_entries
-from rebalancer.settings import PeeringSettings
 
 logger = logging.getLogger(__name__)
 PEERING_GROUP = "kopf.dev"

@@ -3,9 +3,9 @@
 The handler parses the spec, finds the cluster's gateway and the delay wants of the other
 groups on the cluster (a kopf index), calls `reconcile_settings`, then writes the returned
 `status.settings`, turns the notices into Events, and looks again after `retry_after`. Every
-step is level-based (rebalancer.planning.settings_plans, rebalancer.planning.broker_delay) and
-every write is skipped when it would change nothing, so reconciling on a timer is cheap and
-is what starts the second rollout of an assignor migration.
+step is level-based (rebalancer.planning.consumer_settings_plans,
+rebalancer.planning.broker_delay) and every write is skipped when it would change nothing, so
+reconciling on a timer is cheap and is what starts the second rollout of an assignor migration.
 """
 
 from __future__ import annotations
@@ -14,21 +14,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rebalancer.clients.configuring import (
-    ConfiguringFailed,
-    apply_configmap,
-    patch_workload,
-    read_workload_body,
-    set_strimzi_delay,
-)
-from rebalancer.clients.kafka_admin import AdminGateway
-from rebalancer.clients.kafka_configuring import (
+from rebalancer.clients.broker_configs import (
     alter_broker_config,
     alter_group_configs,
     read_broker_limits,
 )
+from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi, PermissionDenied
 from rebalancer.clients.rolling import read_workload
+from rebalancer.clients.strimzi_configs import set_strimzi_delay
+from rebalancer.clients.workload_patching import (
+    ConfiguringFailed,
+    apply_configmap,
+    patch_workload,
+    read_workload_body,
+)
 from rebalancer.planning.broker_delay import (
     DelayAction,
     DelayWant,
@@ -38,8 +38,7 @@ from rebalancer.planning.broker_delay import (
     plan_delay,
     strimzi_config_patch,
 )
-from rebalancer.planning.rollout_holds import hold_ops
-from rebalancer.planning.settings_plans import (
+from rebalancer.planning.consumer_settings_plans import (
     LIMITS_NOT_READ,
     SettingsInputs,
     SettingsPlan,
@@ -50,12 +49,13 @@ from rebalancer.planning.settings_plans import (
     settings_status,
     sidecar_status,
 )
-from rebalancer.planning.settings_templates import (
+from rebalancer.planning.consumer_settings_templates import (
     SETTINGS_ENV_ANNOTATION,
     SETTINGS_HASH_ANNOTATION,
     render_template_patch,
     template_hash,
 )
+from rebalancer.planning.rollout_holds import hold_ops
 from rebalancer.planning.sidecar_templates import (
     SIDECAR_CONTAINER,
     SidecarOptions,
@@ -64,8 +64,8 @@ from rebalancer.planning.sidecar_templates import (
 )
 from rebalancer.structs.broker_configs import ApplyState, BrokerLimits, ConfigOutcome
 from rebalancer.structs.brokers import BrokerProfile
-from rebalancer.structs.client_settings import BrokerDelayPolicy, SettingsPolicy
 from rebalancer.structs.enforce_policy import SidecarPolicy
+from rebalancer.structs.settings_policies import BrokerDelayPolicy, SettingsPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
 # A lost race with another writer of the workload: read and plan again at once, this many times

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
 
 if TYPE_CHECKING:
-    from rebalancer.settings import PeeringSettings
+    from rebalancer.operator_settings import PeeringSettings
 
 # kopf sends a keep-alive 5 to 10 s before the lifetime ends (at least every second): 10 s
 # keeps a takeover under 15 s with a keep-alive every 1 to 5 s. Below 5 s a busy leader's
@@ -192,7 +192,11 @@ def run(args: argparse.Namespace) -> int:
     import rebalancer.handlers.rollouts
     import rebalancer.handlers.settings
     import rebalancer.handlers.startup
-    from rebalancer.settings import AdmissionSettings, OperatorSettings, token_from_environment
+    from rebalancer.operator_settings import (
+        AdmissionSettings,
+        OperatorSettings,
+        token_from_environment,
+    )
 
     logging.basicConfig(
         level=getattr(logging, args.log_level),
@@ -274,8 +278,8 @@ def _peering_settings(name: str, lifetime: int) -> PeeringSettings:
     import socket
     import time
 
+    from rebalancer.operator_settings import PeeringSettings
     from rebalancer.planning.leadership import priority_for_start
-    from rebalancer.settings import PeeringSettings
 
     pod_name = os.environ.get("POD_NAME") or None
     pod_namespace = os.environ.get("POD_NAMESPACE") or None

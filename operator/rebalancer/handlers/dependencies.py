@@ -11,8 +11,8 @@ from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.receiving import ReportHub, ReportServer
 from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
+from rebalancer.operator_settings import OperatorSettings
 from rebalancer.planning.permissions import DenialBook
-from rebalancer.settings import OperatorSettings
 from rebalancer.structs.snapshots import GroupSnapshot
 
 

@@ -15,9 +15,9 @@ from rebalancer.clients.enforcing import (
     sidecar_addresses,
     sidecar_url,
 )
-from rebalancer.clients.kafka_config import build_client_config
 from rebalancer.clients.kafka_errors import KafkaGatewayError
 from rebalancer.clients.kubernetes_api import PermissionDenied
+from rebalancer.clients.librdkafka_config import build_client_config
 from rebalancer.clients.resolving import SecretUnavailable, read_secret_key, resolve_security
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.ownership import ClaimIndex, refusal_of

@@ -15,13 +15,13 @@ import kopf
 
 from rebalancer import metrics
 from rebalancer.clients.kafka_admin import AdminGateway
-from rebalancer.clients.kafka_config import build_client_config
 from rebalancer.clients.kafka_errors import (
     KafkaGatewayError,
     KafkaRequestFailed,
     KafkaUnavailable,
 )
 from rebalancer.clients.kubernetes_api import PermissionDenied
+from rebalancer.clients.librdkafka_config import build_client_config
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
 from rebalancer.handlers.dependencies import Dependencies
@@ -29,6 +29,7 @@ from rebalancer.handlers.learning import PodWatch, learning_status
 from rebalancer.handlers.ownership import ClaimIndex, refusal_of
 from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.backoff import backoff_delay
+from rebalancer.planning.consumer_settings_plans import settings_conditions
 from rebalancer.planning.enforce_conditions import enforcement_conditions
 from rebalancer.planning.history_pods import PodRecordContext
 from rebalancer.planning.history_records import (
@@ -54,7 +55,6 @@ from rebalancer.planning.permissions import denial_conditions
 from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
 from rebalancer.planning.rollout_states import RolloutState
 from rebalancer.planning.rollout_statuses import rollout_conditions
-from rebalancer.planning.settings_plans import settings_conditions
 from rebalancer.planning.stable_spells import StableSpell, track_stable
 from rebalancer.planning.statuses import (
     failure_conditions,

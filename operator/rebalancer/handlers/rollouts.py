@@ -18,6 +18,7 @@ from rebalancer.clients.rolling import ActuationFailed, Actuator, read_workload
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.ownership import ClaimIndex, conflicts_of, refusal_of
 from rebalancer.handlers.permissions import report_denied
+from rebalancer.planning.consumer_settings_plans import timings_from_status
 from rebalancer.planning.gate_templates import DEFAULT_IMAGE, GateOptions
 from rebalancer.planning.rollout_actions import (
     ClearDegraded,
@@ -40,7 +41,6 @@ from rebalancer.planning.rollout_statuses import (
     snapshot_from_status,
 )
 from rebalancer.planning.rollouts import Observation, step
-from rebalancer.planning.settings_plans import timings_from_status
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.simulation import ConsumerSettings, CoordinatorSettings, join_window
 from rebalancer.structs.autoscalers import Autoscalers

@@ -15,13 +15,13 @@ from typing import Any
 
 import kopf
 
-from rebalancer.clients.configuring import ConfiguringFailed
-from rebalancer.clients.kafka_config import build_client_config
 from rebalancer.clients.kafka_errors import KafkaRequestFailed, KafkaUnavailable
 from rebalancer.clients.kubernetes_api import PermissionDenied
+from rebalancer.clients.librdkafka_config import build_client_config
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
+from rebalancer.clients.workload_patching import ConfiguringFailed
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.ownership import ClaimIndex, refusal_of
 from rebalancer.handlers.permissions import report_denied

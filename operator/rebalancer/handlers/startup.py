@@ -26,7 +26,7 @@ from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.metrics import record_leader
-from rebalancer.settings import AdmissionSettings, OperatorSettings
+from rebalancer.operator_settings import AdmissionSettings, OperatorSettings
 
 PREFIX = "rebalancer.dev"
 

@@ -21,7 +21,7 @@ from typing import IO, Any
 from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaPartition
 
-from rebalancer.clients.kafka_config import redacted
+from rebalancer.clients.librdkafka_config import redacted
 from rebalancer.clients.reporting import MemberReporter, consumer_position
 from rebalancer.lab.consumer_settings import (
     SHOWN_PROPERTIES,

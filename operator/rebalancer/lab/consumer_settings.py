@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rebalancer.clients.kafka_config import read_properties_file
+from rebalancer.clients.librdkafka_config import read_properties_file
 from rebalancer.structs.kafka_properties import (
     SettingsError,
     drop_classic_only,

@@ -22,8 +22,8 @@ from typing import Any
 
 from rebalancer.structs.broker_configs import DELAY_KEY, REDPANDA_DELAY_KEY
 from rebalancer.structs.brokers import BrokerProfile
-from rebalancer.structs.client_settings import DELAY_PATH, BrokerDelayPolicy, DelayMode
 from rebalancer.structs.problems import FieldProblem
+from rebalancer.structs.settings_policies import DELAY_PATH, BrokerDelayPolicy, DelayMode
 
 RULE = (
     "the largest delayMs among the cluster's ConsumerGroups, capped at the smallest maxDelayMs "

@@ -22,14 +22,14 @@ from rebalancer.structs.broker_configs import (
     BrokerLimits,
 )
 from rebalancer.structs.brokers import GroupProtocol
-from rebalancer.structs.client_settings import (
+from rebalancer.structs.problems import FieldProblem, SpecInvalid
+from rebalancer.structs.settings_policies import (
     DELAY_PATH,
     SETTINGS_PATH,
     ClientLibrary,
     EnvConvention,
     SettingsPolicy,
 )
-from rebalancer.structs.problems import FieldProblem, SpecInvalid
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
 # Kafka's consumer default, used when heartbeatIntervalMs is not given and a third of the

@@ -1,12 +1,13 @@
 """Holding a Deployment for the rollout planner in the write that changes its template.
 
-A StatefulSet is held through its partition in the same write (settings_templates.park_ops).
-A Deployment has no partition: left running, its controller replaces every pod on its own
-the moment the template changes (maxSurge and maxUnavailable at a time, whatever the group
-does). Paused in the same write, the new template waits for the planner, which steps the
-Deployment batch by batch and resumes it at the end. ROLLOUT_HOLD_ANNOTATION marks the pause
-as the operator's, so a planner that finds it (also after losing its status) knows to take it
-over or hand it back, and a user's own pause is never undone.
+A StatefulSet is held through its partition in the same write
+(consumer_settings_templates.park_ops). A Deployment has no partition: left running, its
+controller replaces every pod on its own the moment the template changes (maxSurge and
+maxUnavailable at a time, whatever the group does). Paused in the same write, the new template
+waits for the planner, which steps the Deployment batch by batch and resumes it at the end.
+ROLLOUT_HOLD_ANNOTATION marks the pause as the operator's, so a planner that finds it (also
+after losing its status) knows to take it over or hand it back, and a user's own pause is never
+undone.
 """
 
 from __future__ import annotations

@@ -27,13 +27,13 @@ from typing import Any
 
 import jsonpatch
 
-from rebalancer.planning.gate_templates import DEFAULT_IMAGE
-from rebalancer.planning.settings_templates import (
+from rebalancer.planning.consumer_settings_templates import (
     TemplatePatch,
     find_container,
     park_ops,
     pointer,
 )
+from rebalancer.planning.gate_templates import DEFAULT_IMAGE
 from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.problems import FieldProblem
 from rebalancer.structs.specs import WorkloadKind
@@ -204,7 +204,7 @@ def render_sidecar_patch(
     """JSON-patch operations that put `rendered` into the pod template, or take the operator's
     sidecar out when `rendered` is None. No operations when the template is already right.
 
-    `park` as in settings_templates.render_template_patch: a StatefulSet is held at its
+    `park` as in consumer_settings_templates.render_template_patch: a StatefulSet is held at its
     revision in the same write, so the rollout planner staggers the change.
     """
     template = _template(workload)

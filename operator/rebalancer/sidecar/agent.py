@@ -17,8 +17,8 @@ from typing import Any
 
 from rebalancer.clients.group_visiting import GroupVisitor, VisitFailed
 from rebalancer.clients.kafka_admin import AdminGateway
-from rebalancer.clients.kafka_config import redacted
 from rebalancer.clients.kafka_errors import KafkaGatewayError, KafkaRequestFailed
+from rebalancer.clients.librdkafka_config import redacted
 from rebalancer.clients.reporting import MemberReporter
 from rebalancer.planning.group_levers import (
     LIBRDKAFKA_PROTOCOLS,

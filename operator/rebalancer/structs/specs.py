@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from rebalancer.structs.client_settings import (
+from rebalancer.structs.enforce_policy import parse_enforce_policy
+from rebalancer.structs.problems import FieldProblem, SpecInvalid
+from rebalancer.structs.recommendations import LearningPolicy, parse_learning_policy
+from rebalancer.structs.settings_policies import (
     BrokerDelayPolicy,
     SettingsPolicy,
     parse_broker_delay_policy,
     parse_settings_policy,
 )
-from rebalancer.structs.enforce_policy import parse_enforce_policy
-from rebalancer.structs.problems import FieldProblem, SpecInvalid
-from rebalancer.structs.recommendations import LearningPolicy, parse_learning_policy
 
 MAX_PATTERN_LENGTH = 1024
 MAX_OPEN_REPEATS = 4

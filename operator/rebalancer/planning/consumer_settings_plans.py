@@ -24,8 +24,7 @@ from rebalancer.planning.consumer_settings import (
     env_variable,
     resolve_settings,
 )
-from rebalancer.planning.rollout_policies import ConsumerTimings
-from rebalancer.planning.settings_templates import (
+from rebalancer.planning.consumer_settings_templates import (
     OwnerRef,
     RenderedSettings,
     TemplatePatch,
@@ -35,6 +34,7 @@ from rebalancer.planning.settings_templates import (
     render_template_patch,
     template_hash,
 )
+from rebalancer.planning.rollout_policies import ConsumerTimings
 from rebalancer.planning.sidecar_templates import (
     SIDECAR_CONTAINER,
     RenderedSidecar,
@@ -51,12 +51,12 @@ from rebalancer.structs.broker_configs import (
     ConfigOutcome,
 )
 from rebalancer.structs.brokers import GroupProtocol, GroupState
-from rebalancer.structs.client_settings import SettingsPolicy
 from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
 from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.enforcement import pattern_takes_control_topics
 from rebalancer.structs.kafka_problems import KafkaProblem
 from rebalancer.structs.problems import FieldProblem
+from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import WorkloadView
 
