@@ -150,18 +150,19 @@ def kill_at(lab: Lab, shared: dict[str, Any], phase: str, min_batch: int = 0) ->
 def test_the_operator_killed_at(lab: Lab, killed: dict[str, Any], phase: str) -> None:
     name = KILL_NAME
     if phase == "Failed":
-        # Batches larger than the fleet: the rollout fails at once, before touching a pod.
-        patch_rollout(lab, name, maxBatchSize=KILL_REPLICAS + 3)
+        # A batch deadline shorter than a batch needs (a join window and the rebalances around
+        # it): the rollout fails at once, before touching a pod.
+        patch_rollout(lab, name, maxBatchSize=1, batchDeadlineSeconds=5)
         bump_template(lab, name, "2")
         at_kill = kill_at(lab, killed, phase)
         body = get_cg(lab, name)
         assert body["status"]["rollout"]["phase"] == "Failed", body["status"]["rollout"]
         found = condition(body, "Degraded")
-        assert found["status"] == "True" and "maxBatchSize" in found["message"], found
+        assert found["status"] == "True" and "batchDeadlineSeconds" in found["message"], found
         assert "rebalancer.dev/resume-rollout" in found["message"], found
         lives = {pod: incarnations(lab, pod) for pod in killed["lives"]}
         assert lives == killed["lives"], "pods were replaced for a rollout that cannot be met"
-        patch_rollout(lab, name, maxBatchSize=1)
+        patch_rollout(lab, name, batchDeadlineSeconds=None)
         killed["before"] = at_kill["rolloutId"]
         return
     if phase == "Paused":
