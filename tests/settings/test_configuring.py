@@ -148,9 +148,8 @@ async def test_template_patch_is_guarded_and_idempotent(kube: KubernetesApi, ns:
     assert await read_workload_body(kube, ns, WorkloadKind.DEPLOYMENT, "missing") is None
 
 
-async def test_strimzi_delay_is_written_once_and_only_the_delay(
-    kube: KubernetesApi, ns: str
-) -> None:
+def create_kafka(kube: KubernetesApi, ns: str, name: str, kafka: dict[str, Any]) -> None:
+    """A Strimzi Kafka resource written at v1beta2, as a user of an older Strimzi has it."""
     crds(kube, STRIMZI_CRD)
     kube.custom.create_namespaced_custom_object(
         "kafka.strimzi.io",
@@ -160,9 +159,17 @@ async def test_strimzi_delay_is_written_once_and_only_the_delay(
         {
             "apiVersion": "kafka.strimzi.io/v1beta2",
             "kind": "Kafka",
-            "metadata": {"name": "my-cluster"},
-            "spec": {"kafka": {"replicas": 3, "config": {"offsets.topic.replication.factor": 3}}},
+            "metadata": {"name": name},
+            "spec": {"kafka": kafka},
         },
+    )
+
+
+async def test_strimzi_delay_is_written_once_and_only_the_delay(
+    kube: KubernetesApi, ns: str
+) -> None:
+    create_kafka(
+        kube, ns, "my-cluster", {"replicas": 3, "config": {"offsets.topic.replication.factor": 3}}
     )
     assert await read_strimzi_delay(kube, ns, "my-cluster") is None
     first = await set_strimzi_delay(kube, ns, "my-cluster", strimzi_config_patch(8000))
@@ -225,19 +232,7 @@ async def test_strimzi_kafka_is_written_at_v1_and_at_v1beta2_where_v1_is_not_ser
 ) -> None:
     """Strimzi 1.0 and later serve the Kafka kind at v1 alone, Strimzi before 0.49 at v1beta2
     alone: the delay reaches both."""
-    crds(kube, STRIMZI_CRD)
-    kube.custom.create_namespaced_custom_object(
-        "kafka.strimzi.io",
-        "v1beta2",
-        ns,
-        "kafkas",
-        {
-            "apiVersion": "kafka.strimzi.io/v1beta2",
-            "kind": "Kafka",
-            "metadata": {"name": "versions"},
-            "spec": {"kafka": {"config": {}}},
-        },
-    )
+    create_kafka(kube, ns, "versions", {"config": {}})
     assert _written_at(kube, ns, "versions") == set()
     assert (await set_strimzi_delay(kube, ns, "versions", strimzi_config_patch(8000))).changed
     assert _written_at(kube, ns, "versions") == {"kafka.strimzi.io/v1"}
