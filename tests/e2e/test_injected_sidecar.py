@@ -39,13 +39,14 @@ TOKEN = "lab-injected-token"
 SIDECAR = "rebalancer-sidecar"
 REPLICAS = 2
 # What taking the sidecar out may cost, in generations: per pod replaced, its leave (its
-# consumer's and its sidecar's LeaveGroup, in one rebalance or two) and its successor's join,
-# which often falls into the leave's rebalance; and one cooperative second round when a
-# successor takes partitions another member holds. Measured (cooperative-sticky, session 6 s,
-# two pods): one per batch, 2 in 11 of 14 runs, 4 or 5 in 3 runs on a loaded machine; both in
-# one batch, 2 to 4 in 14 runs. A sidecar that stayed in the group until it had formed without its
-# consumer made it 3 per pod, 6 for the two pods one per batch, and fails this bound.
-TAKE_OUT_GENERATIONS = 2 * REPLICAS + 1
+# consumer's and its sidecar's LeaveGroup, in one rebalance or two), its successor's join (which
+# often falls into the leave's rebalance) and one cooperative second round when a successor takes
+# partitions another member holds: at most 3 per pod. Measured (cooperative-sticky, session 6 s,
+# two pods): one per batch, 2 in 11 of 14 runs, 4 or 5 in 3 runs on a loaded machine and 6 once in
+# a full CI run; both in one batch, 2 to 4 in 14 runs. A sidecar that stays in the group until it
+# has formed without its consumer is caught by the leave delay (LEFT_AT_ONCE_SECONDS), which
+# measures it directly; this bound catches a take-out that keeps rebalancing.
+TAKE_OUT_GENERATIONS = 3 * REPLICAS
 # From a sidecar's SIGTERM to its LeaveGroup sent (its close returned).
 LEFT_AT_ONCE_SECONDS = 1.0
 

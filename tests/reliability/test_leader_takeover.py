@@ -212,13 +212,18 @@ def test_the_standby_finishes_a_rollout_its_leader_was_killed_in(
     assert_rolled_once(lab, NAME, final, REPLICAS)
     assert_truthful_end(lab, NAME, REPLICAS)
     assert "Resuming operations" in second.log(), second.log()[-3000:]
+
     # The new leader released the later batches at their gates: their pods' waits, and the
     # rollout's end, are in its metrics.
-    series = second.samples(NAME)
+    # The phase series follow status.rollout at the observer's next pass (observe interval).
+    def completed_in_metrics() -> dict[str, list[tuple[dict[str, str], float]]] | None:
+        found = second.samples(NAME)
+        phases = {labels["phase"]: v for labels, v in found.get("rebalancer_rollout_phase", [])}
+        return found if phases.get("Completed") == 1 and sum(phases.values()) == 1 else None
+
+    series = eventually(completed_in_metrics, 30, "rollout phase Completed in the metrics")
     (waits,) = [v for _, v in series["rebalancer_gate_wait_seconds_count"]]
     assert waits >= 1, series
-    phases = {labels["phase"]: v for labels, v in series["rebalancer_rollout_phase"]}
-    assert phases["Completed"] == 1 and sum(phases.values()) == 1, phases
     (planned,) = [v for _, v in series["rebalancer_rollout_batches"]]
     (done,) = [v for _, v in series["rebalancer_rollout_batches_done"]]
     assert planned == done == len(final["batchSizes"]), (planned, done, final)
