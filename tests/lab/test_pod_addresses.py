@@ -14,7 +14,11 @@ import pytest
 from tests.lab.conftest import OwnKubelet
 from tests.lab.support import Lab, container, is_ready, pod, python_script, wait_for
 
-from rebalancer.lab.kubelet.addresses import PodAddresses
+from rebalancer.lab.kubelet.addresses import (
+    POD_NETWORK_VARIABLE,
+    PodAddresses,
+    configured_pod_network,
+)
 
 # Answers every GET with "<pod name> <POD_IP>", listening where $LISTEN says.
 SERVER = python_script(
@@ -190,3 +194,21 @@ def test_addresses_are_lowest_free_first_never_the_nodes_and_kept_per_pod() -> N
     assert pool.acquire("g", preferred="127.0.0.7") == "127.0.0.4", "outside the network"
     # Without loopback aliases every pod has the node's address, as the lab had before.
     assert PodAddresses(aliases=False).acquire("a") == "127.0.0.1"
+
+
+def test_the_pod_network_comes_from_the_environment_and_must_be_loopback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(POD_NETWORK_VARIABLE, raising=False)
+    assert configured_pod_network() == "127.0.0.0/16"
+    monkeypatch.setenv(POD_NETWORK_VARIABLE, "127.3.0.0/16")
+    assert configured_pod_network() == "127.3.0.0/16"
+    # Two labs with different networks never hand out one address.
+    first = PodAddresses("127.0.0.0/16", aliases=True).acquire("a")
+    second = PodAddresses(configured_pod_network(), aliases=True).acquire("a")
+    assert (first, second) == ("127.0.0.2", "127.3.0.1")
+    for bad, says in (("10.0.0.0/16", "not in 127.0.0.0/8"), ("127.0.0.0/33", "127.0.0.0/33")):
+        monkeypatch.setenv(POD_NETWORK_VARIABLE, bad)
+        with pytest.raises(ValueError, match=POD_NETWORK_VARIABLE) as refused:
+            configured_pod_network()
+        assert says in str(refused.value)

@@ -6,6 +6,9 @@ default), never the node's own 127.0.0.1, lowest free first: an address comes ba
 once its pod's processes are gone, as a cluster's IPAM reuses addresses. With its own address a
 pod's processes can listen on a fixed port, `$(POD_IP):<port>`, next to every other pod's.
 
+Two labs on one machine (a test run in parallel workers, say) give their pods different networks
+through REBALANCER_LAB_POD_NETWORK, so that no two pods of different labs share an address.
+
 Where the loopback interface answers only 127.0.0.1 (macOS without aliases), every pod has the
 node's address, and two pods listening on the same port collide there.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import os
 import socket
 import threading
 
@@ -22,6 +26,23 @@ logger = logging.getLogger(__name__)
 
 NODE_ADDRESS = "127.0.0.1"
 DEFAULT_POD_NETWORK = "127.0.0.0/16"
+POD_NETWORK_VARIABLE = "REBALANCER_LAB_POD_NETWORK"
+
+
+def configured_pod_network() -> str:
+    """The network this machine's lab pods take addresses from: REBALANCER_LAB_POD_NETWORK,
+    else 127.0.0.0/16. A value that is not a loopback network is refused by name."""
+    value = os.environ.get(POD_NETWORK_VARIABLE, DEFAULT_POD_NETWORK)
+    try:
+        network = ipaddress.ip_network(value)
+    except ValueError as error:
+        raise ValueError(f"{POD_NETWORK_VARIABLE}={value!r}: {error}") from None
+    if not (network.version == 4 and network.subnet_of(ipaddress.IPv4Network("127.0.0.0/8"))):
+        raise ValueError(
+            f"{POD_NETWORK_VARIABLE}={value!r} is not in 127.0.0.0/8: lab pods take loopback "
+            "addresses only (for example 127.1.0.0/16)"
+        )
+    return str(network)
 
 
 def loopback_aliases_work(probe: str = "127.0.0.2") -> bool:

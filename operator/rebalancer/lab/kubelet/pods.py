@@ -27,7 +27,7 @@ from ..kube import objects
 from ..kube.recording import EventRecorder
 from ..kube.requesting import Api, RequestFailed, resource_path
 from . import credentials
-from .addresses import DEFAULT_POD_NETWORK, NODE_ADDRESS, PodAddresses
+from .addresses import NODE_ADDRESS, PodAddresses, configured_pod_network
 from .environment import (
     DEFAULT_IMAGES,
     ConfigMissing,
@@ -80,7 +80,7 @@ class KubeletSettings:
     service_account_server: str | None = None
     service_account_ca: Path | None = None
     # Where pod addresses come from (addresses.py); the node itself is 127.0.0.1.
-    pod_network: str = DEFAULT_POD_NETWORK
+    pod_network: str = field(default_factory=configured_pod_network)
 
     @property
     def logs(self) -> Path:
