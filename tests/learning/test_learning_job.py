@@ -22,7 +22,8 @@ from rebalancer.clients.recording import (
 )
 from rebalancer.learning import outputs
 from rebalancer.learning.fleets import Fleet, fleet_history, true_profile, write_history
-from rebalancer.learning.jobs import LearnOptions, LearnResult, learn
+from rebalancer.learning.inputs import HistoryInputs, find_inputs
+from rebalancer.learning.jobs import LearnOptions, LearnResult, learn, read_history_frame
 from rebalancer.learning.scoring import (
     DEFAULT_DELAY_MS,
     DELAY_CANDIDATES_MS,
@@ -185,6 +186,28 @@ def test_a_history_in_memory_is_read_through_fsspec(spark: SparkSession, tmp_pat
 
     assert result.groups == 1
     assert "shop/orders-0" in summary_of(tmp_path / "out")["groups"]  # type: ignore[operator]
+
+
+def test_a_history_spark_lists_itself_reads_as_the_checked_one(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # What an s3a:// or hdfs:// history gets: no footer read in Python, Spark's own listing of
+    # the partitions (here on local files, the same code path), temp files left out.
+    root = tmp_path / "history"
+    write_history(str(root), FLEETS[:2], days=3, seed=4)
+    hidden = root / "date=2027-01-01" / "namespace=shop" / ".part-x.parquet.tmp"
+    hidden.parent.mkdir(parents=True)
+    hidden.write_bytes(b"half a file")
+    checked = find_inputs(str(root))
+    listed = HistoryInputs(str(root), str(root), "file", (), 0, 0, listed_by_spark=True)
+
+    def rows(inputs: HistoryInputs) -> list[tuple[object, ...]]:
+        frame = read_history_frame(spark, inputs)
+        picked = frame.select("namespace", "date", "member", "detected_at", "record_type")
+        return sorted((tuple(row) for row in picked.collect()), key=repr)
+
+    assert len(rows(listed)) == checked.rows > 100
+    assert rows(listed) == rows(checked)
 
 
 def test_an_empty_history_gives_an_empty_valid_set(spark: SparkSession, tmp_path: Path) -> None:

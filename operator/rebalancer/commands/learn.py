@@ -26,7 +26,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--history",
         required=True,
-        help="history root: a directory or fsspec URL (file://, s3://, ...)",
+        help="history root: a directory, a URL Spark reads itself (s3a://, hdfs://, gs://, "
+        "abfs://: listed and read by the executors) or another fsspec URL (read in the driver)",
     )
     parser.add_argument(
         "--output",
@@ -77,16 +78,26 @@ def parse_conf(pairs: list[str]) -> tuple[tuple[str, str], ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    missing = missing_extra_message("learn", "learning")
+    if missing is not None:
+        print(missing, file=sys.stderr)
+        return 2
+    # Checked before Spark starts: a bad master or URL would otherwise fail inside the JVM.
+    from rebalancer.learning.locations import location_problem, master_problem
+
     try:
         conf = parse_conf(args.conf)
         if args.samples < 1:
             raise ValueError("--samples must be at least 1")
+        for problem in (
+            master_problem(args.master),
+            location_problem("--history", args.history, spark_reads=True),
+            location_problem("--output", args.output, spark_reads=False),
+        ):
+            if problem is not None:
+                raise ValueError(problem)
     except ValueError as error:
         print(f"rebalancer learn: {error}", file=sys.stderr)
-        return 2
-    missing = missing_extra_message("learn", "learning")
-    if missing is not None:
-        print(missing, file=sys.stderr)
         return 2
     # Spark is heavy to import, and not in the base install: only this subcommand pays for it.
     from rebalancer.learning.jobs import LearnOptions, learn

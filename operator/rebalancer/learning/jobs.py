@@ -170,6 +170,14 @@ def _spark_type(kind: pa.DataType) -> st.DataType:
 
 def read_history_frame(spark: SparkSession, inputs: HistoryInputs) -> DataFrame:
     schema = spark_schema()
+    if inputs.listed_by_spark:
+        # Spark lists the partitions itself (on a store, not the driver's business): the same
+        # layout history_files globs, hidden temp files excluded by the *.parquet ending.
+        return (
+            spark.read.schema(schema)
+            .option("basePath", inputs.base)
+            .parquet(f"{inputs.base}/date=*/namespace=*/*.parquet")
+        )
     if inputs.protocol in SPARK_SCHEMES:
         prefix = "file://" if inputs.protocol in ("file", "local") else f"{inputs.protocol}://"
         paths = [_with_scheme(prefix, path) for path in inputs.files]
@@ -239,8 +247,10 @@ def estimate(history: DataFrame) -> Estimates:
     events = events.filter(sf.col("record_key").isNull()).unionByName(keyed)
     for column in ("namespace", "name"):
         events = events.withColumn(column, sf.coalesce(sf.col(column), sf.lit("")))
-    # Five aggregations read the same rows: read the files once.
+    # Five aggregations read the same rows: read the files once, and before they start (adaptive
+    # execution runs their first stages side by side, each waiting on the same cache blocks).
     events = events.persist(StorageLevel.MEMORY_AND_DISK)
+    events.count()
 
     joins = events.filter(sf.col("record_type") == "member-join")
     batch_key = [*KEY, "batch_id", "member"]
@@ -582,15 +592,18 @@ def learn(
     result.messages.extend(inputs.messages)
     for message in inputs.messages:
         progress(f"      {message}")
-    progress(
-        f"      {len(inputs.files)} files, {inputs.rows:,} records, "
-        f"{inputs.size_bytes / 1e6:.1f} MB; {len(inputs.skipped)} skipped"
-    )
+    if inputs.listed_by_spark:
+        progress(f"      {inputs.root} is listed and read by Spark (no footer checks here)")
+    else:
+        progress(
+            f"      {len(inputs.files)} files, {inputs.rows:,} records, "
+            f"{inputs.size_bytes / 1e6:.1f} MB; {len(inputs.skipped)} skipped"
+        )
     lap("inputs")
     clusters: list[Any] = []
     choices: list[Any] = []
     spread_rows: list[dict[str, Any]] = []
-    if inputs.files:
+    if inputs.readable:
         owned = spark is None
         session = spark if spark is not None else build_session(options)
         try:
@@ -602,17 +615,34 @@ def learn(
                 tracker.label = "estimating"
                 # Spark's 200 shuffle partitions cost more than they save on small histories.
                 cores = session.sparkContext.defaultParallelism
-                shuffle = max(2 * cores, min(400, inputs.rows // 250_000))
-                session.conf.set("spark.sql.shuffle.partitions", str(shuffle))
+                # Unknown up front when Spark lists the files: Spark's default, which adaptive
+                # execution coalesces.
+                if not inputs.listed_by_spark:
+                    shuffle = max(2 * cores, min(400, inputs.rows // 250_000))
+                    session.conf.set("spark.sql.shuffle.partitions", str(shuffle))
                 # A file whose footer reads but whose pages are damaged is skipped, not fatal.
                 session.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
+                if inputs.protocol in ("file", "local") and not inputs.listed_by_spark:
+                    # Above 32 paths Spark lists files with a job of one task per path (10,000
+                    # tasks for a year of daily files); the driver stats local files faster
+                    # than the executors can be scheduled.
+                    session.conf.set(
+                        "spark.sql.sources.parallelPartitionDiscovery.threshold",
+                        str(len(inputs.files) + 1),
+                    )
                 history = read_history_frame(session, inputs)
+                if inputs.listed_by_spark:
+                    # Spark's own listing, for the summary's file count.
+                    inputs = dataclasses.replace(inputs, files=tuple(history.inputFiles()))
                 estimates = estimate(history)
                 profiles_frame: Any = estimates.profiles.toPandas()
                 spreads_frame: Any = estimates.spreads.toPandas()
                 spread_rows = spreads_frame.to_dict("records")
                 estimates.events.unpersist()
                 estimated = [profile_from_row(row) for row in profiles_frame.to_dict("records")]
+                if inputs.listed_by_spark:
+                    records = int(profiles_frame["records"].sum()) if len(profiles_frame) else 0
+                    inputs = dataclasses.replace(inputs, rows=records)
                 result.events = inputs.rows
                 result.groups = len(profiles_frame)
                 lap("estimate")
