@@ -10,19 +10,29 @@ at once, 45 s session).
 
     .venv/bin/python bench/learning.py                      # 1e5, 1e6, 1e7
     .venv/bin/python bench/learning.py --sizes 100000       # quick
+    .venv/bin/python bench/learning.py --sizes 100000 --standalone   # and on a standalone cluster
+
+With --standalone, the first size also runs on a Spark standalone cluster started from pyspark's
+own scripts on loopback (a master and two workers of 1 core and 1g each), as
+tests/learning/test_learning_standalone.py does.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
+import math
 import os
+import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+import urllib.request
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,8 +119,16 @@ def generate(size: int, directory: Path, seed: int) -> tuple[list[Fleet], int]:
     return fleets, records
 
 
-def run_job(size: int, records: int, fleets: int, directory: Path) -> JobRun:
-    output = directory / f"recommendations-{size}"
+def run_job(
+    size: int,
+    records: int,
+    fleets: int,
+    directory: Path,
+    master: str = "local[2]",
+    extra: Sequence[str] = (),
+    label: str = "local",
+) -> JobRun:
+    output = directory / f"recommendations-{size}-{label}"
     command = [
         str(Path(sys.executable).parent / "rebalancer"),
         "learn",
@@ -119,9 +137,10 @@ def run_job(size: int, records: int, fleets: int, directory: Path) -> JobRun:
         "--output",
         str(output),
         "--master",
-        "local[2]",
+        master,
         "--driver-memory",
         "2g",
+        *extra,
     ]
     log(f"{size:,}: {' '.join(command[1:])}")
     started = time.perf_counter()
@@ -149,6 +168,66 @@ def run_job(size: int, records: int, fleets: int, directory: Path) -> JobRun:
     summary = json.loads((output / "recommendations.json").read_text())
     log(f"{size:,}: {seconds:.1f} s, peak {peak / 2**20:,.0f} MiB")
     return JobRun(size, records, fleets, seconds, peak, summary)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def standalone_cluster(directory: Path) -> Iterator[str]:
+    """A Spark standalone master and two 1-core/1g workers on loopback; yields the master URL."""
+    import pyspark
+
+    home = Path(pyspark.__file__).resolve().parent
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1")
+    env["SPARK_DAEMON_MEMORY"] = "256m"
+    port, web = _free_port(), _free_port()
+    url = f"spark://127.0.0.1:{port}"
+    spark_class = str(home / "bin" / "spark-class")
+    commands = [
+        [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+         "--port", str(port), "--webui-port", str(web)],
+    ] + [
+        [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
+         "--port", str(_free_port()), "--webui-port", str(_free_port()), "--cores", "1",
+         "--memory", "1g", "--work-dir", str(directory / f"spark-worker-{index}")]
+        for index in range(2)
+    ]  # fmt: skip
+    processes = []
+    try:
+        for command in commands:
+            processes.append(
+                subprocess.Popen(
+                    command,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{web}/json/", timeout=5) as reply:
+                    state = json.load(reply)
+                if sum(worker["state"] == "ALIVE" for worker in state["workers"]) == 2:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("the standalone cluster did not start in 90 s")
+            time.sleep(0.5)
+        yield url
+    finally:
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            process.wait()
 
 
 # ---- quality: the recommendation against the exhaustive optimum, on held-out seeds ----------
@@ -250,7 +329,12 @@ def quality(fleets: Sequence[Fleet], summary: dict[str, Any], workers: int) -> l
     return results
 
 
-def plot(runs: Sequence[JobRun], results: Sequence[dict[str, Any]], path: Path) -> None:
+def plot(
+    runs: Sequence[JobRun],
+    results: Sequence[dict[str, Any]],
+    path: Path,
+    standalone: JobRun | None = None,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -267,6 +351,14 @@ def plot(runs: Sequence[JobRun], results: Sequence[dict[str, Any]], path: Path) 
             linestyle="--",
             color="grey",
             label="linear from the smallest",
+        )
+    if standalone is not None:
+        left.loglog(
+            [standalone.records],
+            [standalone.seconds],
+            marker="s",
+            linestyle="none",
+            label="standalone cluster, 2 workers x 1 core",
         )
     left.set_xlabel("history records")
     left.set_ylabel("job wall time (s)")
@@ -300,6 +392,38 @@ def plot(runs: Sequence[JobRun], results: Sequence[dict[str, Any]], path: Path) 
     plt.close(figure)
 
 
+def reused_quality(
+    fleets: Sequence[Fleet], summary: dict[str, Any], path: Path
+) -> list[dict[str, Any]]:
+    """The quality figures recorded in `path`, once this run's recommendations are shown to cost
+    exactly what the recorded ones did (the optimum and the defaults do not depend on them)."""
+    previous: list[dict[str, Any]] = json.loads(path.read_text())["quality"]
+    for result in previous:
+        cluster = result["cluster"]
+        recommended = summary["clusters"].get(cluster, {}).get("initialRebalanceDelayMs")
+        total = startup = 0.0
+        for fleet in fleets:
+            if fleet.cluster != cluster:
+                continue
+            profile = true_profile(fleet)
+            entry = summary["groups"].get(f"{fleet.namespace}/{fleet.name}", {})
+            delay = entry.get("initialRebalanceDelayMs") or recommended or DEFAULT_DELAY_MS
+            batch = entry.get("batchSize") or fleet.members
+            cost = profile.rollouts_per_day * startup_cost_s(
+                profile, delay, batch, HELD_OUT_SAMPLES, HELD_OUT_SEED
+            )
+            session = entry.get("sessionTimeoutMs") or DEFAULT_SESSION_MS
+            startup += cost
+            total += cost + departures_cost_per_day_s(profile, session, HELD_OUT_SEED)
+        same = math.isclose(total, result["recommended"], rel_tol=1e-9) and math.isclose(
+            startup, result["recommended_startup"], rel_tol=1e-9
+        )
+        if recommended != result["recommended_delay_ms"] or not same:
+            raise SystemExit(f"--reuse-quality: {cluster}'s recommendations changed; rerun without")
+    log("quality: recorded figures reused (this run's recommendations cost exactly the same)")
+    return previous
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,1000000,10000000")
@@ -308,6 +432,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--plot", default=str(ROOT / "bench" / "learning.png"))
     parser.add_argument("--json", default=str(ROOT / "bench" / "learning.json"))
+    parser.add_argument(
+        "--reuse-quality",
+        action="store_true",
+        help="keep the quality figures of --json if the first size recommends the same",
+    )
+    parser.add_argument(
+        "--standalone",
+        action="store_true",
+        help="also run the first size on a standalone cluster (two 1-core workers)",
+    )
     args = parser.parse_args(argv)
     directory = Path(args.directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -319,6 +453,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not first_fleets:
             first_fleets = fleets
         runs.append(run_job(size, records, len(fleets), directory))
+    standalone: JobRun | None = None
+    if args.standalone:
+        with standalone_cluster(directory) as url:
+            standalone = run_job(
+                sizes[0],
+                runs[0].records,
+                runs[0].fleets,
+                directory,
+                master=url,
+                extra=("--conf", "spark.executor.memory=512m"),
+                label="standalone",
+            )
+        same = (
+            standalone.summary["clusters"] == runs[0].summary["clusters"]
+            and standalone.summary["groups"] == runs[0].summary["groups"]
+        )
+        log(f"standalone: recommendations {'equal' if same else 'DIFFER from'} local mode's")
     print()
     print(f"{'records':>12} {'fleets':>7} {'seconds':>9} {'peak MiB':>9} {'records/s':>11}")
     for run in runs:
@@ -333,7 +484,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"time x{current.seconds / previous.seconds:.2f}, "
             f"memory x{current.peak_bytes / max(previous.peak_bytes, 1):.2f}"
         )
-    results = quality(first_fleets, runs[0].summary, args.workers)
+    if args.reuse_quality:
+        results = reused_quality(first_fleets, runs[0].summary, Path(args.json))
+    else:
+        results = quality(first_fleets, runs[0].summary, args.workers)
     print()
     print(
         f"{'cluster':<24} {'opt ms':>7} {'rec ms':>7} {'optimum':>9} {'learned':>9} {'default':>9}"
@@ -355,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"learned within 10% of the optimum on every cluster: {'yes' if within else 'NO'}")
     verdict = "yes" if better else "NO"
     print(f"learned strictly better than the defaults where they are not optimal: {verdict}")
-    plot(runs, results, Path(args.plot))
+    plot(runs, results, Path(args.plot), standalone)
     Path(args.json).write_text(
         json.dumps(
             {
@@ -368,6 +522,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     }
                     for run in runs
                 ],
+                "standalone": None
+                if standalone is None
+                else {
+                    "records": standalone.records,
+                    "seconds": standalone.seconds,
+                    "peak_bytes_driver": standalone.peak_bytes,
+                    "workers": 2,
+                    "cores_per_worker": 1,
+                },
                 "quality": results,
             },
             indent=2,
