@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from tests.chart.support import ALL_FEATURES, CHART, Helm, by_kind, only
 from tests.chart.test_chart import UNVALIDATED_KINDS, validate
 
@@ -72,7 +73,19 @@ def test_learning_without_history_fails_clearly(helm: Helm) -> None:
     assert "learning.enabled needs history.enabled" in result.stderr
 
 
-def test_schema_rejects_a_bad_master(helm: Helm) -> None:
-    result = helm.template({"history": {"enabled": True}, "learning": {"master": "mesos://x"}})
+@pytest.mark.parametrize("master", ["mesos://x", "spark://spark-master", "local[0]"])
+def test_schema_rejects_a_bad_master(helm: Helm, master: str) -> None:
+    # The same forms `rebalancer learn --master` accepts: a standalone master needs its port.
+    result = helm.template({"history": {"enabled": True}, "learning": {"master": master}})
     assert result.returncode != 0
     assert "master" in result.stderr
+
+
+def test_schema_takes_a_standalone_master(helm: Helm) -> None:
+    values = {
+        "history": {"enabled": True},
+        "learning": {"enabled": True, "master": "spark://spark-master:7077"},
+    }
+    job = only(helm.render(values), "CronJob")
+    args = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--master=spark://spark-master:7077" in args
