@@ -337,11 +337,14 @@ async def _roll_out_forever(
         # that a phase that flips back cannot spin.
         at_once = after.phase is not state.phase and after.phase.active and not followed_at_once
         followed_at_once = at_once
-        state = after
-        if after.phase in (RolloutPhase.BATCH_JOINING, RolloutPhase.BATCH_SETTLING):
+        state_before, state = state, after
+        ended = after.phase is not state_before.phase and not after.phase.active
+        if after.phase in (RolloutPhase.BATCH_JOINING, RolloutPhase.BATCH_SETTLING) or ended:
             # Observe the group sooner while a batch is out: settling is what we wait for.
             # Not while a batch gathers: the planner then looks every half second, and the
-            # group has nothing new to show.
+            # group has nothing new to show. And once a rollout ends: an observer pass that
+            # began before this write merged its conditions from the rollout as it was, and
+            # the next pass puts them right.
             deps.hub.wakeup(spec.group_id).set()
         delay = ACTIVE_POLL_SECONDS if after.phase.active else RESTING_POLL_SECONDS
         waits = [action.until for action in actions if isinstance(action, Wait)]
