@@ -214,7 +214,7 @@ class Estimates:
     events: DataFrame  # persisted: unpersist when done
 
 
-def estimate(history: DataFrame) -> Estimates:
+def estimate(history: DataFrame, partitions: int | None = None) -> Estimates:
     """Per-group statistics the scoring needs (one row per group) and join spreads per batch."""
     wanted = [
         *KEY,
@@ -249,6 +249,10 @@ def estimate(history: DataFrame) -> Estimates:
         events = events.withColumn(column, sf.coalesce(sf.col(column), sf.lit("")))
     # Five aggregations read the same rows: read the files once, and before they start (adaptive
     # execution runs their first stages side by side, each waiting on the same cache blocks).
+    if partitions is not None:
+        # One cached partition per file split would make every aggregation below a stage of
+        # that many tasks (781 at 1e7 records, seven times over): a few per core do the same.
+        events = events.coalesce(partitions)
     events = events.persist(StorageLevel.MEMORY_AND_DISK)
     events.count()
 
@@ -643,7 +647,9 @@ def learn(
                 if inputs.listed_by_spark:
                     # Spark's own listing, for the summary's file count.
                     inputs = dataclasses.replace(inputs, files=tuple(history.inputFiles()))
-                estimates = estimate(history)
+                estimates = estimate(
+                    history, int(session.conf.get("spark.sql.shuffle.partitions") or 2 * cores)
+                )
                 profiles_frame: Any = estimates.profiles.toPandas()
                 spreads_frame: Any = estimates.spreads.toPandas()
                 spread_rows = spreads_frame.to_dict("records")
