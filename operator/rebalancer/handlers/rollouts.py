@@ -57,9 +57,7 @@ from rebalancer.structs.snapshots import GroupSnapshot
 from rebalancer.structs.specs import ConsumerGroupSpec, WorkloadKind, parse_spec
 
 GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
-# How often an active rollout looks at its workload: each phase waits on pods the controllers
-# replace, so every look saved is a batch released sooner (four or more looks per batch).
-ACTIVE_POLL_SECONDS = 1.0
+ACTIVE_POLL_SECONDS = 2.0
 RESTING_POLL_SECONDS = 10.0
 # After a step that could not read or act (the API briefly away, a refusal reported).
 RETRY_SECONDS = 2.0
@@ -274,7 +272,6 @@ async def _roll_out_forever(
     managed = False
     hold_checked = False
     wakeup = deps.rollout_wakeup(namespace, name)
-    followed_at_once = False
     while not stopped:
         wakeup.clear()
         try:
@@ -332,11 +329,6 @@ async def _roll_out_forever(
             except ResourceGone:
                 return
             written = rollout
-        # A new phase is looked at again at once (its first wait may already be over, as when
-        # a settled batch of static members lets the next go), but never twice in a row, so
-        # that a phase that flips back cannot spin.
-        at_once = after.phase is not state.phase and after.phase.active and not followed_at_once
-        followed_at_once = at_once
         state_before, state = state, after
         ended = after.phase is not state_before.phase and not after.phase.active
         if after.phase in (RolloutPhase.BATCH_JOINING, RolloutPhase.BATCH_SETTLING) or ended:
@@ -350,8 +342,6 @@ async def _roll_out_forever(
         waits = [action.until for action in actions if isinstance(action, Wait)]
         if waits:
             delay = min(delay, max(min(waits) - time.time(), 0.2))
-        if at_once:
-            delay = 0.0
         await _sleep_or_wake(stopped, wakeup, delay)
 
 
