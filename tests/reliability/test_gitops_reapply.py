@@ -34,6 +34,7 @@ from tests.reliability.rollout_fleets import (
     managed,
     pods_lab,
     rollout_of,
+    settled,
     workload_body,
 )
 
@@ -135,23 +136,33 @@ def test_a_gitops_reapply_while_a_deployment_is_held_for_its_rollout(lab: Lab) -
     apply(lab, group)
 
     def deployment(version: str) -> dict[str, Any]:
-        body = deployment_fleet(lab, DEPLOYMENT, REPLICAS)
+        # The planner at rest looks every 10 s: a new pod Available in less could let the
+        # controller replace two pods before the rollout is planned, leaving one batch and
+        # nothing to hold between batches.
+        body = deployment_fleet(lab, DEPLOYMENT, REPLICAS, min_ready_seconds=15)
         for variable in body["spec"]["template"]["spec"]["containers"][0]["env"]:
             if variable["name"] == "APP_VERSION":
                 variable["value"] = version
         return body
 
     server_side_apply(lab, deployment("1"))
+    # Running, and seen running by the operator: a new template applied before the operator
+    # first looked would be rolled by the controller before any rollout is planned.
     eventually(
         lambda: (
-            (rollout_of(lab, DEPLOYMENT).get("phase") in (None, "Idle", "Completed"))
-            and (workload_body(lab, DEPLOYMENT, "Deployment").get("status") or {}).get(
-                "readyReplicas"
+            (workload_body(lab, DEPLOYMENT, "Deployment").get("status") or {}).get(
+                "availableReplicas"
             )
             == REPLICAS
         ),
         150,
         "the Deployment running",
+    )
+    settled(lab, DEPLOYMENT, REPLICAS)
+    eventually(
+        lambda: rollout_of(lab, DEPLOYMENT).get("phase") in ("Idle", "Completed"),
+        60,
+        "the rollout planner at rest",
     )
     before_id = rollout_of(lab, DEPLOYMENT).get("rolloutId")
     server_side_apply(lab, deployment("2"))
