@@ -58,6 +58,10 @@ class OperatorSettings:
     liveness_url: str | None = None
     min_observe_spacing_seconds: float = 1.0
     status_refresh_seconds: float = 60.0
+    # How often the rollout planner looks at a workload while no rollout runs. A change to the
+    # workload's spec wakes it at once (handlers.workloads), so this only bounds how late a
+    # change is seen where the watch is not granted, and pods gone or come without one.
+    rollout_resting_poll_seconds: float = 10.0
     max_workers: int = 20
     # Image of the join gate init container; the chart sets the operator's own image.
     gate_image: str | None = None

@@ -86,6 +86,16 @@ ALLOWED: dict[Grant, Use] = {
         "a missing spec.workload is reported as Degraded",
         "rebalancer.clients.patching:workload_exists",
     ),
+    ("apps", "statefulsets", "list"): Use("kopf lists StatefulSets before each watch", KOPF_WATCH),
+    ("apps", "statefulsets", "watch"): Use(
+        "a change to a StatefulSet's spec wakes its rollout planner",
+        "rebalancer.handlers.workloads:workload_changed",
+    ),
+    ("apps", "deployments", "list"): Use("kopf lists Deployments before each watch", KOPF_WATCH),
+    ("apps", "deployments", "watch"): Use(
+        "a change to a Deployment's spec wakes its rollout planner",
+        "rebalancer.handlers.workloads:workload_changed",
+    ),
     ("", "pods", "list"): Use(
         "enforcement requests go to the sidecars in the workload's ready pods",
         "rebalancer.clients.enforcing:sidecar_addresses",

@@ -835,6 +835,36 @@ CASES: dict[Grant, Case] = {
     ("apps", "statefulsets", "get"): Case("observe", "the observer reads the workload"),
     ("apps", "deployments", "get"): Case("deployment", "the observer reads the workload"),
     ("apps", "statefulsets", "patch"): Case("park", "the rollout planner parks the partition"),
+    ("apps", "statefulsets", "list"): Case(
+        "park",
+        "kopf lists StatefulSets to follow their changes; without it (named at start) the "
+        "planner sees a change at its next look, and the operator runs on",
+        status=False,
+        event=False,
+        reconciles=True,
+    ),
+    ("apps", "statefulsets", "watch"): Case(
+        "park",
+        "a StatefulSet's change wakes the planner; without it the planner sees it at its next look",
+        status=False,
+        event=False,
+        reconciles=True,
+    ),
+    ("apps", "deployments", "list"): Case(
+        "deployment",
+        "kopf lists Deployments to follow their changes; without it (named at start) the "
+        "planner sees a change at its next look, and the operator runs on",
+        status=False,
+        event=False,
+        reconciles=True,
+    ),
+    ("apps", "deployments", "watch"): Case(
+        "deployment",
+        "a Deployment's change wakes the planner; without it the planner sees it at its next look",
+        status=False,
+        event=False,
+        reconciles=True,
+    ),
     ("apps", "deployments", "patch"): Case("settings", "settings go into the pod template"),
     ("apps", "replicasets", "list"): Case("settings", "a Deployment's pods by revision"),
     ("", "pods", "list"): Case("park", "the rollout planner counts the pods"),

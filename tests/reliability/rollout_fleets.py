@@ -385,7 +385,9 @@ class HoldWatch:
 
 
 @contextmanager
-def pods_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def pods_lab(
+    tmp_path_factory: pytest.TempPathFactory, operator_flags: tuple[str, ...] = ()
+) -> Iterator[Lab]:
     """The fault modules' lab: workloads run as pods, each waiting up to a second before its
     first container starts (not all at once), dynamic members' session SESSION_MS."""
     with running_lab(
@@ -394,5 +396,6 @@ def pods_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         pods=True,
         jitter="uniform(0,1)",
         session_timeout_ms=SESSION_MS,
+        operator_flags=operator_flags,
     ) as running:
         yield running

@@ -54,9 +54,14 @@ def posted(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return kept
 
 
-def dependencies(kube: KubernetesApi, tmp_path: Path) -> Dependencies:
+def dependencies(
+    kube: KubernetesApi, tmp_path: Path, resting_poll_seconds: float = 10.0
+) -> Dependencies:
     return Dependencies(
-        settings=OperatorSettings(history_dir=str(tmp_path / "history")),
+        settings=OperatorSettings(
+            history_dir=str(tmp_path / "history"),
+            rollout_resting_poll_seconds=resting_poll_seconds,
+        ),
         kube=kube,
         pool=AdminPool(),
         hub=ReportHub(),
@@ -173,12 +178,11 @@ async def test_a_deployment_held_for_a_planner_turned_off_meanwhile_is_handed_ba
 
 
 async def test_a_settings_write_wakes_the_rollout_daemon_at_rest(
-    kube: KubernetesApi, ns: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kube: KubernetesApi, ns: str, tmp_path: Path
 ) -> None:
     # A resting poll far longer than the bound below: only the wake-up can meet it.
-    monkeypatch.setattr(rollouts, "RESTING_POLL_SECONDS", 120.0)
     body = await install(kube, ns, {"enabled": True, "maxBatchSize": 1})
-    deps = dependencies(kube, tmp_path)
+    deps = dependencies(kube, tmp_path, resting_poll_seconds=120.0)
     stopped = Stopped()
     daemon = asyncio.create_task(
         rollouts._roll_out_forever(deps, body, ns, NAME, cast(kopf.DaemonStopped, stopped))

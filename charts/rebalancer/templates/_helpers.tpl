@@ -102,10 +102,11 @@ ClusterRole when every namespace is watched, else in a Role per watched namespac
   resources: ["secrets"]
   verbs: ["get"]
 # The workload named by spec.workload: read to report a missing one and to plan rollouts;
-# patched for the StatefulSet partition, Deployment pause and scale steps, and the gate.
+# watched so that a new template or replica count starts its rollout at once; patched for
+# the StatefulSet partition, Deployment pause and scale steps, and the gate.
 - apiGroups: ["apps"]
   resources: ["statefulsets", "deployments"]
-  verbs: ["get", "patch"]
+  verbs: ["get", "list", "watch", "patch"]
 # A Deployment's ReplicaSets tell old pods from new ones during a rollout.
 - apiGroups: ["apps"]
   resources: ["replicasets"]

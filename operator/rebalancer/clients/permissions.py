@@ -22,12 +22,14 @@ from kubernetes.client.exceptions import ApiException
 from rebalancer.clients.kubernetes_api import GROUP, PLURAL, VERSION, KubernetesApi
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.planning.permissions import (
+    WORKLOAD_WATCH_NEEDS,
     Denial,
     DenialBook,
     Need,
     denial_conditions,
     denial_of,
     needs,
+    workload_watch_needs,
 )
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.structs.conditions import merge_conditions
@@ -69,8 +71,14 @@ async def missing_permissions(
     namespace being a watched one, "" when it watches all, None for cluster-scoped grants.
     Raises ReviewUnavailable when the API server refuses the review itself (a cluster that took
     self-reviews away from service accounts)."""
+    return await _missing(api, needs(namespaces, peering), account)
+
+
+async def _missing(
+    api: KubernetesApi, wanted: Sequence[tuple[Need, str | None]], account: str | None
+) -> list[tuple[str | None, Need, Denial]]:
     found: list[tuple[str | None, Need, Denial]] = []
-    for need, namespace in needs(namespaces, peering):
+    for need, namespace in wanted:
         try:
             status = await asyncio.to_thread(
                 _allowed, api, need.verb, need.resource, need.group, namespace or ""
@@ -82,6 +90,26 @@ async def missing_permissions(
         if not status.get("allowed"):
             found.append((namespace, need, denial_of(need, namespace, account)))
     return found
+
+
+async def followable_workloads(
+    api: KubernetesApi, namespaces: Sequence[str], account: str | None = None
+) -> tuple[list[str], list[Denial]]:
+    """The workload plurals the operator may list and watch wherever it watches, and what it
+    may not (each denial once). A review the API server refuses follows nothing: a watch that
+    turns out refused would stop the operator."""
+    followable: list[str] = []
+    denied: list[Denial] = []
+    for plural in WORKLOAD_WATCH_NEEDS:
+        try:
+            found = await _missing(api, workload_watch_needs(plural, namespaces), account)
+        except ReviewUnavailable:
+            return [], []
+        if found:
+            denied.extend(denial for _, _, denial in found)
+        else:
+            followable.append(plural)
+    return followable, denied
 
 
 async def who_am_i(api: KubernetesApi) -> str | None:

@@ -82,6 +82,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="rewrite an unchanged status at most this often (default: 60)",
     )
     parser.add_argument(
+        "--rollout-resting-poll-seconds",
+        type=float,
+        default=10.0,
+        help="how often the rollout planner looks at a workload while no rollout runs; a change "
+        "to the workload's spec is seen at once through a watch (default: 10)",
+    )
+    parser.add_argument(
         "--gate-image",
         default=None,
         help="image of the join gate init container and of the enforcement sidecar the operator "
@@ -245,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
         or (f"{args.history_dir.rstrip('/')}/_recommendations" if args.history_dir else None),
         liveness_url=args.liveness,
         status_refresh_seconds=args.status_refresh_seconds,
+        rollout_resting_poll_seconds=args.rollout_resting_poll_seconds,
         gate_image=args.gate_image,
         gate_bypass_after_seconds=args.gate_bypass_after_seconds,
         admission=admission,

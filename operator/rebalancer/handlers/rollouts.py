@@ -58,7 +58,6 @@ from rebalancer.structs.specs import ConsumerGroupSpec, WorkloadKind, parse_spec
 
 GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 ACTIVE_POLL_SECONDS = 2.0
-RESTING_POLL_SECONDS = 10.0
 # After a step that could not read or act (the API briefly away, a refusal reported).
 RETRY_SECONDS = 2.0
 logger = logging.getLogger(__name__)
@@ -272,6 +271,7 @@ async def _roll_out_forever(
     managed = False
     hold_checked = False
     wakeup = deps.rollout_wakeup(namespace, name)
+    resting_poll = deps.settings.rollout_resting_poll_seconds
     while not stopped:
         wakeup.clear()
         try:
@@ -284,14 +284,14 @@ async def _roll_out_forever(
             # An older resource owns the workload, or its consumers are another group's: no
             # parking, no gate, not even a hand-back (what is parked or held is not this
             # resource's). The observer says so.
-            await _sleep_or_wake(stopped, wakeup, RESTING_POLL_SECONDS)
+            await _sleep_or_wake(stopped, wakeup, resting_poll)
             continue
         resting = state.phase.value == "Idle" and not state.parked and not state.holding_deployment
         if not policy.enabled and not managed and resting:
             if hold_checked or not await _held_for_rollout(deps, namespace, spec):
                 # Never managed: nothing to hand back, and the workload stays the user's alone.
                 hold_checked = True
-                await _sleep_or_wake(stopped, wakeup, RESTING_POLL_SECONDS)
+                await _sleep_or_wake(stopped, wakeup, resting_poll)
                 continue
             # Paused by a settings write for a planner turned off before it took the hold
             # over (with the operator restarted meanwhile): this step hands it back.
@@ -338,7 +338,7 @@ async def _roll_out_forever(
             # began before this write merged its conditions from the rollout as it was, and
             # the next pass puts them right.
             deps.hub.wakeup(spec.group_id).set()
-        delay = ACTIVE_POLL_SECONDS if after.phase.active else RESTING_POLL_SECONDS
+        delay = ACTIVE_POLL_SECONDS if after.phase.active else resting_poll
         waits = [action.until for action in actions if isinstance(action, Wait)]
         if waits:
             delay = min(delay, max(min(waits) - time.time(), 0.2))

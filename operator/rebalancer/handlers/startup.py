@@ -10,6 +10,7 @@ from typing import Any
 
 import kopf
 
+import rebalancer.handlers.workloads
 from rebalancer.clients.certificates import make_self_signed
 from rebalancer.clients.enforcing import SidecarClient
 from rebalancer.clients.kafka_admin import AdminPool
@@ -20,7 +21,7 @@ from rebalancer.clients.leading import (
     follow_leadership,
     label_pod,
 )
-from rebalancer.clients.permissions import follow_permissions
+from rebalancer.clients.permissions import follow_permissions, followable_workloads, who_am_i
 from rebalancer.clients.receiving import ReportHub, ReportServer
 from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
@@ -29,6 +30,7 @@ from rebalancer.metrics import record_leader
 from rebalancer.operator_settings import AdmissionSettings, OperatorSettings
 
 PREFIX = "rebalancer.dev"
+logger = logging.getLogger(__name__)
 
 
 @kopf.on.startup()
@@ -86,6 +88,16 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     if peering is not None:
         deps.leadership = asyncio.create_task(follow_leadership(kube, peering))
     memo.deps = deps
+    # Before kopf starts its watches (it starts them once the startup handlers are done).
+    plurals, denied = await followable_workloads(kube, config.namespaces, await who_am_i(kube))
+    for denial in denied:
+        logger.error(
+            "%s (a change to a workload is then seen at the rollout planner's next look, every "
+            "%.0f s at rest; restart the operator once granted)",
+            denial.message(),
+            config.rollout_resting_poll_seconds,
+        )
+    rebalancer.handlers.workloads.register(plurals)
 
 
 def _serve_admission(settings: kopf.OperatorSettings, admission: AdmissionSettings) -> None:

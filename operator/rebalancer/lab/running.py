@@ -62,6 +62,8 @@ class LabConfig:
     # More flags per control-plane component (ControlPlane's extra_flags), for a lab whose API
     # server must behave in a way under test (`{"kube-apiserver": ("--watch-cache=false",)}`).
     control_plane_flags: Mapping[str, tuple[str, ...]] | None = None
+    # More flags for `rebalancer operator` (`("--rollout-resting-poll-seconds", "600")`).
+    operator_flags: tuple[str, ...] = ()
 
 
 @dataclass
@@ -147,6 +149,7 @@ class Lab:
                 "--status-refresh-seconds",
                 "15",
                 *self._admission_flags(),
+                *self.config.operator_flags,
             ),
             state / "logs" / "operator.log",
         )

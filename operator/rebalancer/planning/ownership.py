@@ -98,11 +98,16 @@ def claim_of(namespace: str, name: str, uid: str, created: str, spec: ConsumerGr
     )
 
 
+def workload_key(namespace: str, kind: str, name: str) -> tuple[str, ...]:
+    """The index key of the claims on one workload ("StatefulSet" or "Deployment" `kind`)."""
+    return ("workload", namespace, kind, name)
+
+
 def claim_keys(claim: Claim) -> list[tuple[str, ...]]:
     """The index keys a claim is filed under: one lookup finds every possible rival."""
     return [
         ("group", claim.group_id),
-        ("workload", claim.namespace, claim.workload_kind, claim.workload_name),
+        workload_key(claim.namespace, claim.workload_kind, claim.workload_name),
     ]
 
 

@@ -143,6 +143,16 @@ EVERY_GROUP_NEEDS: tuple[Need, ...] = (
     Need("patch", "consumergroups/status", "rebalancer.dev", "the operator writes status"),
     Need("create", "events", "", "Rebalance, warning and recovery Events"),
 )
+# What following a kind of workload takes (handlers.workloads), by plural. Checked once at start:
+# kopf stops the whole operator when a watch stays refused for a minute, so a kind is followed
+# only when both are granted; without them the rollout planner sees a change at its next look.
+WORKLOAD_WATCH_NEEDS: dict[str, tuple[Need, ...]] = {
+    plural: (
+        Need("list", plural, "apps", f"kopf lists {plural} before it watches them"),
+        Need("watch", plural, "apps", f"a change to one of the {plural} wakes its planner"),
+    )
+    for plural in ("statefulsets", "deployments")
+}
 # kopf's cluster-wide observation: CRDs always, namespaces when given namespaces to watch.
 CRD_NEEDS: tuple[Need, ...] = (
     Need("list", "customresourcedefinitions", "apiextensions.k8s.io", "kopf scans CRDs", True),
@@ -173,6 +183,15 @@ def needs(namespaces: Sequence[str], peering: bool = False) -> list[tuple[Need, 
     ]
     return [(need, None) for need in cluster] + [
         (need, namespace) for namespace in watched for need in EVERY_GROUP_NEEDS
+    ]
+
+
+def workload_watch_needs(plural: str, namespaces: Sequence[str]) -> list[tuple[Need, str | None]]:
+    """(need, namespace) pairs to check before following `plural` ("" is every namespace)."""
+    return [
+        (need, namespace)
+        for namespace in list(namespaces) or [""]
+        for need in WORKLOAD_WATCH_NEEDS[plural]
     ]
 
 
