@@ -11,7 +11,12 @@ from rebalancer.planning.rollout_actions import PauseDeployment, ResumeDeploymen
 from rebalancer.planning.rollout_holds import hold_ops
 from rebalancer.planning.rollout_policies import RolloutPolicy
 from rebalancer.planning.rollout_states import Mechanism, RolloutPhase, RolloutState
-from rebalancer.planning.rollouts import GATHER_RECHECK_SECONDS, Observation, step
+from rebalancer.planning.rollouts import (
+    CATCH_UP_RECHECK_SECONDS,
+    GATHER_RECHECK_SECONDS,
+    Observation,
+    step,
+)
 from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView
 
@@ -92,7 +97,9 @@ def test_not_before_the_controller_has_seen_the_write() -> None:
     world = deployment()
     view = held(world, T0, generation=2, observed_generation=1)
     state, actions = look(view, world, T0, RolloutState())
-    assert state.phase is RolloutPhase.IDLE and not actions
+    # Nothing done until it has; only a look again soon.
+    assert state.phase is RolloutPhase.IDLE
+    assert actions == (Wait(T0 + CATCH_UP_RECHECK_SECONDS),), actions
 
 
 def test_turning_rollouts_off_resumes_a_held_deployment() -> None:

@@ -32,6 +32,7 @@ from rebalancer.planning.rollout_states import (
     allowed,
 )
 from rebalancer.planning.rollouts import (
+    CATCH_UP_RECHECK_SECONDS,
     GATHER_RECHECK_SECONDS,
     UNNOTICED_POD_SECONDS,
     Observation,
@@ -395,6 +396,21 @@ def test_ungated_deployment_is_stepped_with_pause_and_resume() -> None:
         state, actions = step(state, observe(6, False), now)
     assert state.phase is Phase.COMPLETED
     assert not state.holding_deployment
+
+
+def test_a_change_its_controller_has_not_taken_yet_is_looked_at_again_soon() -> None:
+    # Woken by the change itself (the workload watch), the planner may look before the
+    # controller has observed the new spec: nothing to plan from yet, and the controller's
+    # catching up wakes no one, so the step asks to be taken again in half a second.
+    setup = setup_for(RolloutPolicy(max_batch_size=3, settle_seconds=0))
+    fresh = replace(deployment(6), update_revision="old", generation=3, observed_generation=2)
+    state, actions = step(RolloutState(), Observation(setup, fresh, stable(6, T0)), T0)
+    assert not state.phase.active
+    assert Wait(T0 + CATCH_UP_RECHECK_SECONDS) in actions
+    # Caught up and nothing changed: the resting poll is enough.
+    caught_up = replace(fresh, observed_generation=3)
+    _, actions = step(state, Observation(setup, caught_up, stable(6, T0 + 1)), T0 + 1)
+    assert not [a for a in actions if isinstance(a, Wait)], actions
 
 
 def test_a_failed_deployment_step_says_the_deployment_stays_paused() -> None:

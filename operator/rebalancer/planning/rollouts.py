@@ -72,6 +72,10 @@ RECHECK_SECONDS = 2.0
 # is a second added to the rollout. Two reads (the workload and its pods) per look, only
 # while a batch gathers, which gatherSeconds bounds.
 GATHER_RECHECK_SECONDS = 0.5
+# How soon to look again at rest when the workload's controller has not observed its spec yet:
+# a change woke the planner (handlers.workloads) a moment before the controller took it, and
+# the controller's catching up wakes no one.
+CATCH_UP_RECHECK_SECONDS = 0.5
 # An active rollout notes that it was stepped this often; a gap longer than ABSENCE_SECONDS is
 # an operator outage, and its timers move on by the gap.
 SEEN_EVERY_SECONDS = 30.0
@@ -334,6 +338,8 @@ def _next_wake(state: RolloutState, observation: Observation, now: float) -> flo
             moments.append(now + RECHECK_SECONDS)
     bypass = observation.setup.policy.bypass_gate_after_seconds
     workload = observation.workload
+    if not state.phase.active and workload is not None and not workload.caught_up:
+        moments.append(now + CATCH_UP_RECHECK_SECONDS)
     if bypass > 0 and workload is not None:
         refresh = bypass / 3
         for pod in workload.live_pods:
