@@ -28,7 +28,11 @@ from confluent_kafka import KafkaError, KafkaException
 
 from rebalancer.clients import kafka_admin
 from rebalancer.clients.kafka_admin import COORDINATOR_REQUEST_TIMEOUT_S, AdminGateway
-from rebalancer.clients.kafka_errors import KafkaRequestFailed, KafkaUnavailable
+from rebalancer.clients.kafka_errors import (
+    ConnectionWatch,
+    KafkaRequestFailed,
+    KafkaUnavailable,
+)
 from rebalancer.planning.kafka_problems import kafka_problem
 from rebalancer.structs.brokers import GroupState
 from rebalancer.structs.specs import KafkaSpec
@@ -182,3 +186,43 @@ async def test_a_coordinator_that_keeps_moving_is_reported_after_one_new_client(
     assert raised.value.code == "NOT_COORDINATOR"
     # One new client, not one per answer: the next observation asks again.
     assert len(made) == 1 and made[0].asked == 1
+
+
+class Dropping(Silent):
+    """A client whose every request fails as librdkafka fails one whose broker was killed
+    mid-request: the connection was reset."""
+
+    def _pending(self, keys: list[str]) -> dict[str, concurrent.futures.Future[Any]]:
+        answers = super()._pending(keys)
+        for future in answers.values():
+            reset = KafkaError(KafkaError._TRANSPORT, "Disconnected: connection reset by peer")
+            future.set_exception(KafkaException(reset))
+        return answers
+
+    def describe_cluster(self, request_timeout: float) -> concurrent.futures.Future[Any]:
+        future = super().describe_cluster(request_timeout)
+        reset = KafkaError(KafkaError._TRANSPORT, "Disconnected: connection reset by peer")
+        future.set_exception(KafkaException(reset))
+        return future
+
+
+async def test_a_coordinator_killed_mid_request_is_named_not_the_cluster(
+    gateway: AdminGateway,
+) -> None:
+    # Measured on three nodes: the coordinator SIGKILLed while the observer described the
+    # group read "cannot reach Kafka ... check spec.kafka.bootstrapServers" with two brokers up.
+    gateway._admin = Dropping()
+    # What the real client made at construction reported about 127.0.0.1:9 (all brokers down)
+    # is not what is under test: here the other brokers answer.
+    gateway._watch = ConnectionWatch()
+    with pytest.raises(KafkaUnavailable) as raised:
+        await gateway.describe_group("orders")
+    message = str(raised.value)
+    assert raised.value.reason == "KafkaCoordinatorUnavailable", message
+    assert message.startswith("the coordinator of group 'orders' at 127.0.0.1:9 dropped"), message
+    assert "connection reset" in message, message
+    # A request any broker answers says the cluster, as before.
+    gateway._admin = Dropping()
+    with pytest.raises(KafkaUnavailable) as cluster:
+        await gateway.describe_cluster()
+    assert cluster.value.reason == "KafkaUnreachable", str(cluster.value)

@@ -75,6 +75,7 @@ FAST_FAILURE_DEFAULTS: Mapping[str, str] = {
 }
 # After librdkafka says every broker is down, give one reconnect a chance before giving up.
 UNREACHABLE_GRACE_S = 1.5
+_NO_COORDINATOR_YET = "a lost broker's groups have none until Kafka names a new one"
 # A connection error this old still explains a timeout on a later request.
 CAUSE_MEMORY_S = 60.0
 # Requests a group's coordinator answers (DescribeGroups, OffsetFetch) get this long in
@@ -240,14 +241,28 @@ class AdminGateway:
             seen = f" (last connection problem: {describe_connection_problem(cause.text)})"
         return KafkaUnavailable(
             f"no coordinator of group {group_id!r} answered at {self.bootstrap} within "
-            f"{waited:.0f} s{seen}; a lost broker's groups have none until Kafka names a new one",
+            f"{waited:.0f} s{seen}; {_NO_COORDINATOR_YET}",
             problem=KafkaProblem.COORDINATOR_UNAVAILABLE,
         )
 
     def _translate(
-        self, error: Exception, operation: str, started: float, acl: str | None = None
+        self,
+        error: Exception,
+        operation: str,
+        started: float,
+        acl: str | None = None,
+        coordinator: str | None = None,
     ) -> KafkaGatewayError:
         code, text, retriable = error_code(error)
+        if code == "_TRANSPORT" and coordinator is not None and self._watch.down_since() is None:
+            # The connection to the group's coordinator broke mid-request (the broker was
+            # killed) while no report says every broker is down: the coordinator is what is
+            # missing, and the others answer.
+            return KafkaUnavailable(
+                f"the coordinator of group {coordinator!r} at {self.bootstrap} dropped the "
+                f"request ({describe_connection_problem(text)}); {_NO_COORDINATOR_YET}",
+                problem=KafkaProblem.COORDINATOR_UNAVAILABLE,
+            )
         if code in UNREACHABLE_CODES:
             return self._unreachable(started, time.monotonic() - started)
         message = request_failed(operation, code, text, acl=acl, principal=self.principal)
@@ -286,7 +301,7 @@ class AdminGateway:
         try:
             result = waiting.result()
         except Exception as error:
-            failure = self._translate(error, operation, started, acl)
+            failure = self._translate(error, operation, started, acl, coordinator)
             if isinstance(failure, KafkaUnavailable):
                 self._replace_client(admin)
             raise failure from None
