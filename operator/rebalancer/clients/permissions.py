@@ -93,17 +93,25 @@ async def _missing(
 
 
 async def followable_workloads(
-    api: KubernetesApi, namespaces: Sequence[str], account: str | None = None
+    api: KubernetesApi, namespaces: Sequence[str]
 ) -> tuple[list[str], list[Denial]]:
     """The workload plurals the operator may list and watch wherever it watches, and what it
-    may not (each denial once). A review the API server refuses follows nothing: a watch that
-    turns out refused would stop the operator."""
+    may not (each denial once). A review that cannot be had (refused, the API away) follows
+    nothing, said in the log: a watch that turns out refused would stop the operator, and the
+    rollout planner's poll sees every change anyway."""
     followable: list[str] = []
     denied: list[Denial] = []
+    account: str | None = None
     for plural in WORKLOAD_WATCH_NEEDS:
         try:
+            account = account or await who_am_i(api)
             found = await _missing(api, workload_watch_needs(plural, namespaces), account)
-        except ReviewUnavailable:
+        except Exception as error:  # never a reason to stop the operator at start
+            logger.warning(
+                "workloads are not followed (their changes are seen at the rollout planner's "
+                "next look): the operator's permission to watch them could not be checked: %s",
+                str(error).splitlines()[0] if str(error) else type(error).__name__,
+            )
             return [], []
         if found:
             denied.extend(denial for _, _, denial in found)

@@ -21,7 +21,7 @@ from rebalancer.clients.leading import (
     follow_leadership,
     label_pod,
 )
-from rebalancer.clients.permissions import follow_permissions, followable_workloads, who_am_i
+from rebalancer.clients.permissions import follow_permissions, followable_workloads
 from rebalancer.clients.receiving import ReportHub, ReportServer
 from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
@@ -89,7 +89,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         deps.leadership = asyncio.create_task(follow_leadership(kube, peering))
     memo.deps = deps
     # Before kopf starts its watches (it starts them once the startup handlers are done).
-    plurals, denied = await followable_workloads(kube, config.namespaces, await who_am_i(kube))
+    plurals, denied = await followable_workloads(kube, config.namespaces)
     for denial in denied:
         logger.error(
             "%s (a change to a workload is then seen at the rollout planner's next look, every "
