@@ -219,13 +219,19 @@ def test_a_policy_that_cannot_be_met_is_degraded_with_the_fix(lab: Lab) -> None:
 
     eventually(recovered, 60, "the rollout Completed once the policy was fixed")
 
-    # A deadline shorter than a batch needs: the 3 s initial delay, extended once by joins.
+    # A deadline shorter than a batch needs. Ungated pods join as they start: the second is
+    # started only once the first has been Ready for 8 s (OrderedReady, minReadySeconds), so
+    # the batch cannot settle within the least deadline the CRD allows (5 s), however soon the
+    # planner looks.
     late = "late"
     body = managed(
         lab, late, batchDeadlineSeconds=5,
         consumers={"sessionTimeoutMs": 20000, "heartbeatIntervalMs": 3000},
     )  # fmt: skip
-    apply(lab, body, consumers(lab, late, 2, gated=False))
+    fleet = consumers(lab, late, 2, gated=False)
+    fleet["spec"]["podManagementPolicy"] = "OrderedReady"
+    fleet["spec"]["minReadySeconds"] = 8
+    apply(lab, body, fleet)
 
     def late_degraded() -> dict[str, Any] | None:
         found = condition(get_cg(lab, late), "Degraded")

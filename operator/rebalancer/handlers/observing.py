@@ -71,6 +71,7 @@ from rebalancer.structs.conditions import (
 )
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.problems import SpecInvalid
+from rebalancer.structs.snapshots import moved_for_rollouts
 from rebalancer.structs.specs import ConsumerGroupSpec, parse_spec
 
 logger = logging.getLogger(__name__)
@@ -181,9 +182,16 @@ class Observer:
         events = [self._label_enforced(spec.group_id, event) for event in events]
         if events:
             self.tracking = replace(self.tracking, last_cause=events[-1].cause.value)
-        self.deps.latest_groups[(self.namespace, self.name)] = (snapshot, self.tracking.rebalances)
+        key = (self.namespace, self.name)
+        before = self.deps.latest_groups.get(key)
+        self.deps.latest_groups[key] = (snapshot, self.tracking.rebalances)
         status = body.get("status") or {}
         rollout = RolloutState.from_status(status.get("rollout"))
+        # The planner steps on this snapshot now rather than at its next poll (a batch that has
+        # joined or settled lets the next one go a poll sooner), once this pass has written:
+        # woken before, its status write could land first and this pass's conditions, merged
+        # from the rollout as it was, would then undo its Progressing.
+        wake_rollout = rollout.phase.active and moved_for_rollouts(before and before[0], snapshot)
         in_force = history_settings(status, reports, snapshot.assignor, rollout)
         joins, self.joins = track_joins(
             self.joins,
@@ -260,6 +268,8 @@ class Observer:
             )
         self.deps.denials.clear(self.namespace, self.name, "observe")
         await self._write(body, conditions, fields, force=bool(events) or moved is not None)
+        if wake_rollout:
+            self.deps.rollout_wakeup(self.namespace, self.name).set()
         if self.failures:
             kopf.info(body, reason="Recovered", message="the group is observed again")
         self.failures = 0

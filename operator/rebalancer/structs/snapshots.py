@@ -54,3 +54,22 @@ class GroupSnapshot:
         if self.assigned_partitions is None or self.total_partitions is None:
             return True
         return self.assigned_partitions >= self.total_partitions
+
+
+def moved_for_rollouts(before: GroupSnapshot | None, after: GroupSnapshot) -> bool:
+    """Whether the group shows a rollout planner something new: its state, generation, members
+    or owned partitions changed (a batch joined, the group settled, a member left). The planner
+    is woken on such an observation instead of finding it at its next poll."""
+    if before is None:
+        return True
+
+    def progress(snapshot: GroupSnapshot) -> tuple[object, ...]:
+        return (
+            snapshot.state,
+            snapshot.generation,
+            snapshot.member_keys,
+            snapshot.assigned_partitions,
+            snapshot.members_reconciling,
+        )
+
+    return progress(before) != progress(after)
