@@ -257,15 +257,23 @@ def settled(lab: Lab, name: str, members: int) -> dict[str, Any]:
     return eventually(probe, 90, f"{name}: {members} members, every partition assigned")
 
 
-def at_phase(lab: Lab, name: str, phase: str, before: str | None) -> dict[str, Any]:
-    """status.rollout as soon as a rollout other than `before` shows `phase`."""
+# A batch that is out: joining, or already settled and held for the settle time (a batch of
+# static members can be back in the group before a look sees it joining).
+BATCH_OUT = ("BatchJoining", "BatchSettling")
+
+
+def at_phase(
+    lab: Lab, name: str, phase: str | tuple[str, ...], before: str | None
+) -> dict[str, Any]:
+    """status.rollout as soon as a rollout other than `before` shows `phase` (or one of them)."""
+    phases = (phase,) if isinstance(phase, str) else phase
 
     def probe() -> dict[str, Any] | None:
         rollout = rollout_of(lab, name)
         fresh = rollout.get("rolloutId") != before
-        return rollout if fresh and rollout.get("phase") == phase else None
+        return rollout if fresh and rollout.get("phase") in phases else None
 
-    return eventually(probe, 90, f"{name}: rollout at {phase}", every=0.1)
+    return eventually(probe, 90, f"{name}: rollout at {' or '.join(phases)}", every=0.1)
 
 
 def observed_since(lab: Lab, name: str, moment: float) -> bool:

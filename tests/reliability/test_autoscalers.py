@@ -27,6 +27,7 @@ from tests.autoscaler_support import (
 )
 from tests.e2e.support import apply, condition, events_for, eventually, get_cg, kubectl
 from tests.reliability.rollout_fleets import (
+    BATCH_OUT,
     PARTITIONS,
     assert_truthful_end,
     at_phase,
@@ -85,7 +86,7 @@ def test_keda_is_paused_during_a_rollout_and_resumed_after(lab: Lab) -> None:
     )
     with KedaStandIn(api(lab), NS, f"{name}-so", target, demand=3) as keda:
         bump_template(lab, name, "2")
-        joining = at_phase(lab, name, "BatchJoining", cold["rolloutId"])
+        joining = at_phase(lab, name, BATCH_OUT, cold["rolloutId"])
         # Paused before the first batch was released, with the operator's mark.
         marks = annotations_of(api(lab), NS, f"{name}-so")
         assert paused(marks), marks

@@ -28,6 +28,7 @@ from tests.e2e.support import (
     running_lab,
 )
 from tests.reliability.rollout_fleets import (
+    BATCH_OUT,
     NS,
     PARTITIONS,
     SESSION_MS,
@@ -248,7 +249,7 @@ def posted(lab: Lab, reason: str, seen: set[str]) -> dict[str, Any] | None:
 
 def joining_first(lab: Lab, shared: dict[str, Any]) -> dict[str, Any]:
     """status.rollout once the next rollout's first batch is out (its pod replaced)."""
-    rollout = at_phase(lab, WRITTEN, "BatchJoining", shared["before"])
+    rollout = at_phase(lab, WRITTEN, BATCH_OUT, shared["before"])
     assert rollout["batch"] == 1, rollout
     return rollout
 

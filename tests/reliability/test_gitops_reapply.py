@@ -24,6 +24,7 @@ import yaml
 from tests.e2e.support import apply, eventually, kubectl
 from tests.managed_fields import documented, owned_by
 from tests.reliability.rollout_fleets import (
+    BATCH_OUT,
     PARTITIONS,
     SESSION_MS,
     assert_rolled_once,
@@ -91,7 +92,7 @@ def test_a_gitops_reapply_mid_rollout_leaves_the_rollout_and_the_operators_field
     def mid_rollout() -> dict[str, Any] | None:
         rollout = rollout_of(lab, NAME)
         fresh = rollout.get("rolloutId") not in (cold["rolloutId"], None)
-        return rollout if fresh and rollout.get("phase") == "BatchJoining" else None
+        return rollout if fresh and rollout.get("phase") in BATCH_OUT else None
 
     at_reapply = eventually(mid_rollout, 120, "the rollout's first batch joining", every=0.1)
     before = workload_body(lab, NAME)

@@ -9,6 +9,7 @@ side is tests/reliability/test_cluster_faults.py.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from tests.unit.rollout_world import T0, World, drive, setup_for, with_pods
@@ -216,3 +217,28 @@ def test_the_writers_are_read_from_managed_fields() -> None:
     assert view.template_writer == "kubectl-patch"
     assert view.replicas_writer == "kubectl"
     assert view_workload({**body, "metadata": {"name": "orders"}}, []).partition_writer is None
+
+
+def test_a_partition_is_set_back_only_once_its_controller_has_acted_on_it() -> None:
+    # Woken by the other writer's change itself (the workload watch), the planner can look
+    # before the StatefulSet controller has: the pod it is about to delete is still there, and
+    # a partition set back at that moment brought that pod back at the old revision, to be
+    # replaced again in its own batch.
+    world, setup = rolling()
+    state, now = run(world, setup, RolloutState(), T0, at(Phase.BATCH_JOINING, 1))
+    seen = world.observe(setup, now + 0.1)
+    assert seen.workload is not None
+    moved = replace(
+        seen.workload,
+        partition=0,
+        partition_writer="someone-else",
+        generation=2,
+        observed_generation=1,
+    )
+    waited, actions = step(state, replace(seen, workload=moved), now + 0.1)
+    assert not [a for a in actions if isinstance(a, SetStatefulSetPartition | ForeignWrite)]
+    assert waited.contested_by is None
+    acted = replace(moved, observed_generation=2)
+    after, actions = step(waited, replace(seen, workload=acted), now + 0.2)
+    assert SetStatefulSetPartition(2) in actions
+    assert after.contested_by == "someone-else"

@@ -58,6 +58,11 @@ class WritersStep(StepBase):
         where = f"during batch {state.batch} of {state.batches}"
         field = "spec.updateStrategy.rollingUpdate.partition"
         if state.contested_by is None:
+            if not workload.caught_up:
+                # The controller has not acted on the other writer's partition yet: it may be
+                # deleting a later batch's pod this moment, which a partition set back now would
+                # bring back at the old revision (the check below sees it once it has).
+                return state, []
             later = set(state.ordinals[sum(state.sizes[: state.batch]) :])
             live = {pod.ordinal for pod in workload.live_pods}
             if gated(self.setup, workload) and not later <= live:
