@@ -45,7 +45,12 @@ def workload_changed(
         deps.rollout_wakeup(claim.namespace, claim.name).set()
 
 
+_registered: set[str] = set()
+
+
 def register(plurals: Iterable[str]) -> None:
-    """Follow these kinds of workload ("statefulsets", "deployments")."""
-    for plural in plurals:
+    """Follow these kinds of workload ("statefulsets", "deployments"); once each, however
+    often the startup handler runs."""
+    for plural in set(plurals) - _registered:
         kopf.on.event("apps", "v1", plural, when=_claimed_and_changed)(workload_changed)
+        _registered.add(plural)
