@@ -37,7 +37,7 @@ from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer.planning.rollout_states import parse_time
 from rebalancer.planning.workload_views import view_workload
 from rebalancer.structs.gates import GATE_BATCH_ANNOTATION, RESUME_ANNOTATION, GateState
-from rebalancer.structs.workloads import WorkloadView
+from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView
 
 NS = "default"
 SESSION_MS = 6000  # the least Kafka allows (group.min.session.timeout.ms)
@@ -178,6 +178,13 @@ def workload_body(lab: Lab, name: str, kind: str = "StatefulSet") -> dict[str, A
     body = dict(json.loads(read(f"{name}-consumer", NS, _preload_content=False).data))
     body.setdefault("kind", kind)
     return body
+
+
+def held_deployment(lab: Lab, name: str) -> dict[str, Any] | None:
+    """The fleet's Deployment while the operator holds it for a rollout (paused, with its mark)."""
+    body = workload_body(lab, name, "Deployment")
+    marked = ROLLOUT_HOLD_ANNOTATION in (body["metadata"].get("annotations") or {})
+    return body if body["spec"].get("paused") and marked else None
 
 
 def workload_of(lab: Lab, name: str, kind: str = "StatefulSet") -> WorkloadView:

@@ -32,6 +32,7 @@ from tests.reliability.rollout_fleets import (
     completed,
     deployment_fleet,
     fleet,
+    held_deployment,
     managed,
     pods_lab,
     rollout_of,
@@ -168,12 +169,12 @@ def test_a_gitops_reapply_while_a_deployment_is_held_for_its_rollout(lab: Lab) -
     before_id = rollout_of(lab, DEPLOYMENT).get("rolloutId")
     server_side_apply(lab, deployment("2"))
 
-    def held() -> dict[str, Any] | None:
-        body = workload_body(lab, DEPLOYMENT, "Deployment")
-        marked = ROLLOUT_HOLD_ANNOTATION in (body["metadata"].get("annotations") or {})
-        return body if body["spec"].get("paused") and marked else None
-
-    before = eventually(held, 120, "the Deployment held for its rollout", every=0.1)
+    before = eventually(
+        lambda: held_deployment(lab, DEPLOYMENT),
+        120,
+        "the Deployment held for its rollout",
+        every=0.1,
+    )
     holding = owned_by(before, FIELD_MANAGER)
     print("fields of the operator's manager on the held Deployment:", sorted(holding))
     assert holding == documented("deployment"), (sorted(holding), documented("deployment"))

@@ -25,16 +25,15 @@ from tests.reliability.rollout_fleets import (
     completed,
     deployment_fleet,
     fleet,
+    held_deployment,
     managed,
     pods_lab,
     rollout_of,
     settled,
-    workload_body,
 )
 
 from rebalancer.lab.producer import ensure_topic
 from rebalancer.lab.running import Lab
-from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
@@ -73,12 +72,12 @@ def test_a_new_deployment_template_is_held_for_its_rollout_at_once(lab: Lab) -> 
     changed_at = time.monotonic()
     apply(lab, new)
 
-    def held() -> dict[str, Any] | None:
-        body = workload_body(lab, name, "Deployment")
-        marked = ROLLOUT_HOLD_ANNOTATION in (body["metadata"].get("annotations") or {})
-        return body if body["spec"].get("paused") and marked else None
-
-    eventually(held, STARTED_WITHIN, "the Deployment held for its first batch", every=0.1)
+    eventually(
+        lambda: held_deployment(lab, name),
+        STARTED_WITHIN,
+        "the Deployment held for its first batch",
+        every=0.1,
+    )
     print(f"held {time.monotonic() - changed_at:.1f} s after the new template")
     final = eventually(
         lambda: completed(lab, name, before.get("rolloutId")), 240, "the rollout Completed"
