@@ -13,12 +13,14 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY operator ./operator
 # No byte code: the root filesystem is read-only at run time, and .pyc files would add a third to
-# the image. pip and setuptools leave with the build.
+# the image. pip and setuptools leave with the build. The Kubernetes client's asyncio twin
+# (kubernetes.aio, 41 MB of generated models) is imported by nothing here: kopf has its own
+# client, and the operator's calls use the synchronous one (deploy/build_images.sh imports every
+# module of the image, and tests/packaging/test_lean_install.py a venv built the same way).
 RUN python3 -m venv /opt/rebalancer \
  && /opt/rebalancer/bin/pip install --no-cache-dir --no-compile . \
  && /opt/rebalancer/bin/pip uninstall --yes --quiet pip setuptools \
- && rm -rf /opt/rebalancer/lib/python3*/site-packages/pyarrow/include \
-           /opt/rebalancer/lib/python3*/site-packages/pyarrow/tests
+ && rm -rf /opt/rebalancer/lib/python3*/site-packages/kubernetes/aio
 
 FROM ${BASE}
 # pip of a python base image is not needed to run, so it does not ship.

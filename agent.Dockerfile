@@ -1,7 +1,7 @@
 # The agent image: the join gate (`rebalancer gate`, an init container of each consumer pod) and
 # the enforcement sidecar (`rebalancer sidecar`). They need only aiohttp, aiokafka, confluent-kafka
 # and prometheus-client (an import-linter contract keeps them so), not the operator's Kubernetes
-# client, kopf or pyarrow, so every consumer node pulls a much smaller image. Runs as uid 65532.
+# client or kopf, so every consumer node pulls a much smaller image. Runs as uid 65532.
 #
 # The base is pinned by digest, as in ./Dockerfile (how to move it is said there).
 ARG BASE=docker.io/library/python:3.11-slim-bookworm@sha256:2e32f7d302adc1c37428355c1e646897c0c53f4fd60b6a551245fb90ee129f91

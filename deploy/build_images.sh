@@ -92,6 +92,23 @@ for command in operator gate sidecar; do
   run_in "localhost/rebalancer-operator:$VERSION" rebalancer "$command" --help | head -n 1
 done
 run_in "localhost/rebalancer-operator:$VERSION" id
+# Every module of the base install imports in the image (kubernetes.aio is not there), and the
+# operator's history writer works without a Parquet library.
+run_in "localhost/rebalancer-operator:$VERSION" python -c '
+import asyncio, importlib, pkgutil, rebalancer
+extra = ("rebalancer.lab", "rebalancer.learning", "rebalancer.commands.lab",
+         "rebalancer.commands.learn", "rebalancer.__main__")
+names = [m.name for m in pkgutil.walk_packages(rebalancer.__path__, "rebalancer.")
+         if not any(m.name == e or m.name.startswith(e + ".") for e in extra)]
+for name in names:
+    importlib.import_module(name)
+from rebalancer.clients.recording import HistoryRecorder, history_files
+from rebalancer.structs.history import RecordType, member_event
+event = member_event(RecordType.POD_START, namespace="shop", name="orders", group_id="g",
+                     cluster="k:9092", member="p-0", at=1.7e9, members=1)
+asyncio.run(HistoryRecorder("/tmp/history").record([event]))
+print(len(names), "modules import; history written:", len(history_files("/tmp/history")[1]), "file")
+'
 build agent agent.Dockerfile
 for command in gate sidecar; do
   run_in "localhost/rebalancer-agent:$VERSION" rebalancer "$command" --help | head -n 1
@@ -102,7 +119,7 @@ run_in "localhost/rebalancer-learning:$VERSION" sh -c \
 # A real Spark run in the image, as its user: five days of one fleet's generated history.
 run_in "localhost/rebalancer-learning:$VERSION" python -c '
 import subprocess, sys
-from rebalancer.clients.recording import write_table
+from rebalancer.learning.history_table import write_table
 from rebalancer.learning.fleets import Fleet, fleet_history
 fleet = Fleet(cluster="kafka:9092", namespace="shop", name="orders", members=5, partitions=12,
               latency_median_ms=6000.0, latency_sigma=0.4, processing_ms=30000.0, static=True,

@@ -19,9 +19,9 @@ from tests.e2e.support import (
     statefulset,
 )
 
-from rebalancer.clients.recording import read_history
 from rebalancer.lab.producer import ensure_topic
 from rebalancer.lab.running import Lab
+from rebalancer.learning.history_table import read_history
 
 pytestmark = pytest.mark.e2e
 

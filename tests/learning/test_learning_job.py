@@ -13,15 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from rebalancer.clients.recording import (
-    FILE_SCHEMA,
-    VERSION_KEY,
-    HistoryRecorder,
-    read_history,
-    write_table,
-)
+from rebalancer.clients.recording import HistoryRecorder
 from rebalancer.learning import outputs
 from rebalancer.learning.fleets import Fleet, fleet_history, true_profile, write_history
+from rebalancer.learning.history_table import FILE_SCHEMA, VERSION_KEY, read_history, write_table
 from rebalancer.learning.inputs import HistoryInputs, find_inputs
 from rebalancer.learning.jobs import LearnOptions, LearnResult, learn, read_history_frame
 from rebalancer.learning.scoring import (
@@ -208,6 +203,48 @@ def test_a_history_spark_lists_itself_reads_as_the_checked_one(
 
     assert len(rows(listed)) == checked.rows > 100
     assert rows(listed) == rows(checked)
+
+
+def test_a_history_as_the_operator_writes_it_learns_as_its_compaction_does(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # The same rows as JSON lines (the operator's files) and as Parquet (a compaction's): the
+    # job reads the JSON as it is when told not to compact, and compacts it by default; all
+    # three runs recommend the same, and the compacted history holds every record once.
+    chosen = FLEETS[:2]
+    as_parquet, as_json = tmp_path / "parquet", tmp_path / "json"
+    write_history(str(as_parquet), chosen, days=5, seed=8)
+    write_history(str(as_json), chosen, days=5, seed=8, as_written=True)
+    before = read_history(as_json)
+    assert {Path(p).suffix for p in map(str, as_json.rglob("part-*"))} == {".jsonl"}
+    # A file cut short on disk: its one line is damaged, and read as nothing.
+    partition = next(as_json.glob("date=*/namespace=*"))
+    damaged = partition / "part-0-damaged.jsonl"
+    damaged.write_text('{"schema_version": 3, "record_type": "member-join", "group_id": "g')
+
+    def recommended(history: Path, output: Path, *, compact: bool) -> dict[str, object]:
+        learn(
+            LearnOptions(history=str(history), output=str(output), samples=16, compact=compact),
+            spark=spark,
+            progress=lambda _: None,
+        )
+        groups: dict[str, object] = summary_of(output)["groups"]  # type: ignore[assignment]
+        return groups
+
+    read_as_is = recommended(as_json, tmp_path / "as-is", compact=False)
+    assert {Path(p).suffix for p in map(str, as_json.rglob("part-*"))} == {".jsonl"}
+    compacted = recommended(as_json, tmp_path / "compacted", compact=True)
+    reference = recommended(as_parquet, tmp_path / "reference", compact=False)
+
+    assert read_as_is == compacted == reference
+    assert len(compacted) == len(chosen)
+    assert damaged.exists()  # left for the reader, which skips its line
+    damaged.unlink()
+    files = [path for path in as_json.rglob("*") if path.is_file()]
+    assert files and all(path.suffix == ".parquet" for path in files)
+    partitions = {path.parent for path in files}
+    assert len(files) == len(partitions)  # one file per day and namespace
+    assert sorted(map(repr, read_history(as_json))) == sorted(map(repr, before))
 
 
 def test_an_empty_history_gives_an_empty_valid_set(spark: SparkSession, tmp_path: Path) -> None:

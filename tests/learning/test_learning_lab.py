@@ -34,9 +34,9 @@ from tests.e2e.support import (
     running_lab,
 )
 
-from rebalancer.clients.recording import read_history
 from rebalancer.lab.running import Lab
 from rebalancer.learning.choosing import ClusterChoice, GroupChoice, GroupFacts
+from rebalancer.learning.history_table import read_history
 from rebalancer.learning.inputs import find_inputs
 from rebalancer.learning.jobs import LearnOptions, learn
 from rebalancer.learning.outputs import build_output, write_output

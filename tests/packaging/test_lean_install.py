@@ -84,6 +84,9 @@ def lean_bin(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     bin_dir = home / "bin"
     installed = _run(bin_dir / "python", "-m", "pip", "install", "--quiet", wheel)
     assert installed.returncode == 0, installed.stdout + installed.stderr
+    # As the operator's Dockerfile leaves it: without the Kubernetes client's asyncio twin.
+    (aio,) = home.glob("lib/python3*/site-packages/kubernetes/aio")
+    shutil.rmtree(aio)
     yield bin_dir
 
 
@@ -135,13 +138,43 @@ def test_the_agents_run_from_the_base_install(lean_bin: Path, command: str) -> N
 
 
 def test_the_base_install_has_no_spark_and_imports_every_base_module(lean_bin: Path) -> None:
-    for absent in ("pyspark", "pandas", "matplotlib", "rich"):
+    for absent in ("pyspark", "pyarrow", "pandas", "matplotlib", "rich"):
         shown = _run(lean_bin / "python", "-m", "pip", "show", "--quiet", absent, timeout=60)
         assert shown.returncode != 0, f"{absent} is in the base install"
     imported = _run(lean_bin / "python", "-c", IMPORT_BASE, *EXTRA_ONLY, timeout=120)
     assert imported.returncode == 0, imported.stderr
     # The walk found the package's modules, not an empty namespace.
     assert int(imported.stdout) > 50
+
+
+RECORD_HISTORY = """
+import asyncio, sys
+from rebalancer.clients.recording import HistoryRecorder
+from rebalancer.structs.history import RecordType, member_event
+common = {"namespace": "shop", "name": "orders", "group_id": "g", "cluster": "k:9092"}
+event = member_event(RecordType.POD_START, **common, member="p-0", at=1_700_000_000.0,
+                     members=1, record_key="pod-start/u1/0")
+recorder = HistoryRecorder(sys.argv[1])
+asyncio.run(recorder.record([event]))
+print(sorted(asyncio.run(recorder.recorded_keys("shop", ["2023-11-14"]))))
+"""
+
+
+def test_the_base_install_records_history_that_learning_reads(
+    lean_bin: Path, tmp_path: Path
+) -> None:
+    # The operator's image has no Parquet library: it writes JSON lines, which the learning
+    # extra (this test's own environment) reads back whole.
+    from rebalancer.learning.history_table import read_history
+
+    written = _run(lean_bin / "python", "-c", RECORD_HISTORY, tmp_path / "history", timeout=60)
+    assert written.returncode == 0, written.stderr
+    assert written.stdout.strip() == "['pod-start/u1/0']"
+    (record,) = read_history(tmp_path / "history")
+    assert record["member"] == "p-0"
+    assert record["record_key"] == "pod-start/u1/0"
+    assert record["namespace"] == "shop"
+    assert record["date"] == "2023-11-14"
 
 
 def test_lab_and_learn_name_the_extra_to_install(lean_bin: Path, tmp_path: Path) -> None:

@@ -23,7 +23,9 @@ from tests.reliability.strategies import hostile, json_like
 
 from rebalancer.clients.receiving import ReportHub
 from rebalancer.clients.receiving import build_app as build_reports_app
-from rebalancer.clients.recording import HistoryRecorder, read_history
+from rebalancer.clients.recording import HistoryRecorder
+from rebalancer.learning.compaction import compact
+from rebalancer.learning.history_table import read_history
 from rebalancer.learning.inputs import find_inputs
 from rebalancer.sidecar.agent import EnforceAnswer
 from rebalancer.sidecar.limits import RateLimiter
@@ -289,5 +291,33 @@ def test_a_corrupt_file_beside_good_history_is_skipped_and_the_good_one_read(
     folder = next(tmp_path.glob("date=*/namespace=*"))
     (folder / "zz-corrupt.parquet").write_bytes(b"PAR1 not parquet PAR1")
     inputs = find_inputs(tmp_path)
-    assert len(inputs.files) >= 1 and len(inputs.skipped) == 1
+    assert len(inputs.files) + len(inputs.json_files) >= 1 and len(inputs.skipped) == 1
     assert "not readable Parquet" in inputs.skipped[0].reason
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(garbage=st.binary(max_size=300), cut=st.integers(min_value=1, max_value=600))
+def test_compaction_keeps_every_good_record_beside_damaged_json_lines(
+    tmp_path_factory: pytest.TempPathFactory, garbage: bytes, cut: int
+) -> None:
+    # A JSON-lines file of random bytes, and a good one cut short on disk: a compaction never
+    # fails on them, compacts what it can read whole, and leaves the rest where it was.
+    from tests.reliability.history_samples import sample_events
+
+    root = tmp_path_factory.mktemp("history")
+    asyncio.run(HistoryRecorder(root).record(sample_events()))
+    good = read_history(root)
+    folder = next(root.glob("date=*/namespace=*"))
+    whole = next(folder.glob("part-*.jsonl")).read_bytes()
+    (folder / "part-0-garbage.jsonl").write_bytes(garbage)
+    (folder / "part-0-cut.jsonl").write_bytes(whole[: max(1, len(whole) - cut)])
+
+    result = compact(root, progress=lambda _: None)
+
+    left = {Path(path).name for path, _ in result.files_left}
+    assert left <= {"part-0-garbage.jsonl", "part-0-cut.jsonl"}
+    for name in left:
+        assert (folder / name).exists()
+    compacted = [row for row in read_history(root) if row["namespace"] == folder.name[10:]]
+    # Every good record is there once; a cut file read whole adds its complete lines only.
+    assert len(compacted) >= len([row for row in good if row["namespace"] == folder.name[10:]])

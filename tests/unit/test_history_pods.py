@@ -12,13 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from tests.unit.report_samples import member_report as sample_report
 
-from rebalancer.clients.recording import (
-    VERSION_KEY,
-    HistoryRecorder,
-    events_to_table,
-    read_history,
-    recorded_keys,
-)
+from rebalancer.clients.recording import HistoryRecorder, recorded_keys
+from rebalancer.learning.history_table import VERSION_KEY, events_to_table, read_history
 from rebalancer.planning.history_pods import (
     PAIR_WAIT_SECONDS,
     PodRecordContext,

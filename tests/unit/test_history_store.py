@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import fsspec
@@ -11,13 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rebalancer.clients.recording import (
-    FILE_SCHEMA,
-    VERSION_KEY,
-    HistoryRecorder,
-    history_files,
-    read_history,
-)
+from rebalancer.clients.recording import HistoryRecorder, history_files
+from rebalancer.learning.history_table import FILE_SCHEMA, VERSION_KEY, read_history
 from rebalancer.structs.history import (
     HISTORY_SCHEMA_VERSION,
     RebalanceCause,
@@ -113,11 +111,24 @@ def test_files_are_partitioned_versioned_and_never_appended(root: str) -> None:
 
     assert len(files) == 2
     assert all("/date=2023-11-14/namespace=shop/part-" in path for path in files)
+    assert all(path.endswith(".jsonl") for path in files)
     with filesystem.open(files[0], "rb") as handle:
-        schema = pq.read_schema(handle)
-    assert schema.metadata[VERSION_KEY] == str(HISTORY_SCHEMA_VERSION).encode()
-    assert schema.names == FILE_SCHEMA.names
+        (line,) = handle.read().decode().splitlines()
+    row = json.loads(line)
+    # Every file column, in the schema's order, the version on every row; no partition column.
+    assert list(row) == FILE_SCHEMA.names
+    assert row["schema_version"] == HISTORY_SCHEMA_VERSION
     assert len(read_history(root)) == 2
+
+
+def test_a_float_that_is_not_finite_is_written_as_unknown(tmp_path: Path) -> None:
+    event = replace(rebalance(), time_to_stable_ms=math.nan, join_offsets_ms=(0.0, math.inf))
+    asyncio.run(HistoryRecorder(tmp_path).record([event]))
+
+    (record,) = read_history(tmp_path)
+
+    assert record["time_to_stable_ms"] is None
+    assert record["join_offsets_ms"] == [0.0, None]
 
 
 def test_readers_skip_hidden_files_a_write_in_progress_leaves(tmp_path: Path) -> None:
@@ -177,7 +188,7 @@ def test_member_events_carry_the_batch_and_the_settings(tmp_path: Path) -> None:
 
 def write_version(root: Path, version: int, at: float) -> Path:
     """A history file as a writer of `version` leaves it: column and footer say the version."""
-    from rebalancer.clients.recording import events_to_table
+    from rebalancer.learning.history_table import events_to_table
 
     table = events_to_table([rebalance(at=at)]).drop_columns(["date", "namespace"])
     table = table.set_column(

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from rebalancer.planning.sightings import GroupSightings, Sighting
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source, moved_for_rollouts
 
 
@@ -51,3 +52,17 @@ def test_an_observation_wakes_the_planner_only_when_the_group_moved(
 
 def test_the_first_observation_wakes_the_planner() -> None:
     assert moved_for_rollouts(None, SEEN)
+
+
+def test_sightings_hand_the_observer_s_last_look_to_the_planner_per_group() -> None:
+    sightings = GroupSightings()
+    assert sightings.record("shop", "orders", SEEN, 3) is None
+    later = replace(SEEN, generation=5)
+
+    before = sightings.record("shop", "orders", later, 4)
+
+    assert before == Sighting(SEEN, 3)
+    assert sightings.latest("shop", "orders") == Sighting(later, 4)
+    assert sightings.latest("shop", "billing") is None
+    sightings.forget("shop", "orders")
+    assert sightings.latest("shop", "orders") is None

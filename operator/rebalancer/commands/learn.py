@@ -64,6 +64,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--keep-runs", type=int, default=5, help="past runs kept under OUTPUT/runs (default 5)"
     )
+    parser.add_argument(
+        "--no-compact",
+        dest="compact",
+        action="store_false",
+        help="read the history as it is, without first compacting each partition's files into "
+        "one Parquet file (for a history this job may not write to)",
+    )
     parser.set_defaults(command_module=sys.modules[__name__])
 
 
@@ -112,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         scoring_partitions=args.scoring_partitions,
         keep_runs=args.keep_runs,
+        compact=args.compact,
     )
     started = time.perf_counter()
 

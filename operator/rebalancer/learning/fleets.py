@@ -18,7 +18,8 @@ from statistics import NormalDist
 import numpy as np
 import pyarrow as pa
 
-from rebalancer.clients.recording import FILE_SCHEMA, write_table
+from rebalancer.clients.recording import write_records
+from rebalancer.learning.history_table import FILE_SCHEMA, write_table
 from rebalancer.learning.scoring import (
     DOWNTIME_POINTS,
     QUANTILE_SHARES,
@@ -328,25 +329,43 @@ def iter_history(
 
 
 def write_history(
-    root: str, fleets: Sequence[Fleet], days: float, seed: int = 0, chunk_rows: int = 2_000_000
+    root: str,
+    fleets: Sequence[Fleet],
+    days: float,
+    seed: int = 0,
+    chunk_rows: int = 2_000_000,
+    *,
+    as_written: bool = False,
 ) -> int:
     """Write the fleets' history under `root`; return how many records were written.
 
-    Tables are gathered into chunks so a big history makes files of useful size, as a compaction
-    of the operator's many small files would.
+    Tables are gathered into chunks so a big history makes files of useful size. By default
+    they are Parquet, as a compaction leaves them; `as_written` writes JSON lines instead, as
+    the operator does (the same rows, slower to write: a first `rebalancer learn` compacts them).
     """
     written = 0
     pending: list[pa.Table] = []
     pending_rows = 0
+    if as_written:
+        # A chunk's lines are held until written: files come one per fleet and day either way.
+        chunk_rows = min(chunk_rows, 200_000)
+
+    def flush() -> None:
+        table = pa.concat_tables(pending)
+        if as_written:
+            write_records(root, table.to_pylist())
+        else:
+            write_table(root, table)
+
     for _, table in iter_history(fleets, days, seed):
         pending.append(table)
         pending_rows += table.num_rows
         if pending_rows >= chunk_rows:
-            write_table(root, pa.concat_tables(pending))
+            flush()
             written += pending_rows
             pending, pending_rows = [], 0
     if pending:
-        write_table(root, pa.concat_tables(pending))
+        flush()
         written += pending_rows
     return written
 

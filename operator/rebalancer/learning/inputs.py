@@ -1,11 +1,14 @@
 # mypy: disable-error-code="import-untyped"
-"""Which history files the job may read: every file's footer checked before Spark sees it.
+"""Which history files the job may read: every Parquet file's footer checked before Spark sees it.
 
 Spark fails a whole job on one unreadable file, and silently mixes columns of foreign files; a
 footer read per file (a few kB each) lets the job skip what it cannot use and say why. Footers are
 read by a few threads at once (pyarrow reads without the GIL), local ones by pyarrow's own file
 reader rather than through fsspec's Python file objects: at 23,730 small files this step took 27 s
-one by one.
+one by one. JSON-lines files (what the operator writes, until a compaction) have no footer: Spark
+reads them leniently (a damaged line is a row of nulls, dropped) and rows of a newer schema are
+dropped by their schema_version. A file a compacted file says it replaces is left out: its rows
+are in that file (learning.compaction).
 
 A history on a store Spark reads itself (s3a://, hdfs://, ...; learning.locations) is not opened
 here at all: Spark lists it and its executors read it, and rows of a newer schema are dropped by
@@ -17,19 +20,13 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rebalancer.clients.recording import (
-    FILE_SCHEMA,
-    REQUIRED_COLUMNS,
-    VERSION_KEY,
-    history_files,
-    open_store,
-)
+from rebalancer.clients.recording import history_files, is_json_file, open_store
+from rebalancer.learning.history_table import check_schema, remaining_inputs, superseded_by
 from rebalancer.learning.locations import read_by_spark, scheme_of
-from rebalancer.structs.history import HISTORY_SCHEMA_VERSION
 
 # Threads reading footers: enough to overlap the reads, few enough for a small machine.
 FOOTER_THREADS = 8
@@ -46,16 +43,18 @@ class HistoryInputs:
     root: str
     base: str
     protocol: str
-    files: tuple[str, ...]
+    files: tuple[str, ...]  # Parquet, footers checked
     rows: int
     size_bytes: int
     skipped: tuple[SkippedFile, ...] = field(default_factory=tuple)
     # Spark lists and reads ROOT itself (files is empty; rows and size are not known up front).
     listed_by_spark: bool = False
+    # JSON lines (not compacted yet); their rows are counted as lines.
+    json_files: tuple[str, ...] = ()
 
     @property
     def readable(self) -> bool:
-        return bool(self.files) or self.listed_by_spark
+        return bool(self.files) or bool(self.json_files) or self.listed_by_spark
 
     @property
     def messages(self) -> list[str]:
@@ -65,31 +64,6 @@ class HistoryInputs:
         return lines
 
 
-def check_schema(schema: pa.Schema) -> str | None:
-    """Why a file with this schema cannot be read as history, or None when it can."""
-    version_text = (schema.metadata or {}).get(VERSION_KEY)
-    missing = sorted(REQUIRED_COLUMNS - set(schema.names))
-    if missing and version_text is None:
-        return f"not a rebalancer history file (no column {', '.join(missing)})"
-    if version_text is not None:
-        try:
-            version = int(version_text)
-        except ValueError:
-            return f"unreadable schema version {version_text!r}"
-        if version > HISTORY_SCHEMA_VERSION:
-            return (
-                f"written by a newer rebalancer (history schema version {version}; this one "
-                f"reads up to {HISTORY_SCHEMA_VERSION}): upgrade rebalancer learn to use it"
-            )
-    if missing:
-        return f"history file without column {', '.join(missing)}"
-    for name in schema.names:
-        expected = FILE_SCHEMA.field(name).type if name in FILE_SCHEMA.names else None
-        if expected is not None and schema.field(name).type != expected:
-            return f"column {name} is {schema.field(name).type}, expected {expected}"
-    return None
-
-
 def find_inputs(root: str | os.PathLike[str]) -> HistoryInputs:
     """Every history file under ROOT that the job can read, and why the others are skipped."""
     if read_by_spark(str(root)):
@@ -97,12 +71,14 @@ def find_inputs(root: str | os.PathLike[str]) -> HistoryInputs:
         return HistoryInputs(
             location, location, scheme_of(location), (), 0, 0, listed_by_spark=True
         )
-    filesystem, files = history_files(root)
+    filesystem, found = history_files(root)
     _, base = open_store(root)
     protocol = (
         filesystem.protocol if isinstance(filesystem.protocol, str) else filesystem.protocol[0]
     )
     local = protocol in ("file", "local")
+    files = [path for path in found if not is_json_file(path)]
+    json_files = [path for path in found if is_json_file(path)]
 
     def footer(path: str) -> tuple[pq.FileMetaData | None, int, str | None]:
         try:
@@ -118,19 +94,37 @@ def find_inputs(root: str | os.PathLike[str]) -> HistoryInputs:
             return None, 0, f"not readable Parquet ({_short(error)})"
         return metadata, size, check_schema(schema)
 
-    good: list[str] = []
+    def lines(path: str) -> tuple[int, int]:
+        with filesystem.open(path, "rb") as handle:
+            data = handle.read()
+        return data.count(b"\n"), len(data)
+
+    good: dict[str, tuple[int, int]] = {}
     skipped: list[SkippedFile] = []
-    rows = 0
-    size = 0
+    replaced: set[tuple[str, str]] = set()
     with ThreadPoolExecutor(max_workers=FOOTER_THREADS) as pool:
         for path, (metadata, file_size, reason) in zip(files, pool.map(footer, files), strict=True):
             if metadata is None or reason is not None:
                 skipped.append(SkippedFile(path, reason or "not readable Parquet"))
                 continue
-            good.append(path)
-            rows += metadata.num_rows
-            size += file_size
-    return HistoryInputs(str(root), base, protocol, tuple(good), rows, size, tuple(skipped))
+            good[path] = (metadata.num_rows, file_size)
+            directory = str(Path(path).parent)
+            replaced |= {(directory, name) for name in superseded_by(metadata.metadata)}
+        counted = dict(zip(json_files, pool.map(lines, json_files), strict=True))
+    kept = remaining_inputs(good, replaced)
+    kept_json = remaining_inputs(json_files, replaced)
+    rows = sum(good[path][0] for path in kept) + sum(counted[path][0] for path in kept_json)
+    size = sum(good[path][1] for path in kept) + sum(counted[path][1] for path in kept_json)
+    return HistoryInputs(
+        str(root),
+        base,
+        protocol,
+        tuple(kept),
+        rows,
+        size,
+        tuple(skipped),
+        json_files=tuple(kept_json),
+    )
 
 
 def _short(error: Exception) -> str:

@@ -2,9 +2,10 @@
 """The learning job: history in, recommendations out, on any Spark master.
 
 Stages (each prints a progress line, and long Spark stages print task counts as they run):
-1. find the history files and check their footers (learning.inputs);
-2. read them (Spark's own Parquet reader for paths Spark can open, pyarrow through fsspec for
-   the rest, such as memory:// in tests);
+1. compact each partition's small files into one Parquet file (learning.compaction), then find
+   the history files and check their footers (learning.inputs);
+2. read them (Spark's own Parquet and JSON readers for paths Spark can open, pyarrow through
+   fsspec for the rest, such as memory:// in tests);
 3. estimate per group: start-up latency quantiles (pod start to JoinGroup), join spreads per
    batch size, the cost of a rebalance (its duration, fitted to the simulator's model), fleet
    size, rollout and departure rates, and downtime quantiles of members that come back;
@@ -29,15 +30,23 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as sf
 from pyspark.sql import types as st
 
-from rebalancer.clients.recording import FILE_SCHEMA, PARTITIONING
+from rebalancer.clients.recording import JSON_SUFFIX, PARQUET_SUFFIX, partition_of
 from rebalancer.learning.choosing import GroupFacts, GroupScores, choose
+from rebalancer.learning.compaction import compact
+from rebalancer.learning.history_table import (
+    FILE_SCHEMA,
+    TABLE_SCHEMA,
+    conform,
+    read_json_table,
+)
 from rebalancer.learning.inputs import HistoryInputs, find_inputs
+from rebalancer.learning.locations import read_by_spark
 from rebalancer.learning.outputs import LearnOutput, build_output, write_output
 from rebalancer.learning.scoring import (
     DOWNTIME_POINTS,
@@ -74,6 +83,9 @@ class LearnOptions:
     scoring_partitions: int | None = None
     keep_runs: int = 5
     app_name: str = "rebalancer-learn"
+    # Compact the history's small files before reading (learning.compaction); a history the
+    # job may not write to is read as it is.
+    compact: bool = True
 
 
 @dataclass
@@ -172,35 +184,53 @@ def read_history_frame(spark: SparkSession, inputs: HistoryInputs) -> DataFrame:
     schema = spark_schema()
     if inputs.listed_by_spark:
         # Spark lists the partitions itself (on a store, not the driver's business): the same
-        # layout history_files globs, hidden temp files excluded by the *.parquet ending.
-        return (
+        # layout history_files globs, hidden temp files excluded by the file name filters.
+        return _union(
             spark.read.schema(schema)
             .option("basePath", inputs.base)
-            .parquet(f"{inputs.base}/date=*/namespace=*/*.parquet")
+            .option("pathGlobFilter", f"*{suffix}")
+            .format(kind)
+            .load(inputs.base)
+            for kind, suffix in (("parquet", PARQUET_SUFFIX), ("json", JSON_SUFFIX))
         )
     if inputs.protocol in SPARK_SCHEMES:
         prefix = "file://" if inputs.protocol in ("file", "local") else f"{inputs.protocol}://"
-        paths = [_with_scheme(prefix, path) for path in inputs.files]
-        return (
-            spark.read.schema(schema)
-            .option("basePath", _with_scheme(prefix, inputs.base))
-            .parquet(*paths)
-        )
+        frames = []
+        for kind, files in (("parquet", inputs.files), ("json", inputs.json_files)):
+            if files:
+                paths = [_with_scheme(prefix, path) for path in files]
+                reader = spark.read.schema(schema).option(
+                    "basePath", _with_scheme(prefix, inputs.base)
+                )
+                frames.append(reader.format(kind).load(paths))
+        return _union(frames)
     # fsspec-only filesystems: read in the driver, hand Spark the Arrow table (small histories).
     import fsspec
 
     filesystem, _ = fsspec.core.url_to_fs(inputs.root)
-    dataset = ds.dataset(
-        list(inputs.files),
-        filesystem=filesystem,
-        format="parquet",
-        partitioning=PARTITIONING,
-        partition_base_dir=inputs.base,
-        schema=FILE_SCHEMA.append(pa.field("date", pa.string())).append(
-            pa.field("namespace", pa.string())
-        ),
-    )
-    return spark.createDataFrame(dataset.to_table().to_pandas(), schema=schema)
+    tables = []
+    for path in [*inputs.files, *inputs.json_files]:
+        if path.endswith(JSON_SUFFIX):
+            table = read_json_table(filesystem, path)
+        else:
+            with filesystem.open(path, "rb") as handle:
+                table = conform(pq.read_table(handle))
+        place = partition_of(path)
+        for column in ("date", "namespace"):
+            table = table.append_column(
+                column, pa.array([place.get(column)] * table.num_rows, pa.string())
+            )
+        tables.append(table)
+    whole = pa.concat_tables(tables) if tables else TABLE_SCHEMA.empty_table()
+    return spark.createDataFrame(whole.to_pandas(), schema=schema)
+
+
+def _union(frames: Iterator[DataFrame] | list[DataFrame]) -> DataFrame:
+    listed = list(frames)
+    whole = listed[0]
+    for frame in listed[1:]:
+        whole = whole.unionByName(frame)
+    return whole
 
 
 def _with_scheme(prefix: str, path: str) -> str:
@@ -593,7 +623,21 @@ def learn(
         result.timings_s[name] = now - clock
         clock = now
 
-    step(1, f"checking history files under {options.history}")
+    step(1, f"compacting and checking history files under {options.history}")
+    if options.compact and not read_by_spark(options.history):
+        try:
+            compacted = compact(options.history, progress)
+        except OSError as error:  # a read-only history: read what is there as it is
+            result.messages.append(f"history not compacted ({error}): read as it is")
+            progress(f"      {result.messages[-1]}")
+        else:
+            progress(
+                f"      compacted {compacted.partitions:,} partitions: "
+                f"{compacted.files_read:,} files into {compacted.partitions:,}, "
+                f"{compacted.repeats_dropped:,} repeated records dropped "
+                f"({compacted.seconds:.1f} s)"
+            )
+        lap("compact")
     inputs = find_inputs(options.history)
     result.messages.extend(inputs.messages)
     for message in inputs.messages:
@@ -602,7 +646,7 @@ def learn(
         progress(f"      {inputs.root} is listed and read by Spark (no footer checks here)")
     else:
         progress(
-            f"      {len(inputs.files)} files, {inputs.rows:,} records, "
+            f"      {len(inputs.files) + len(inputs.json_files)} files, {inputs.rows:,} records, "
             f"{inputs.size_bytes / 1e6:.1f} MB; {len(inputs.skipped)} skipped"
         )
     lap("inputs")
@@ -641,7 +685,7 @@ def learn(
                     # than the executors can be scheduled.
                     session.conf.set(
                         "spark.sql.sources.parallelPartitionDiscovery.threshold",
-                        str(len(inputs.files) + 1),
+                        str(len(inputs.files) + len(inputs.json_files) + 1),
                     )
                 history = read_history_frame(session, inputs)
                 if inputs.listed_by_spark:

@@ -99,7 +99,7 @@ def build_output(
         "generatedAt": generated,
         "history": options_history,
         "records": inputs.rows,
-        "files": len(inputs.files),
+        "files": len(inputs.files) + len(inputs.json_files),
         "skippedFiles": [{"path": s.path, "reason": s.reason} for s in inputs.skipped],
         "messages": list(messages),
         "clusters": {

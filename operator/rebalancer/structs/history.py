@@ -15,6 +15,49 @@ from enum import StrEnum
 
 HISTORY_SCHEMA_VERSION = 3
 
+# The columns of a history file, in order, with their types ("list<T>" for lists): the operator
+# writes them as JSON lines, the learning job as Parquet (learning.history_table), from this one
+# list. `date` and `namespace` are not among them: they are the partition directories.
+HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("schema_version", "int32"),
+    ("record_type", "string"),
+    ("name", "string"),
+    ("group_id", "string"),
+    ("cluster", "string"),
+    ("generation", "int64"),
+    ("previous_generation", "int64"),
+    ("cause", "string"),
+    ("detected_at", "float64"),
+    ("started_at", "float64"),
+    ("members", "int32"),
+    ("joined", "list<string>"),
+    ("left", "list<string>"),
+    ("source", "string"),
+    ("state", "string"),
+    ("member", "string"),
+    ("departure", "string"),
+    ("join_offsets_ms", "list<float64>"),
+    ("time_to_stable_ms", "float64"),
+    ("stop_the_world_partition_s", "float64"),
+    ("partitions", "int32"),
+    ("batch_id", "string"),
+    ("rollout_id", "string"),
+    ("initial_rebalance_delay_ms", "float64"),
+    ("session_timeout_ms", "float64"),
+    ("heartbeat_interval_ms", "float64"),
+    ("max_poll_interval_ms", "float64"),
+    ("assignor", "string"),
+    ("static_membership", "bool"),
+    ("batch_size", "int32"),
+    ("record_key", "string"),
+)
+HISTORY_COLUMN_NAMES = tuple(name for name, _ in HISTORY_COLUMNS)
+PARTITION_COLUMNS = ("date", "namespace")
+# Without these a file is not a history file at all (another tool's file).
+REQUIRED_COLUMNS = frozenset(
+    {"schema_version", "record_type", "group_id", "cluster", "detected_at"}
+)
+
 
 class RebalanceCause(StrEnum):
     MEMBER_JOINED = "member-joined"
