@@ -13,7 +13,7 @@ from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
 from rebalancer.operator_settings import OperatorSettings
 from rebalancer.planning.permissions import DenialBook
-from rebalancer.structs.snapshots import GroupSnapshot
+from rebalancer.planning.sightings import GroupSightings
 
 
 @dataclass
@@ -25,8 +25,8 @@ class Dependencies:
     recorder: HistoryRecorder
     sidecars: SidecarClient
     recommender: RecommendationReader
-    # The observer's latest snapshot and rebalance count per (namespace, name), for the rollouts.
-    latest_groups: dict[tuple[str, str], tuple[GroupSnapshot, int]] = field(default_factory=dict)
+    # The observer's latest look at each group, for the rollout planner.
+    sightings: GroupSightings = field(default_factory=GroupSightings)
     server: ReportServer | None = None
     # Set when a settings write changed what the rollout planner looks at (a Deployment paused
     # for it, say): its daemon then steps at once instead of at its next resting poll.

@@ -182,16 +182,17 @@ class Observer:
         events = [self._label_enforced(spec.group_id, event) for event in events]
         if events:
             self.tracking = replace(self.tracking, last_cause=events[-1].cause.value)
-        key = (self.namespace, self.name)
-        before = self.deps.latest_groups.get(key)
-        self.deps.latest_groups[key] = (snapshot, self.tracking.rebalances)
+        before = self.deps.sightings.record(
+            self.namespace, self.name, snapshot, self.tracking.rebalances
+        )
         status = body.get("status") or {}
         rollout = RolloutState.from_status(status.get("rollout"))
         # The planner steps on this snapshot now rather than at its next poll (a batch that has
         # joined or settled lets the next one go a poll sooner), once this pass has written:
         # woken before, its status write could land first and this pass's conditions, merged
         # from the rollout as it was, would then undo its Progressing.
-        wake_rollout = rollout.phase.active and moved_for_rollouts(before and before[0], snapshot)
+        previous = before.snapshot if before is not None else None
+        wake_rollout = rollout.phase.active and moved_for_rollouts(previous, snapshot)
         in_force = history_settings(status, reports, snapshot.assignor, rollout)
         joins, self.joins = track_joins(
             self.joins,
@@ -297,7 +298,7 @@ class Observer:
             logger.warning("%s/%s: %s", self.namespace, self.name, message)
         self.not_owner_told = message
         # What an earlier look wrote described a group this resource does not manage.
-        self.deps.latest_groups.pop((self.namespace, self.name), None)
+        self.deps.sightings.forget(self.namespace, self.name)
         metrics.forget_group(self.namespace, self.name)
         self.release()
         status = dict(body.get("status") or {})
@@ -468,7 +469,7 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
     finally:
         observer.release()
         observer.deps.denials.forget(observer.namespace, observer.name)
-        observer.deps.latest_groups.pop((observer.namespace, observer.name), None)
+        observer.deps.sightings.forget(observer.namespace, observer.name)
         metrics.forget_group(observer.namespace, observer.name)
 
 

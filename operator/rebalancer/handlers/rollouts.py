@@ -53,7 +53,6 @@ from rebalancer.structs.conditions import (
 )
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS, RESUME_ANNOTATION
 from rebalancer.structs.problems import SpecInvalid
-from rebalancer.structs.snapshots import GroupSnapshot
 from rebalancer.structs.specs import ConsumerGroupSpec, WorkloadKind, parse_spec
 
 GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
@@ -153,10 +152,9 @@ async def _step_once(
         logger.warning("%s/%s: reading %s failed: %s", namespace, name, workload_name, error)
         return None
     autoscalers = await _autoscalers(deps, body, namespace, name, spec)
-    latest: dict[tuple[str, str], tuple[GroupSnapshot, int]] = deps.latest_groups
-    group, rebalances = latest.get((namespace, name), (None, None))
-    if group is None:
-        group, rebalances = snapshot_from_status(status), rebalances_from_status(status)
+    sighting = deps.sightings.latest(namespace, name)
+    group = sighting.snapshot if sighting else snapshot_from_status(status)
+    rebalances = sighting.rebalances if sighting else rebalances_from_status(status)
     observation = Observation(
         setup=setup,
         workload=workload,
