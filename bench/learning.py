@@ -169,7 +169,7 @@ def run_job(
     sampler.start()
     assert process.stdout is not None
     for line in process.stdout:
-        if "learn [" in line or "tasks" in line or "learn:" in line:
+        if "learn [" in line or "tasks" in line or "learn:" in line or "compact" in line:
             log(f"{size:,}:   {line.strip()}")
     code = process.wait()
     done.set()
