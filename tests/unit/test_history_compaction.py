@@ -115,14 +115,18 @@ def test_each_partition_becomes_one_parquet_file_with_every_record(root: str) ->
 def test_a_compacted_history_is_left_alone_and_new_files_join_it(root: str) -> None:
     record(root, rebalance(DAY))
     record(root, rebalance(DAY + 1))
+    assert not find_inputs(root).keys_unique
     compact(root, progress=lambda _: None)
     _, compacted = history_files(root)
+    # One compacted file per partition: the job need not look for repeated keys again.
+    assert find_inputs(root).keys_unique
 
     again = compact(root, progress=lambda _: None)
     assert again.partitions == 0
     assert history_files(root)[1] == compacted
 
     record(root, rebalance(DAY + 2))
+    assert not find_inputs(root).keys_unique
     third = compact(root, progress=lambda _: None)
     assert third.partitions == 1
     assert third.files_read == 2

@@ -48,6 +48,7 @@ from rebalancer.learning.history_table import (
     check_schema,
     conform,
     parquet_bytes,
+    read_json_bytes,
     read_json_table,
     superseded_by,
 )
@@ -133,28 +134,34 @@ def _compact_partition(filesystem: fsspec.AbstractFileSystem, directory: str) ->
     files = sorted(path for path in found if not Path(path).name.startswith((".", "_")))
     if not any(is_json_file(path) for path in files) and len(files) <= 1:
         return result
-    tables: list[pa.Table] = []
     read: list[str] = []
+    tables: list[tuple[str, pa.Table]] = []
     replaced: set[str] = set()
-    for path in files:
+    for path in (path for path in files if not is_json_file(path)):
         table, problem, supersedes = _read_one(filesystem, path)
         if table is None:
             result.files_left.append((path, problem or "not readable"))
             continue
-        tables.append(table)
         read.append(path)
+        tables.append((path, table))
         replaced |= supersedes
-    # Rows of a file an earlier compaction already holds are in that compaction's file.
-    names = {Path(path).name: path for path in read}
-    stale = [names[name] for name in sorted(replaced) if name in names]
-    kept = [t for p, t in zip(read, tables, strict=True) if Path(p).name not in replaced]
-    if not kept:
+    # Rows of a file an earlier compaction replaced are in that compaction's file: it is
+    # deleted, not read again.
+    stale = [path for path in files if Path(path).name in replaced]
+    merged_parts = [table for path, table in tables if Path(path).name not in replaced]
+    fresh = [path for path in files if is_json_file(path) and Path(path).name not in replaced]
+    json_table, json_read = _read_json_files(filesystem, fresh, result)
+    read += json_read
+    if json_table is not None:
+        merged_parts.append(json_table)
+    if not merged_parts:
         return result
-    merged = pa.concat_tables(kept)
+    merged = pa.concat_tables(merged_parts)
     unique = drop_repeats(merged).sort_by("detected_at")
+    gone = sorted(set(read) | set(stale))
     metadata = {
         VERSION_KEY: str(HISTORY_SCHEMA_VERSION).encode(),
-        COMPACTED_FROM_KEY: json.dumps(sorted(Path(path).name for path in read)).encode(),
+        COMPACTED_FROM_KEY: json.dumps(sorted(Path(path).name for path in gone)).encode(),
     }
     data = parquet_bytes(unique.replace_schema_metadata(metadata))
     name = f"{FILE_PREFIX}{int(time.time() * 1000)}-compacted{PARQUET_SUFFIX}"
@@ -163,15 +170,50 @@ def _compact_partition(filesystem: fsspec.AbstractFileSystem, directory: str) ->
     result.files_read = len(read)
     result.rows_read = merged.num_rows
     result.rows_written = unique.num_rows
-    for path in [*read, *stale]:
-        if path.endswith(name):
-            continue
+    for path in gone:
         try:
             filesystem.rm(path)
             result.files_removed += 1
         except FileNotFoundError:  # another compaction got there first
             pass
     return result
+
+
+def _read_json_files(
+    filesystem: fsspec.AbstractFileSystem, paths: list[str], result: CompactionResult
+) -> tuple[pa.Table | None, list[str]]:
+    """The rows of a partition's JSON-lines files, and which files they came from.
+
+    All at once when they parse together (one parse instead of one per file: at a few dozen
+    records a file, the per-file cost was most of a compaction); file by file otherwise, so a
+    damaged or newer file stays where it is and only it.
+    """
+    if not paths:
+        return None, []
+    try:
+        parts = [filesystem.cat_file(path) for path in paths]
+        if all(part.endswith(b"\n") for part in parts):
+            table = read_json_bytes(b"".join(parts))
+            if not _newer(table):
+                return table, list(paths)
+    except (OSError, ValueError, pa.ArrowException):
+        pass  # one of them is damaged or gone: find which, file by file
+    tables: list[pa.Table] = []
+    read: list[str] = []
+    for path in paths:
+        table, problem, _ = _read_one(filesystem, path)
+        if table is None:
+            result.files_left.append((path, problem or "not readable"))
+            continue
+        tables.append(table)
+        read.append(path)
+    return (pa.concat_tables(tables) if tables else None), read
+
+
+def _newer(table: pa.Table) -> int | None:
+    """The newest schema version among the rows, when it is newer than this reader's."""
+    version = pc.max(table.column("schema_version")).as_py()
+    return int(version) if version is not None and version > HISTORY_SCHEMA_VERSION else None
 
 
 def _read_one(
@@ -181,9 +223,9 @@ def _read_one(
     try:
         if is_json_file(path):
             table = read_json_table(filesystem, path)
-            versions = pc.max(table.column("schema_version")).as_py()
-            if versions is not None and versions > HISTORY_SCHEMA_VERSION:
-                return None, f"holds rows of history schema version {versions}", set()
+            newer = _newer(table)
+            if newer is not None:
+                return None, f"holds rows of history schema version {newer}", set()
             return table, None, set()
         with filesystem.open(path, "rb") as handle:
             parquet = pq.ParquetFile(handle)

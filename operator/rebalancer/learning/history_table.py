@@ -128,12 +128,20 @@ def conform(table: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=FILE_SCHEMA)
 
 
+_JSON_OPTIONS = pj.ParseOptions(explicit_schema=FILE_SCHEMA, unexpected_field_behavior="ignore")
+
+
 def read_json_table(filesystem: fsspec.AbstractFileSystem, path: str) -> pa.Table:
     """One JSON-lines history file in the file schema (a column it lacks reads as null; keys
     that are not columns are ignored, so a newer writer's added fields do not fail the read)."""
-    options = pj.ParseOptions(explicit_schema=FILE_SCHEMA, unexpected_field_behavior="ignore")
     with filesystem.open(path, "rb") as handle:
-        table = pj.read_json(handle, parse_options=options)
+        table = pj.read_json(handle, parse_options=_JSON_OPTIONS)
+    return table.select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
+
+
+def read_json_bytes(data: bytes) -> pa.Table:
+    """JSON lines (several files' worth, joined) in the file schema, as read_json_table."""
+    table = pj.read_json(pa.BufferReader(data), parse_options=_JSON_OPTIONS)
     return table.select(FILE_SCHEMA.names).cast(FILE_SCHEMA)
 
 

@@ -51,6 +51,9 @@ class HistoryInputs:
     listed_by_spark: bool = False
     # JSON lines (not compacted yet); their rows are counted as lines.
     json_files: tuple[str, ...] = ()
+    # Every partition is one compacted file (no JSON beside it): a compaction dropped the
+    # repeats of every record key already, since a fact's repeats share its day and namespace.
+    keys_unique: bool = False
 
     @property
     def readable(self) -> bool:
@@ -102,6 +105,7 @@ def find_inputs(root: str | os.PathLike[str]) -> HistoryInputs:
     good: dict[str, tuple[int, int]] = {}
     skipped: list[SkippedFile] = []
     replaced: set[tuple[str, str]] = set()
+    compacted: set[str] = set()
     with ThreadPoolExecutor(max_workers=FOOTER_THREADS) as pool:
         for path, (metadata, file_size, reason) in zip(files, pool.map(footer, files), strict=True):
             if metadata is None or reason is not None:
@@ -109,7 +113,10 @@ def find_inputs(root: str | os.PathLike[str]) -> HistoryInputs:
                 continue
             good[path] = (metadata.num_rows, file_size)
             directory = str(Path(path).parent)
-            replaced |= {(directory, name) for name in superseded_by(metadata.metadata)}
+            supersedes = superseded_by(metadata.metadata)
+            replaced |= {(directory, name) for name in supersedes}
+            if supersedes:
+                compacted.add(path)
         counted = dict(zip(json_files, pool.map(lines, json_files), strict=True))
     kept = remaining_inputs(good, replaced)
     kept_json = remaining_inputs(json_files, replaced)
@@ -124,6 +131,10 @@ def find_inputs(root: str | os.PathLike[str]) -> HistoryInputs:
         size,
         tuple(skipped),
         json_files=tuple(kept_json),
+        keys_unique=bool(kept)
+        and not kept_json
+        and all(path in compacted for path in kept)
+        and len({str(Path(path).parent) for path in kept}) == len(kept),
     )
 
 

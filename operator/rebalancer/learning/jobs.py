@@ -244,7 +244,9 @@ class Estimates:
     events: DataFrame  # persisted: unpersist when done
 
 
-def estimate(history: DataFrame, partitions: int | None = None) -> Estimates:
+def estimate(
+    history: DataFrame, partitions: int | None = None, *, keys_unique: bool = False
+) -> Estimates:
     """Per-group statistics the scoring needs (one row per group) and join spreads per batch."""
     wanted = [
         *KEY,
@@ -273,8 +275,10 @@ def estimate(history: DataFrame, partitions: int | None = None) -> Estimates:
     events = events.filter(sf.col("group_id").isNotNull() & sf.col("cluster").isNotNull())
     # A fact written twice (an operator that restarted before it knew it had written it) has
     # one key: keep one row of it. Rows without a key (older files, rebalances) are each one.
-    keyed = events.filter(sf.col("record_key").isNotNull()).dropDuplicates(["record_key"])
-    events = events.filter(sf.col("record_key").isNull()).unionByName(keyed)
+    # A compacted history has none left, and this pass would read every file once more.
+    if not keys_unique:
+        keyed = events.filter(sf.col("record_key").isNotNull()).dropDuplicates(["record_key"])
+        events = events.filter(sf.col("record_key").isNull()).unionByName(keyed)
     for column in ("namespace", "name"):
         events = events.withColumn(column, sf.coalesce(sf.col(column), sf.lit("")))
     # Five aggregations read the same rows: read the files once, and before they start (adaptive
@@ -692,7 +696,9 @@ def learn(
                     # Spark's own listing, for the summary's file count.
                     inputs = dataclasses.replace(inputs, files=tuple(history.inputFiles()))
                 estimates = estimate(
-                    history, int(session.conf.get("spark.sql.shuffle.partitions") or 2 * cores)
+                    history,
+                    int(session.conf.get("spark.sql.shuffle.partitions") or 2 * cores),
+                    keys_unique=inputs.keys_unique,
                 )
                 profiles_frame: Any = estimates.profiles.toPandas()
                 spreads_frame: Any = estimates.spreads.toPandas()
