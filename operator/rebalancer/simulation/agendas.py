@@ -11,18 +11,19 @@ class Agenda:
     """Events by (time, event order, insertion); insertion order keeps equal events FIFO."""
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, int, Event]] = []
+        # A heap of (time, event order, insertion, event); the run loop pops it directly.
+        self.entries: list[tuple[float, int, int, Event]] = []
         self._inserted = 0
 
     def schedule(self, at_ms: float, event: Event) -> None:
         self._inserted += 1
-        heapq.heappush(self._heap, (at_ms, event.order, self._inserted, event))
+        heapq.heappush(self.entries, (at_ms, event.order, self._inserted, event))
 
     def pop(self) -> tuple[float, Event] | None:
-        if not self._heap:
+        if not self.entries:
             return None
-        at_ms, _, _, event = heapq.heappop(self._heap)
+        at_ms, _, _, event = heapq.heappop(self.entries)
         return at_ms, event
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self.entries)

@@ -12,8 +12,11 @@ the coordinator.
 
 from __future__ import annotations
 
+import heapq
 import random
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
 
 from rebalancer.simulation.agendas import Agenda
 from rebalancer.simulation.consumers import Consumer, Phase
@@ -57,6 +60,7 @@ class GroupModel(ABC):
         self.topic_partitions: tuple[int, ...] = ()
         self.cooperative = all(c.settings.assignor == "cooperative-sticky" for c in consumers)
         self.assignor = _group_assignor([c.settings.assignor for c in consumers])
+        self._handlers: dict[type[Event], Callable[[Any], None]] | None = None
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -70,47 +74,85 @@ class GroupModel(ABC):
             self.agenda.schedule(creation.at_ms, TopicCreated())
             if creation.notice == "enforced":
                 self.agenda.schedule(creation.at_ms, Enforce())
+        # The hot loop: locals rather than attribute look-ups, and a handler per event type.
+        handlers = self.handlers()
+        entries = self.agenda.entries
+        advance = self.ledger.advance
+        horizon_ms = self.scenario.horizon_ms
+        pop = heapq.heappop
         for _ in range(_MAX_EVENTS):
-            popped = self.agenda.pop()
-            if popped is None or popped[0] > self.scenario.horizon_ms:
+            if not entries:
                 break
-            at_ms, event = popped
-            self.ledger.advance(at_ms)
+            at_ms, _, _, event = pop(entries)
+            if at_ms > horizon_ms:
+                break
+            advance(at_ms)
             self.now_ms = at_ms
-            self.handle(event)
+            handlers[type(event)](event)
         else:
             raise RuntimeError("the simulation did not settle; is the scenario consistent?")
         return self.ledger.result()
 
     def handle(self, event: Event) -> None:
-        match event:
-            case Start(consumer=index):
-                self.start(self.consumers[index])
-            case Depart(consumer=index, departure=departure):
-                self.depart(self.consumers[index], departure.kind, departure.restart_after_ms)
-            case JoinArrive(consumer=index, incarnation=incarnation, reason=reason):
-                consumer = self.consumers[index]
-                if self.is_current(consumer, incarnation):
-                    self.receive_join(consumer, reason, event.with_topic)
-            case HeartbeatNotice(consumer=index, incarnation=incarnation):
-                consumer = self.consumers[index]
-                consumer.notice_pending = False
-                if self.is_current(consumer, incarnation) and consumer.phase is Phase.STABLE:
-                    self.notice_by_heartbeat(consumer)
-            case Rejoin(consumer=index, incarnation=incarnation, reason=reason):
-                consumer = self.consumers[index]
-                if self.is_current(consumer, incarnation) and consumer.phase is Phase.STABLE:
-                    self.rejoin(consumer, reason)
-            case MetadataRefresh(consumer=index, incarnation=incarnation):
-                consumer = self.consumers[index]
-                if self.is_current(consumer, incarnation):
-                    self.refresh_metadata(consumer)
-            case TopicCreated():
-                self.create_topic()
-            case Enforce():
-                self.enforce()
-            case _:
-                self.handle_coordinator_event(event)
+        self.handlers()[type(event)](event)
+
+    def handlers(self) -> dict[type[Event], Callable[[Any], None]]:
+        """What each event type does (built once per run; subclasses add their own)."""
+        if self._handlers is None:
+            self._handlers = {
+                Start: self.on_start,
+                Depart: self.on_depart,
+                JoinArrive: self.on_join_arrive,
+                HeartbeatNotice: self.on_heartbeat_notice,
+                Rejoin: self.on_rejoin,
+                MetadataRefresh: self.on_metadata_refresh,
+                TopicCreated: self.on_topic_created,
+                Enforce: self.on_enforce,
+                **self.coordinator_handlers(),
+            }
+        return self._handlers
+
+    def on_start(self, event: Start) -> None:
+        self.start(self.consumers[event.consumer])
+
+    def on_depart(self, event: Depart) -> None:
+        departure = event.departure
+        self.depart(self.consumers[event.consumer], departure.kind, departure.restart_after_ms)
+
+    def on_join_arrive(self, event: JoinArrive) -> None:
+        consumer = self.consumers[event.consumer]
+        if consumer.alive and consumer.incarnation == event.incarnation:
+            self.receive_join(consumer, event.reason, event.with_topic)
+
+    def on_heartbeat_notice(self, event: HeartbeatNotice) -> None:
+        consumer = self.consumers[event.consumer]
+        consumer.notice_pending = False
+        if (
+            consumer.alive
+            and consumer.incarnation == event.incarnation
+            and consumer.phase is Phase.STABLE
+        ):
+            self.notice_by_heartbeat(consumer)
+
+    def on_rejoin(self, event: Rejoin) -> None:
+        consumer = self.consumers[event.consumer]
+        if (
+            consumer.alive
+            and consumer.incarnation == event.incarnation
+            and consumer.phase is Phase.STABLE
+        ):
+            self.rejoin(consumer, event.reason)
+
+    def on_metadata_refresh(self, event: MetadataRefresh) -> None:
+        consumer = self.consumers[event.consumer]
+        if consumer.alive and consumer.incarnation == event.incarnation:
+            self.refresh_metadata(consumer)
+
+    def on_topic_created(self, event: TopicCreated) -> None:
+        self.create_topic()
+
+    def on_enforce(self, event: Enforce) -> None:
+        self.enforce()
 
     @staticmethod
     def is_current(consumer: Consumer, incarnation: int) -> bool:
@@ -277,7 +319,8 @@ class GroupModel(ABC):
         """A Stable member heartbeats after the group moved on."""
 
     @abstractmethod
-    def handle_coordinator_event(self, event: Event) -> None: ...
+    def coordinator_handlers(self) -> dict[type[Event], Callable[[Any], None]]:
+        """What the coordinator does for its own events (timers, held responses)."""
 
 
 def _group_assignor(assignors: list[Assignor]) -> Assignor:

@@ -32,8 +32,10 @@ session after the generation forms. Both are modelled as in the Scala coordinato
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from rebalancer.simulation.assignors import assign_partitions
 from rebalancer.simulation.consumers import Consumer, Phase
@@ -338,21 +340,28 @@ class KafkaGroupModel(GroupModel):
             consumer.phase = Phase.JOINING
             self.send_join(consumer, "member-rejoin")
 
-    def handle_coordinator_event(self, event: Event) -> None:
-        match event:
-            case JoinDeadline(token=token):
-                if token == self.join_token and self.state is _State.PREPARING:
-                    self.expire_join_timer()
-            case SyncDone(generation=generation):
-                self.complete_sync(generation)
-            case SessionCheck(member_id=member_id):
-                self.check_session(member_id)
-            case Resync(consumer=index, incarnation=incarnation):
-                consumer = self.consumers[index]
-                if self.is_current(consumer, incarnation):
-                    self.resync(consumer)
-            case _:
-                raise AssertionError(f"unexpected event for the Kafka coordinator: {event}")
+    def coordinator_handlers(self) -> dict[type[Event], Callable[[Any], None]]:
+        return {
+            JoinDeadline: self.on_join_deadline,
+            SyncDone: self.on_sync_done,
+            SessionCheck: self.on_session_check,
+            Resync: self.on_resync,
+        }
+
+    def on_join_deadline(self, event: JoinDeadline) -> None:
+        if event.token == self.join_token and self.state is _State.PREPARING:
+            self.expire_join_timer()
+
+    def on_sync_done(self, event: SyncDone) -> None:
+        self.complete_sync(event.generation)
+
+    def on_session_check(self, event: SessionCheck) -> None:
+        self.check_session(event.member_id)
+
+    def on_resync(self, event: Resync) -> None:
+        consumer = self.consumers[event.consumer]
+        if consumer.alive and consumer.incarnation == event.incarnation:
+            self.resync(consumer)
 
     # -- helpers ---------------------------------------------------------------------------
 
