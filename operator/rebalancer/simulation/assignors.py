@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from rebalancer.simulation.scenarios import Assignor
 
@@ -22,25 +23,59 @@ class Assignment:
     withheld: frozenset[int]
 
 
+_EMPTY: frozenset[int] = frozenset()
+# Assignments already computed, by everything they depend on: a run repeats the same few member
+# sets and ownerships at every generation, and the scoring job repeats whole runs with other
+# timings. Bounded, so a long-lived process does not grow; dropping it only costs recomputation.
+_MEMO: dict[tuple[object, ...], Assignment] = {}
+_MEMO_LIMIT = 8192
+
+
 def assign_partitions(
     members: Sequence[str],
     partitions: Sequence[int],
     assignor: Assignor,
     previous: Mapping[str, frozenset[int]],
 ) -> Assignment:
-    """Assign `partitions` over `members`; `previous` is what each member owned before."""
-    ordered = sorted(members)
+    """Assign `partitions` over `members`; `previous` is what each member owned before.
+
+    The result depends only on the members, the partitions in order, the assignor and, except
+    for round-robin, what each of these members owned; it is shared between calls with the same
+    inputs (its `granted` is read-only).
+    """
+    ordered = tuple(sorted(members))
+    key: tuple[object, ...]
+    if assignor == "round-robin":
+        key = (assignor, ordered, tuple(partitions))
+    else:
+        held = tuple(previous.get(member, _EMPTY) for member in ordered)
+        key = (assignor, ordered, tuple(partitions), held)
+    assignment = _MEMO.get(key)
+    if assignment is None:
+        assignment = _assign(ordered, partitions, assignor, previous)
+        if len(_MEMO) >= _MEMO_LIMIT:
+            _MEMO.clear()
+        _MEMO[key] = assignment
+    return assignment
+
+
+def _assign(
+    ordered: Sequence[str],
+    partitions: Sequence[int],
+    assignor: Assignor,
+    previous: Mapping[str, frozenset[int]],
+) -> Assignment:
     if not ordered:
-        return Assignment(granted={}, withheld=frozenset())
+        return Assignment(granted=MappingProxyType({}), withheld=frozenset())
     if assignor == "round-robin":
         granted = {
             member: frozenset(partitions[index :: len(ordered)])
             for index, member in enumerate(ordered)
         }
-        return Assignment(granted=granted, withheld=frozenset())
+        return Assignment(granted=MappingProxyType(granted), withheld=frozenset())
     target = _balance_keeping_owners(ordered, partitions, previous)
     if assignor == "sticky":
-        return Assignment(granted=target, withheld=frozenset())
+        return Assignment(granted=MappingProxyType(target), withheld=frozenset())
     return _withhold_moves(ordered, target, previous)
 
 
@@ -81,4 +116,4 @@ def _withhold_moves(
         if owners.get(partition, member) != member
     )
     granted = {member: target[member] - withheld for member in members}
-    return Assignment(granted=granted, withheld=withheld)
+    return Assignment(granted=MappingProxyType(granted), withheld=withheld)

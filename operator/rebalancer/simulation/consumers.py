@@ -16,7 +16,7 @@ class Phase(Enum):
     STABLE = "stable"  # holds an assignment and heartbeats
 
 
-@dataclass
+@dataclass(slots=True)
 class Consumer:
     """Mutable run state of one member slot; a restart is a new incarnation of the same slot."""
 

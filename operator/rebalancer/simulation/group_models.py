@@ -16,7 +16,7 @@ import heapq
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from rebalancer.simulation.agendas import Agenda
 from rebalancer.simulation.consumers import Consumer, Phase
@@ -45,22 +45,41 @@ METADATA_CHANGES: frozenset[Cause] = frozenset(
 _MAX_EVENTS = 5_000_000
 
 
+Handler = Callable[[Any, Any], None]
+# Which method handles each event type: the members' events here, the coordinator's (timers,
+# held responses) in each subclass's COORDINATOR_EVENT_HANDLERS.
+MEMBER_EVENT_HANDLERS: dict[type[Event], str] = {
+    Start: "on_start",
+    Depart: "on_depart",
+    JoinArrive: "on_join_arrive",
+    HeartbeatNotice: "on_heartbeat_notice",
+    Rejoin: "on_rejoin",
+    MetadataRefresh: "on_metadata_refresh",
+    TopicCreated: "on_topic_created",
+    Enforce: "on_enforce",
+}
+_DISPATCH: dict[type[GroupModel], dict[type[Event], Handler]] = {}
+
+
 class GroupModel(ABC):
     """One run of one group on one broker profile."""
+
+    COORDINATOR_EVENT_HANDLERS: ClassVar[dict[type[Event], str]] = {}
 
     def __init__(self, scenario: Scenario, consumers: list[Consumer], rng: random.Random) -> None:
         self.scenario = scenario
         self.rng = rng
         self.settings = scenario.coordinator
         self.consumers = consumers
+        self.names = [consumer.name for consumer in consumers]
         self.agenda = Agenda()
-        self.ledger = Ledger(scenario.partitions, [consumer.name for consumer in consumers])
+        self.ledger = Ledger(scenario.partitions, self.names)
         self.now_ms = 0.0
         self.topic_exists = False
         self.topic_partitions: tuple[int, ...] = ()
+        self.own_partitions = tuple(range(scenario.partitions))
         self.cooperative = all(c.settings.assignor == "cooperative-sticky" for c in consumers)
         self.assignor = _group_assignor([c.settings.assignor for c in consumers])
-        self._handlers: dict[type[Event], Callable[[Any], None]] | None = None
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -75,7 +94,7 @@ class GroupModel(ABC):
             if creation.notice == "enforced":
                 self.agenda.schedule(creation.at_ms, Enforce())
         # The hot loop: locals rather than attribute look-ups, and a handler per event type.
-        handlers = self.handlers()
+        handlers = self.dispatch_table()
         entries = self.agenda.entries
         advance = self.ledger.advance
         horizon_ms = self.scenario.horizon_ms
@@ -88,29 +107,22 @@ class GroupModel(ABC):
                 break
             advance(at_ms)
             self.now_ms = at_ms
-            handlers[type(event)](event)
+            handlers[type(event)](self, event)
         else:
             raise RuntimeError("the simulation did not settle; is the scenario consistent?")
         return self.ledger.result()
 
     def handle(self, event: Event) -> None:
-        self.handlers()[type(event)](event)
+        self.dispatch_table()[type(event)](self, event)
 
-    def handlers(self) -> dict[type[Event], Callable[[Any], None]]:
-        """What each event type does (built once per run; subclasses add their own)."""
-        if self._handlers is None:
-            self._handlers = {
-                Start: self.on_start,
-                Depart: self.on_depart,
-                JoinArrive: self.on_join_arrive,
-                HeartbeatNotice: self.on_heartbeat_notice,
-                Rejoin: self.on_rejoin,
-                MetadataRefresh: self.on_metadata_refresh,
-                TopicCreated: self.on_topic_created,
-                Enforce: self.on_enforce,
-                **self.coordinator_handlers(),
-            }
-        return self._handlers
+    @classmethod
+    def dispatch_table(cls) -> dict[type[Event], Handler]:
+        """The method that handles each event type (built once per model class)."""
+        table = _DISPATCH.get(cls)
+        if table is None:
+            names = {**MEMBER_EVENT_HANDLERS, **cls.COORDINATOR_EVENT_HANDLERS}
+            table = _DISPATCH[cls] = {kind: getattr(cls, name) for kind, name in names.items()}
+        return table
 
     def on_start(self, event: Start) -> None:
         self.start(self.consumers[event.consumer])
@@ -224,7 +236,7 @@ class GroupModel(ABC):
         consumer.phase = Phase.STABLE
         consumer.generation = generation
         consumer.heartbeat_anchor_ms = self.now_ms
-        if partitions & set(self.topic_partitions):
+        if self.topic_partitions and not partitions.isdisjoint(self.topic_partitions):
             # The leader's choice adds assigned topics to the subscription and to the joined
             # subscription alike, so an assigned member never rejoins for the topic.
             consumer.knows_topic = consumer.joined_with_topic = True
@@ -253,11 +265,12 @@ class GroupModel(ABC):
             )
 
     def everyone_assigned(self, generation: int) -> bool:
-        return all(
-            consumer.phase is Phase.STABLE and consumer.generation == generation
-            for consumer in self.consumers
-            if consumer.alive
-        )
+        for consumer in self.consumers:
+            if consumer.alive and (
+                consumer.phase is not Phase.STABLE or consumer.generation != generation
+            ):
+                return False
+        return True
 
     # -- the new topic (KAFKA-7126) --------------------------------------------------------
 
@@ -295,12 +308,11 @@ class GroupModel(ABC):
                 self.rejoin(consumer, "enforced")
                 return
 
-    def partitions_to_assign(self, any_member_has_topic: bool) -> list[int]:
-        partitions = list(range(self.scenario.partitions))
-        if any_member_has_topic:
+    def partitions_to_assign(self, any_member_has_topic: bool) -> tuple[int, ...]:
+        if any_member_has_topic and self.topic_partitions:
             # The leader fetches metadata for every topic any member subscribes to.
-            partitions.extend(self.topic_partitions)
-        return partitions
+            return self.own_partitions + self.topic_partitions
+        return self.own_partitions
 
     # -- the coordinator -------------------------------------------------------------------
 
@@ -317,10 +329,6 @@ class GroupModel(ABC):
     @abstractmethod
     def notice_by_heartbeat(self, consumer: Consumer) -> None:
         """A Stable member heartbeats after the group moved on."""
-
-    @abstractmethod
-    def coordinator_handlers(self) -> dict[type[Event], Callable[[Any], None]]:
-        """What the coordinator does for its own events (timers, held responses)."""
 
 
 def _group_assignor(assignors: list[Assignor]) -> Assignor:

@@ -32,10 +32,9 @@ session after the generation forms. Both are modelled as in the Scala coordinato
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import ClassVar
 
 from rebalancer.simulation.assignors import assign_partitions
 from rebalancer.simulation.consumers import Consumer, Phase
@@ -52,7 +51,7 @@ class _State(Enum):
     STABLE = "Stable"
 
 
-@dataclass
+@dataclass(slots=True)
 class _Record:
     """The coordinator's MemberMetadata."""
 
@@ -69,6 +68,13 @@ class _Record:
 
 class KafkaGroupModel(GroupModel):
     """GroupCoordinator + GroupMetadata for one group."""
+
+    COORDINATOR_EVENT_HANDLERS: ClassVar[dict[type[Event], str]] = {
+        JoinDeadline: "on_join_deadline",
+        SyncDone: "on_sync_done",
+        SessionCheck: "on_session_check",
+        Resync: "on_resync",
+    }
 
     def __init__(self, scenario: Scenario, consumers: list[Consumer], rng: random.Random) -> None:
         super().__init__(scenario, consumers, rng)
@@ -217,12 +223,12 @@ class KafkaGroupModel(GroupModel):
             self.complete_join()
 
     def try_complete_join(self) -> None:
-        if (
-            self.state is _State.PREPARING
-            and not self.join_is_initial
-            and all(record.awaiting_join for record in self.members.values())
-        ):
-            self.complete_join()
+        if self.state is not _State.PREPARING or self.join_is_initial:
+            return
+        for record in self.members.values():
+            if not record.awaiting_join:
+                return
+        self.complete_join()
 
     def complete_join(self) -> None:
         self.join_token += 1
@@ -261,15 +267,17 @@ class KafkaGroupModel(GroupModel):
         if self.state is not _State.COMPLETING or generation != self.generation:
             return
         self.state = _State.STABLE
-        records = sorted(self.members.values(), key=self.name_of)
-        assignment = assign_partitions(
-            [self.name_of(record) for record in records],
+        names = self.names
+        records = sorted(self.members.values(), key=lambda record: names[record.consumer])
+        ordered = [names[record.consumer] for record in records]
+        granted = assign_partitions(
+            ordered,
             self.partitions_to_assign(any(record.with_topic for record in records)),
             self.assignor,
-            {self.name_of(record): record.assignment for record in records},
-        )
-        for record in records:
-            record.assignment = assignment.granted[self.name_of(record)]
+            {name: record.assignment for name, record in zip(ordered, records, strict=True)},
+        ).granted
+        for name, record in zip(ordered, records, strict=True):
+            record.assignment = granted[name]
         self.ledger.close_rebalance(self.now_ms, completed=True)
         for record in records:
             consumer = self.live_consumer(record)
@@ -339,14 +347,6 @@ class KafkaGroupModel(GroupModel):
         else:
             consumer.phase = Phase.JOINING
             self.send_join(consumer, "member-rejoin")
-
-    def coordinator_handlers(self) -> dict[type[Event], Callable[[Any], None]]:
-        return {
-            JoinDeadline: self.on_join_deadline,
-            SyncDone: self.on_sync_done,
-            SessionCheck: self.on_session_check,
-            Resync: self.on_resync,
-        }
 
     def on_join_deadline(self, event: JoinDeadline) -> None:
         if event.token == self.join_token and self.state is _State.PREPARING:
