@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 
 from rebalancer.simulation.events import Event
 
@@ -17,12 +17,12 @@ class Agenda:
 
     def schedule(self, at_ms: float, event: Event) -> None:
         self._inserted += 1
-        heapq.heappush(self.entries, (at_ms, event.order, self._inserted, event))
+        heappush(self.entries, (at_ms, event.order, self._inserted, event))
 
     def pop(self) -> tuple[float, Event] | None:
         if not self.entries:
             return None
-        at_ms, _, _, event = heapq.heappop(self.entries)
+        at_ms, _, _, event = heappop(self.entries)
         return at_ms, event
 
     def __len__(self) -> int:

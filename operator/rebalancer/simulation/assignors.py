@@ -48,7 +48,7 @@ def assign_partitions(
     if assignor == "round-robin":
         key = (assignor, ordered, tuple(partitions))
     else:
-        held = tuple(previous.get(member, _EMPTY) for member in ordered)
+        held = tuple([previous.get(member, _EMPTY) for member in ordered])
         key = (assignor, ordered, tuple(partitions), held)
     assignment = _MEMO.get(key)
     if assignment is None:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rebalancer.simulation.agendas import Agenda
-from rebalancer.simulation.consumers import Consumer, Phase
+from rebalancer.simulation.consumers import Consumer, Phases
 from rebalancer.simulation.events import (
     Depart,
     Enforce,
@@ -142,7 +142,7 @@ class GroupModel(ABC):
         if (
             consumer.alive
             and consumer.incarnation == event.incarnation
-            and consumer.phase is Phase.STABLE
+            and consumer.phase is Phases.STABLE
         ):
             self.notice_by_heartbeat(consumer)
 
@@ -151,7 +151,7 @@ class GroupModel(ABC):
         if (
             consumer.alive
             and consumer.incarnation == event.incarnation
-            and consumer.phase is Phase.STABLE
+            and consumer.phase is Phases.STABLE
         ):
             self.rejoin(consumer, event.reason)
 
@@ -185,7 +185,7 @@ class GroupModel(ABC):
         consumer.joined_with_topic = False
         consumer.notice_pending = False
         self.schedule_refresh(consumer)
-        consumer.phase = Phase.JOINING
+        consumer.phase = Phases.JOINING
         self.send_join(consumer, "member-join")
 
     def depart(
@@ -194,13 +194,13 @@ class GroupModel(ABC):
         if consumer.alive:
             last_contact_ms = (
                 consumer.last_heartbeat_ms(self.now_ms)
-                if consumer.phase in (Phase.STABLE, Phase.AWAITING_SYNC)
+                if consumer.phase in (Phases.STABLE, Phases.AWAITING_SYNC)
                 else self.now_ms
             )
             consumer.alive = False
             consumer.incarnation += 1
             self.ledger.lose_all(consumer)
-            consumer.phase = Phase.OFFLINE
+            consumer.phase = Phases.OFFLINE
             self.on_departure(consumer, kind, last_contact_ms)
         if restart_after_ms is not None:
             self.agenda.schedule(self.now_ms + restart_after_ms, Start(consumer.index))
@@ -217,14 +217,14 @@ class GroupModel(ABC):
     def rejoin(self, consumer: Consumer, reason: Cause) -> None:
         if not self.cooperative:
             self.ledger.revoke(consumer, consumer.owned)
-        consumer.phase = Phase.JOINING
+        consumer.phase = Phases.JOINING
         self.send_join(consumer, reason)
 
     def rejoin_as_new_member(self, consumer: Consumer) -> None:
         """UNKNOWN_MEMBER_ID: the coordinator forgot this member; its partitions are lost."""
         self.ledger.lose_all(consumer)
         consumer.member_id = None
-        consumer.phase = Phase.JOINING
+        consumer.phase = Phases.JOINING
         self.send_join(consumer, "member-join")
 
     def deliver(self, consumer: Consumer, partitions: frozenset[int], generation: int) -> None:
@@ -233,7 +233,7 @@ class GroupModel(ABC):
         if revoked:
             self.ledger.revoke(consumer, revoked)
         self.ledger.hand_over(consumer, partitions)
-        consumer.phase = Phase.STABLE
+        consumer.phase = Phases.STABLE
         consumer.generation = generation
         consumer.heartbeat_anchor_ms = self.now_ms
         if self.topic_partitions and not partitions.isdisjoint(self.topic_partitions):
@@ -257,7 +257,7 @@ class GroupModel(ABC):
         self.schedule_rejoin(consumer, "member-rejoin", after_ms=gap)
 
     def schedule_notice(self, consumer: Consumer) -> None:
-        if consumer.alive and consumer.phase is Phase.STABLE and not consumer.notice_pending:
+        if consumer.alive and consumer.phase is Phases.STABLE and not consumer.notice_pending:
             consumer.notice_pending = True
             self.agenda.schedule(
                 consumer.next_heartbeat_ms(self.now_ms),
@@ -267,7 +267,7 @@ class GroupModel(ABC):
     def everyone_assigned(self, generation: int) -> bool:
         for consumer in self.consumers:
             if consumer.alive and (
-                consumer.phase is not Phase.STABLE or consumer.generation != generation
+                consumer.phase is not Phases.STABLE or consumer.generation != generation
             ):
                 return False
         return True
@@ -294,7 +294,7 @@ class GroupModel(ABC):
 
     def refresh_metadata(self, consumer: Consumer) -> None:
         consumer.knows_topic = True
-        if consumer.phase is Phase.STABLE and not consumer.joined_with_topic:
+        if consumer.phase is Phases.STABLE and not consumer.joined_with_topic:
             self.rejoin(consumer, "metadata-change")
 
     def refreshes_on_rejoin(self) -> bool:
@@ -304,7 +304,7 @@ class GroupModel(ABC):
     def enforce(self) -> None:
         """The operator's lever: one member rejoins with changed metadata (see DESIGN.md)."""
         for consumer in self.consumers:
-            if consumer.alive and consumer.phase is Phase.STABLE:
+            if consumer.alive and consumer.phase is Phases.STABLE:
                 self.rejoin(consumer, "enforced")
                 return
 
