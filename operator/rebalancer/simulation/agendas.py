@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from heapq import heappop, heappush
+from itertools import count
 
 from rebalancer.simulation.events import Event
 
@@ -13,11 +14,10 @@ class Agenda:
     def __init__(self) -> None:
         # A heap of (time, event order, insertion, event); the run loop pops it directly.
         self.entries: list[tuple[float, int, int, Event]] = []
-        self._inserted = 0
+        self._insertions = count(1)
 
     def schedule(self, at_ms: float, event: Event) -> None:
-        self._inserted += 1
-        heappush(self.entries, (at_ms, event.order, self._inserted, event))
+        heappush(self.entries, (at_ms, event.order, next(self._insertions), event))
 
     def pop(self) -> tuple[float, Event] | None:
         if not self.entries:

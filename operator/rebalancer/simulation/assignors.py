@@ -44,15 +44,27 @@ def assign_partitions(
     inputs (its `granted` is read-only).
     """
     ordered = tuple(sorted(members))
+    held = tuple([previous.get(member, _EMPTY) for member in ordered])
+    return assign_sorted(ordered, tuple(partitions), assignor, held)
+
+
+def assign_sorted(
+    ordered: tuple[str, ...],
+    partitions: tuple[int, ...],
+    assignor: Assignor,
+    held: tuple[frozenset[int], ...],
+) -> Assignment:
+    """`assign_partitions` for members already in sorted order, `held[i]` what `ordered[i]`
+    owned before (the coordinator keeps its members sorted, so it skips the sort and mapping)."""
     key: tuple[object, ...]
     if assignor == "round-robin":
-        key = (assignor, ordered, tuple(partitions))
+        key = (assignor, ordered, partitions)
     else:
-        held = tuple([previous.get(member, _EMPTY) for member in ordered])
-        key = (assignor, ordered, tuple(partitions), held)
+        key = (assignor, ordered, partitions, held)
     assignment = _MEMO.get(key)
     if assignment is None:
-        assignment = _assign(ordered, partitions, assignor, previous)
+        # Only the members' own entries are read, so this mapping stands for `previous`.
+        assignment = _assign(ordered, partitions, assignor, dict(zip(ordered, held, strict=True)))
         if len(_MEMO) >= _MEMO_LIMIT:
             _MEMO.clear()
         _MEMO[key] = assignment

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import ClassVar, Final
 
-from rebalancer.simulation.assignors import assign_partitions
+from rebalancer.simulation.assignors import assign_sorted
 from rebalancer.simulation.consumers import Consumer, Phases
 from rebalancer.simulation.events import Event, JoinDeadline, Resync, SessionCheck, SyncDone
 from rebalancer.simulation.group_models import METADATA_CHANGES, GroupModel
@@ -90,6 +90,8 @@ class KafkaGroupModel(GroupModel):
         self.state = _States.EMPTY
         self.generation = 0
         self.members: dict[str, _Record] = {}
+        self._by_name: tuple[list[_Record], tuple[str, ...], bool] | None = None
+        self._rebalance_timeout_ms: float | None = None
         self.static_ids: dict[str, str] = {}
         self.leader: str | None = None
         self.new_member_added = False
@@ -146,6 +148,7 @@ class KafkaGroupModel(GroupModel):
         if self.state is _States.PREPARING and self.generation == 0:
             self.new_member_added = True
         self.members[member_id] = record
+        self.forget_order()
         if record.instance_id is not None:
             self.static_ids[record.instance_id] = member_id
         if self.leader is None:
@@ -164,6 +167,7 @@ class KafkaGroupModel(GroupModel):
         record.with_topic = with_topic
         record.last_heartbeat_ms = self.now_ms
         self.members[record.member_id] = record
+        self.forget_order()
         self.static_ids[consumer.instance_id] = record.member_id
         if self.leader == old_id:
             self.leader = record.member_id
@@ -279,16 +283,23 @@ class KafkaGroupModel(GroupModel):
         if self.state is not _States.COMPLETING or generation != self.generation:
             return
         self.state = _States.STABLE
-        names = self.names
-        records = sorted(self.members.values(), key=lambda record: names[record.consumer])
-        ordered = [names[record.consumer] for record in records]
-        granted = assign_partitions(
+        records, ordered, distinct = self.by_name()
+        if distinct:
+            held = tuple([record.assignment for record in records])
+        else:
+            # Two records of one member (an old process not yet expired): the later one's
+            # assignment stands for the name, as in a mapping built in this order.
+            previous = {
+                name: record.assignment for name, record in zip(ordered, records, strict=True)
+            }
+            held = tuple([previous[name] for name in ordered])
+        granted = assign_sorted(
             ordered,
             self.partitions_to_assign(
                 bool(self.topic_partitions) and any(record.with_topic for record in records)
             ),
             self.assignor,
-            {name: record.assignment for name, record in zip(ordered, records, strict=True)},
+            held,
         ).granted
         for name, record in zip(ordered, records, strict=True):
             record.assignment = granted[name]
@@ -337,6 +348,7 @@ class KafkaGroupModel(GroupModel):
 
     def remove_record(self, record: _Record) -> None:
         del self.members[record.member_id]
+        self.forget_order()
         if record.instance_id is not None:
             self.static_ids.pop(record.instance_id, None)
         if self.leader == record.member_id:
@@ -385,7 +397,11 @@ class KafkaGroupModel(GroupModel):
     # -- helpers ---------------------------------------------------------------------------
 
     def rebalance_timeout_ms(self) -> float:
-        return max((record.rebalance_timeout_ms for record in self.members.values()), default=0.0)
+        if self._rebalance_timeout_ms is None:
+            self._rebalance_timeout_ms = max(
+                (record.rebalance_timeout_ms for record in self.members.values()), default=0.0
+            )
+        return self._rebalance_timeout_ms
 
     def live_consumer(self, record: _Record) -> Consumer | None:
         consumer = self.consumers[record.consumer]
@@ -397,5 +413,20 @@ class KafkaGroupModel(GroupModel):
         return self.consumers[record.consumer].name
 
     def member_names(self) -> tuple[str, ...]:
-        names = self.names
-        return tuple(sorted([names[record.consumer] for record in self.members.values()]))
+        return self.by_name()[1]
+
+    def by_name(self) -> tuple[list[_Record], tuple[str, ...], bool]:
+        """The records sorted by member name (stable), their names, and whether those are
+        distinct. Kept until the membership changes (see forget_order)."""
+        if self._by_name is None:
+            names = self.names
+            records = sorted(self.members.values(), key=lambda record: names[record.consumer])
+            ordered = tuple([names[record.consumer] for record in records])
+            self._by_name = (records, ordered, len(set(ordered)) == len(ordered))
+        return self._by_name
+
+    def forget_order(self) -> None:
+        """The members changed (added, removed, replaced): by_name sorts them again and the
+        rebalance timeout is their maximum again (a record's own never changes)."""
+        self._by_name = None
+        self._rebalance_timeout_ms = None
