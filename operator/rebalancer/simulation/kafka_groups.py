@@ -75,6 +75,9 @@ class _Record:
     with_topic: bool = False
 
 
+_NO_PARTITIONS: frozenset[int] = frozenset()
+
+
 class KafkaGroupModel(GroupModel):
     """GroupCoordinator + GroupMetadata for one group."""
 
@@ -136,14 +139,18 @@ class KafkaGroupModel(GroupModel):
     def add_member(self, consumer: Consumer, with_topic: bool) -> None:
         member_id = f"{consumer.name}#{consumer.incarnation}"
         consumer.member_id = member_id
+        settings = consumer.settings
+        # In field order (keywords would cost as much again as the construction).
         record = _Record(
-            member_id=member_id,
-            consumer=consumer.index,
-            instance_id=consumer.instance_id,
-            session_timeout_ms=consumer.settings.session_timeout_ms,
-            rebalance_timeout_ms=consumer.settings.max_poll_interval_ms,
-            last_heartbeat_ms=self.now_ms,
-            with_topic=with_topic,
+            member_id,
+            consumer.index,
+            consumer.instance_id,
+            settings.session_timeout_ms,
+            settings.max_poll_interval_ms,
+            True,  # awaiting_join
+            self.now_ms,  # last_heartbeat_ms
+            _NO_PARTITIONS,  # assignment
+            with_topic,
         )
         if self.state is _States.PREPARING and self.generation == 0:
             self.new_member_added = True

@@ -28,6 +28,7 @@ from rebalancer.simulation import (
 )
 from rebalancer.simulation.assignors import Assignment, assign_partitions
 from rebalancer.simulation.kafka_groups import KafkaGroupModel
+from rebalancer.simulation.runs import seeded_random
 
 
 def varied_scenarios(count: int, seed: int = 11) -> Iterator[Scenario]:
@@ -155,3 +156,13 @@ def test_the_coordinator_order_and_timeout_are_those_of_its_members(
         simulate(scenario)
     assert checked["order"] > 500
     assert checked["timeout"] > 500
+
+
+@pytest.mark.parametrize("seed", [0, 7, 7919 * 3 + 15, 2**40 + 1, -3, True])
+def test_a_remembered_seed_gives_the_freshly_seeded_generator(seed: int) -> None:
+    for _ in range(3):  # the first seeds and remembers, the others restore
+        rng = seeded_random(seed)
+        fresh = random.Random(seed)
+        assert [rng.random() for _ in range(5)] == [fresh.random() for _ in range(5)]
+        assert rng.gauss(0.0, 1.0) == fresh.gauss(0.0, 1.0)
+        assert rng.gauss(0.0, 1.0) == fresh.gauss(0.0, 1.0)  # the cached second normal too
