@@ -197,21 +197,59 @@ def _members(
     )
 
 
-def startup_cost_s(
-    profile: GroupProfile, delay_ms: float, batch_size: int, samples: int = 4, seed: int = 0
-) -> float:
-    """Mean objective of a start-up of the whole group in batches of `batch_size`."""
-    consumer = _consumer(profile)
-    coordinator = CoordinatorSettings(initial_rebalance_delay_ms=delay_ms)
-    members = _members(profile.members, profile.static)
-    batch = max(1, min(batch_size, profile.members))
-    total = 0.0
+def startup_latencies(profile: GroupProfile, samples: int, seed: int) -> list[list[float]]:
+    """Each sample's pod start-up latencies, in member order (the same for every candidate)."""
+    drawn: list[list[float]] = []
     for sample in range(samples):
         # Common random numbers: every candidate sees the same pods with the same latencies.
         rng = random.Random(hash((seed, sample, profile.members)) & 0xFFFFFFFF)
-        latencies = [
-            latency_at(profile.latency_quantiles_ms, rng.random()) for _ in range(profile.members)
-        ]
+        drawn.append(
+            [latency_at(profile.latency_quantiles_ms, rng.random()) for _ in range(profile.members)]
+        )
+    return drawn
+
+
+def startup_cost_s(
+    profile: GroupProfile,
+    delay_ms: float,
+    batch_size: int,
+    samples: int = 4,
+    seed: int = 0,
+    latencies: Sequence[Sequence[float]] | None = None,
+) -> float:
+    """Mean objective of a start-up of the whole group in batches of `batch_size`.
+
+    `latencies` are `startup_latencies(profile, samples, seed)`, drawn here if not given (a caller
+    scoring many candidates draws them once).
+    """
+    if latencies is None:
+        latencies = startup_latencies(profile, samples, seed)
+    return _startup_cost_s(
+        profile,
+        _consumer(profile),
+        _members(profile.members, profile.static),
+        CoordinatorSettings(initial_rebalance_delay_ms=delay_ms),
+        batch_size,
+        latencies,
+        samples,
+        seed,
+    )
+
+
+def _startup_cost_s(
+    profile: GroupProfile,
+    consumer: ConsumerSettings,
+    members: tuple[MemberPlan, ...],
+    coordinator: CoordinatorSettings,
+    batch_size: int,
+    drawn: Sequence[Sequence[float]],
+    samples: int,
+    seed: int,
+) -> float:
+    batch = max(1, min(batch_size, profile.members))
+    total = 0.0
+    for sample in range(samples):
+        latencies = drawn[sample]
         origin = min(latencies[:batch])
         offsets: list[float] = []
         release = 0.0
@@ -242,18 +280,34 @@ def departure_cost_s(
     profile: GroupProfile, session_ms: float, departure: DepartureProfile, seed: int = 0
 ) -> float:
     """Mean extra objective one departure of this kind costs under `session_ms`."""
-    consumer = _consumer(profile, session_ms)
-    coordinator = CoordinatorSettings(initial_rebalance_delay_ms=0.0)
-    starts = FixedOffsets(tuple(0.0 for _ in range(profile.members)))
-    base_scenario = Scenario(
-        members=_members(profile.members, profile.static),
-        starts=starts,
-        coordinator=coordinator,
-        consumer=consumer,
-        partitions=profile.partitions,
-        seed=seed,
-    )
-    base = simulate(base_scenario)
+    return _departure_cost_s(profile, _DepartureRuns(profile, session_ms, seed), departure)
+
+
+class _DepartureRuns:
+    """What every departure kind's runs under one session timeout share, the undisturbed run
+    (`base`) included: it depends on the session, not on the departure."""
+
+    def __init__(self, profile: GroupProfile, session_ms: float, seed: int) -> None:
+        self.consumer = _consumer(profile, session_ms)
+        self.coordinator = CoordinatorSettings(initial_rebalance_delay_ms=0.0)
+        self.starts = FixedOffsets(tuple(0.0 for _ in range(profile.members)))
+        self.seed = seed
+        base_scenario = Scenario(
+            members=_members(profile.members, profile.static),
+            starts=self.starts,
+            coordinator=self.coordinator,
+            consumer=self.consumer,
+            partitions=profile.partitions,
+            seed=seed,
+        )
+        self.base = simulate(base_scenario)
+
+
+def _departure_cost_s(
+    profile: GroupProfile, runs: _DepartureRuns, departure: DepartureProfile
+) -> float:
+    consumer, coordinator, starts, seed = runs.consumer, runs.coordinator, runs.starts, runs.seed
+    base = runs.base
     outcomes: list[tuple[float, float | None]] = []
     returning = 1.0 - departure.no_return_share
     if departure.downtime_quantiles_ms and returning > 0:
@@ -286,8 +340,11 @@ def departure_cost_s(
 
 
 def departures_cost_per_day_s(profile: GroupProfile, session_ms: float, seed: int = 0) -> float:
+    if not any(departure.per_day > 0 for departure in profile.departures):
+        return 0
+    runs = _DepartureRuns(profile, session_ms, seed)
     return sum(
-        departure.per_day * departure_cost_s(profile, session_ms, departure, seed)
+        departure.per_day * _departure_cost_s(profile, runs, departure)
         for departure in profile.departures
         if departure.per_day > 0
     )
@@ -316,9 +373,16 @@ def score_group(
     """Every candidate's cost for this group (the table the job chooses from)."""
     rows: list[ScoreRow] = []
     batch_grid = tuple(batches) if batches is not None else batch_candidates(profile.members)
+    # What no candidate changes is built once: the pods' latencies, the members, the client.
+    latencies = startup_latencies(profile, samples, seed) if delays_ms else []
+    consumer = _consumer(profile)
+    members = _members(profile.members, profile.static)
     for delay in delays_ms:
+        coordinator = CoordinatorSettings(initial_rebalance_delay_ms=delay)
         for batch in batch_grid:
-            cost = startup_cost_s(profile, delay, batch, samples, seed)
+            cost = _startup_cost_s(
+                profile, consumer, members, coordinator, batch, latencies, samples, seed
+            )
             rows.append(
                 ScoreRow("startup", delay, batch, 0.0, cost, cost * profile.rollouts_per_day)
             )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
+from itertools import count
 
 from rebalancer.simulation.events import Event
 
@@ -11,18 +12,18 @@ class Agenda:
     """Events by (time, event order, insertion); insertion order keeps equal events FIFO."""
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, int, int, Event]] = []
-        self._inserted = 0
+        # A heap of (time, event order, insertion, event); the run loop pops it directly.
+        self.entries: list[tuple[float, int, int, Event]] = []
+        self._insertions = count(1)
 
     def schedule(self, at_ms: float, event: Event) -> None:
-        self._inserted += 1
-        heapq.heappush(self._heap, (at_ms, event.order, self._inserted, event))
+        heappush(self.entries, (at_ms, event.order, next(self._insertions), event))
 
     def pop(self) -> tuple[float, Event] | None:
-        if not self._heap:
+        if not self.entries:
             return None
-        at_ms, _, _, event = heapq.heappop(self._heap)
+        at_ms, _, _, event = heappop(self.entries)
         return at_ms, event
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return len(self.entries)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from rebalancer.simulation.scenarios import Assignor
 
@@ -22,25 +23,71 @@ class Assignment:
     withheld: frozenset[int]
 
 
+_EMPTY: frozenset[int] = frozenset()
+# Assignments already computed, by everything they depend on: a run repeats the same few member
+# sets and ownerships at every generation, and the scoring job repeats whole runs with other
+# timings. Bounded, so a long-lived process does not grow; dropping it only costs recomputation.
+_MEMO: dict[tuple[object, ...], Assignment] = {}
+_MEMO_LIMIT = 8192
+
+
 def assign_partitions(
     members: Sequence[str],
     partitions: Sequence[int],
     assignor: Assignor,
     previous: Mapping[str, frozenset[int]],
 ) -> Assignment:
-    """Assign `partitions` over `members`; `previous` is what each member owned before."""
-    ordered = sorted(members)
+    """Assign `partitions` over `members`; `previous` is what each member owned before.
+
+    The result depends only on the members, the partitions in order, the assignor and, except
+    for round-robin, what each of these members owned; it is shared between calls with the same
+    inputs (its `granted` is read-only).
+    """
+    ordered = tuple(sorted(members))
+    held = tuple([previous.get(member, _EMPTY) for member in ordered])
+    return assign_sorted(ordered, tuple(partitions), assignor, held)
+
+
+def assign_sorted(
+    ordered: tuple[str, ...],
+    partitions: tuple[int, ...],
+    assignor: Assignor,
+    held: tuple[frozenset[int], ...],
+) -> Assignment:
+    """`assign_partitions` for members already in sorted order, `held[i]` what `ordered[i]`
+    owned before (the coordinator keeps its members sorted, so it skips the sort and mapping)."""
+    key: tuple[object, ...]
+    if assignor == "round-robin":
+        key = (assignor, ordered, partitions)
+    else:
+        key = (assignor, ordered, partitions, held)
+    assignment = _MEMO.get(key)
+    if assignment is None:
+        # Only the members' own entries are read, so this mapping stands for `previous`.
+        assignment = _assign(ordered, partitions, assignor, dict(zip(ordered, held, strict=True)))
+        if len(_MEMO) >= _MEMO_LIMIT:
+            _MEMO.clear()
+        _MEMO[key] = assignment
+    return assignment
+
+
+def _assign(
+    ordered: Sequence[str],
+    partitions: Sequence[int],
+    assignor: Assignor,
+    previous: Mapping[str, frozenset[int]],
+) -> Assignment:
     if not ordered:
-        return Assignment(granted={}, withheld=frozenset())
+        return Assignment(granted=MappingProxyType({}), withheld=frozenset())
     if assignor == "round-robin":
         granted = {
             member: frozenset(partitions[index :: len(ordered)])
             for index, member in enumerate(ordered)
         }
-        return Assignment(granted=granted, withheld=frozenset())
+        return Assignment(granted=MappingProxyType(granted), withheld=frozenset())
     target = _balance_keeping_owners(ordered, partitions, previous)
     if assignor == "sticky":
-        return Assignment(granted=target, withheld=frozenset())
+        return Assignment(granted=MappingProxyType(target), withheld=frozenset())
     return _withhold_moves(ordered, target, previous)
 
 
@@ -81,4 +128,4 @@ def _withhold_moves(
         if owners.get(partition, member) != member
     )
     granted = {member: target[member] - withheld for member in members}
-    return Assignment(granted=granted, withheld=withheld)
+    return Assignment(granted=MappingProxyType(granted), withheld=withheld)

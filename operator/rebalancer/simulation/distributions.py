@@ -58,7 +58,10 @@ def sample_start_times(starts: StartTimes, count: int, rng: random.Random) -> tu
         case FixedOffsets(offsets_ms=offsets):
             if len(offsets) < count:
                 raise ValueError(f"{count} members but only {len(offsets)} fixed offsets")
-            return tuple(_checked(offset) for offset in offsets[:count])
+            chosen = tuple(offsets[:count])
+            if chosen and min(chosen) < 0:
+                raise ValueError("start offsets and spreads must not be negative")
+            return chosen
         case Staggered(spacing_ms=spacing):
             return tuple(_checked(index * spacing) for index in range(count))
         case Uniform(spread_ms=spread):

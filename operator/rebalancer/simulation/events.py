@@ -3,6 +3,10 @@
 `order` breaks ties between events at the same instant. The coordinator's timers and held
 responses go first, then assignment completions, then departures, then arrivals, then the
 members' own reactions. That order is a modelling choice where real brokers race.
+
+Events are slotted dataclasses, not frozen ones: a run creates and dispatches tens of them per
+member, and a frozen dataclass's __init__ costs several times a plain one. Nothing changes an
+event once it is scheduled.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from rebalancer.simulation.results import Cause
 from rebalancer.simulation.scenarios import Departure
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class JoinDeadline:
     """A delayed join (InitialDelayedJoin or DelayedJoin) expires, unless `token` is stale."""
 
@@ -22,7 +26,7 @@ class JoinDeadline:
     token: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SyncDone:
     """The leader's SyncGroup for `generation` is stored: the group becomes Stable."""
 
@@ -30,7 +34,7 @@ class SyncDone:
     generation: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Resync:
     """A member that rejoined without a rebalance receives its stored assignment."""
 
@@ -39,7 +43,7 @@ class Resync:
     incarnation: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SessionCheck:
     """The coordinator's heartbeat deadline for a member that may have stopped heartbeating."""
 
@@ -47,19 +51,19 @@ class SessionCheck:
     member_id: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Depart:
     order: ClassVar[int] = 2
     consumer: int
     departure: Departure
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TopicCreated:
     order: ClassVar[int] = 2
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Start:
     """A (new) process of a member starts and sends its first JoinGroup."""
 
@@ -67,7 +71,7 @@ class Start:
     consumer: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class JoinArrive:
     """A JoinGroup reaches the coordinator; `with_topic` is the subscription it carries."""
 
@@ -78,7 +82,7 @@ class JoinArrive:
     with_topic: bool
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class HeartbeatNotice:
     """A member's heartbeat after the group moved on: it learns it must rejoin."""
 
@@ -87,7 +91,7 @@ class HeartbeatNotice:
     incarnation: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Rejoin:
     """A member decides to rejoin on its own (after revoking, or on a changed subscription)."""
 
@@ -97,7 +101,7 @@ class Rejoin:
     reason: Cause
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class MetadataRefresh:
     """A member's periodic metadata refresh (metadata.max.age.ms) that can reveal a new topic."""
 
@@ -106,7 +110,7 @@ class MetadataRefresh:
     incarnation: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Enforce:
     """The operator makes one member rejoin to force a rebalance."""
 

@@ -12,11 +12,14 @@ the coordinator.
 
 from __future__ import annotations
 
+import heapq
 import random
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from rebalancer.simulation.agendas import Agenda
-from rebalancer.simulation.consumers import Consumer, Phase
+from rebalancer.simulation.consumers import Consumer, Phases
 from rebalancer.simulation.events import (
     Depart,
     Enforce,
@@ -42,19 +45,39 @@ METADATA_CHANGES: frozenset[Cause] = frozenset(
 _MAX_EVENTS = 5_000_000
 
 
+Handler = Callable[[Any, Any], None]
+# Which method handles each event type: the members' events here, the coordinator's (timers,
+# held responses) in each subclass's COORDINATOR_EVENT_HANDLERS.
+MEMBER_EVENT_HANDLERS: dict[type[Event], str] = {
+    Start: "on_start",
+    Depart: "on_depart",
+    JoinArrive: "on_join_arrive",
+    HeartbeatNotice: "on_heartbeat_notice",
+    Rejoin: "on_rejoin",
+    MetadataRefresh: "on_metadata_refresh",
+    TopicCreated: "on_topic_created",
+    Enforce: "on_enforce",
+}
+_DISPATCH: dict[type[GroupModel], dict[type[Event], Handler]] = {}
+
+
 class GroupModel(ABC):
     """One run of one group on one broker profile."""
+
+    COORDINATOR_EVENT_HANDLERS: ClassVar[dict[type[Event], str]] = {}
 
     def __init__(self, scenario: Scenario, consumers: list[Consumer], rng: random.Random) -> None:
         self.scenario = scenario
         self.rng = rng
         self.settings = scenario.coordinator
         self.consumers = consumers
+        self.names = [consumer.name for consumer in consumers]
         self.agenda = Agenda()
-        self.ledger = Ledger(scenario.partitions, [consumer.name for consumer in consumers])
+        self.ledger = Ledger(scenario.partitions, self.names)
         self.now_ms = 0.0
         self.topic_exists = False
         self.topic_partitions: tuple[int, ...] = ()
+        self.own_partitions = tuple(range(scenario.partitions))
         self.cooperative = all(c.settings.assignor == "cooperative-sticky" for c in consumers)
         self.assignor = _group_assignor([c.settings.assignor for c in consumers])
 
@@ -70,47 +93,78 @@ class GroupModel(ABC):
             self.agenda.schedule(creation.at_ms, TopicCreated())
             if creation.notice == "enforced":
                 self.agenda.schedule(creation.at_ms, Enforce())
+        # The hot loop: locals rather than attribute look-ups, and a handler per event type.
+        handlers = self.dispatch_table()
+        entries = self.agenda.entries
+        advance = self.ledger.advance
+        horizon_ms = self.scenario.horizon_ms
+        pop = heapq.heappop
         for _ in range(_MAX_EVENTS):
-            popped = self.agenda.pop()
-            if popped is None or popped[0] > self.scenario.horizon_ms:
+            if not entries:
                 break
-            at_ms, event = popped
-            self.ledger.advance(at_ms)
+            at_ms, _, _, event = pop(entries)
+            if at_ms > horizon_ms:
+                break
+            advance(at_ms)
             self.now_ms = at_ms
-            self.handle(event)
+            handlers[type(event)](self, event)
         else:
             raise RuntimeError("the simulation did not settle; is the scenario consistent?")
         return self.ledger.result()
 
     def handle(self, event: Event) -> None:
-        match event:
-            case Start(consumer=index):
-                self.start(self.consumers[index])
-            case Depart(consumer=index, departure=departure):
-                self.depart(self.consumers[index], departure.kind, departure.restart_after_ms)
-            case JoinArrive(consumer=index, incarnation=incarnation, reason=reason):
-                consumer = self.consumers[index]
-                if self.is_current(consumer, incarnation):
-                    self.receive_join(consumer, reason, event.with_topic)
-            case HeartbeatNotice(consumer=index, incarnation=incarnation):
-                consumer = self.consumers[index]
-                consumer.notice_pending = False
-                if self.is_current(consumer, incarnation) and consumer.phase is Phase.STABLE:
-                    self.notice_by_heartbeat(consumer)
-            case Rejoin(consumer=index, incarnation=incarnation, reason=reason):
-                consumer = self.consumers[index]
-                if self.is_current(consumer, incarnation) and consumer.phase is Phase.STABLE:
-                    self.rejoin(consumer, reason)
-            case MetadataRefresh(consumer=index, incarnation=incarnation):
-                consumer = self.consumers[index]
-                if self.is_current(consumer, incarnation):
-                    self.refresh_metadata(consumer)
-            case TopicCreated():
-                self.create_topic()
-            case Enforce():
-                self.enforce()
-            case _:
-                self.handle_coordinator_event(event)
+        self.dispatch_table()[type(event)](self, event)
+
+    @classmethod
+    def dispatch_table(cls) -> dict[type[Event], Handler]:
+        """The method that handles each event type (built once per model class)."""
+        table = _DISPATCH.get(cls)
+        if table is None:
+            names = {**MEMBER_EVENT_HANDLERS, **cls.COORDINATOR_EVENT_HANDLERS}
+            table = _DISPATCH[cls] = {kind: getattr(cls, name) for kind, name in names.items()}
+        return table
+
+    def on_start(self, event: Start) -> None:
+        self.start(self.consumers[event.consumer])
+
+    def on_depart(self, event: Depart) -> None:
+        departure = event.departure
+        self.depart(self.consumers[event.consumer], departure.kind, departure.restart_after_ms)
+
+    def on_join_arrive(self, event: JoinArrive) -> None:
+        consumer = self.consumers[event.consumer]
+        if consumer.alive and consumer.incarnation == event.incarnation:
+            self.receive_join(consumer, event.reason, event.with_topic)
+
+    def on_heartbeat_notice(self, event: HeartbeatNotice) -> None:
+        consumer = self.consumers[event.consumer]
+        consumer.notice_pending = False
+        if (
+            consumer.alive
+            and consumer.incarnation == event.incarnation
+            and consumer.phase is Phases.STABLE
+        ):
+            self.notice_by_heartbeat(consumer)
+
+    def on_rejoin(self, event: Rejoin) -> None:
+        consumer = self.consumers[event.consumer]
+        if (
+            consumer.alive
+            and consumer.incarnation == event.incarnation
+            and consumer.phase is Phases.STABLE
+        ):
+            self.rejoin(consumer, event.reason)
+
+    def on_metadata_refresh(self, event: MetadataRefresh) -> None:
+        consumer = self.consumers[event.consumer]
+        if consumer.alive and consumer.incarnation == event.incarnation:
+            self.refresh_metadata(consumer)
+
+    def on_topic_created(self, event: TopicCreated) -> None:
+        self.create_topic()
+
+    def on_enforce(self, event: Enforce) -> None:
+        self.enforce()
 
     @staticmethod
     def is_current(consumer: Consumer, incarnation: int) -> bool:
@@ -131,7 +185,7 @@ class GroupModel(ABC):
         consumer.joined_with_topic = False
         consumer.notice_pending = False
         self.schedule_refresh(consumer)
-        consumer.phase = Phase.JOINING
+        consumer.phase = Phases.JOINING
         self.send_join(consumer, "member-join")
 
     def depart(
@@ -140,13 +194,13 @@ class GroupModel(ABC):
         if consumer.alive:
             last_contact_ms = (
                 consumer.last_heartbeat_ms(self.now_ms)
-                if consumer.phase in (Phase.STABLE, Phase.AWAITING_SYNC)
+                if consumer.phase in (Phases.STABLE, Phases.AWAITING_SYNC)
                 else self.now_ms
             )
             consumer.alive = False
             consumer.incarnation += 1
             self.ledger.lose_all(consumer)
-            consumer.phase = Phase.OFFLINE
+            consumer.phase = Phases.OFFLINE
             self.on_departure(consumer, kind, last_contact_ms)
         if restart_after_ms is not None:
             self.agenda.schedule(self.now_ms + restart_after_ms, Start(consumer.index))
@@ -163,14 +217,14 @@ class GroupModel(ABC):
     def rejoin(self, consumer: Consumer, reason: Cause) -> None:
         if not self.cooperative:
             self.ledger.revoke(consumer, consumer.owned)
-        consumer.phase = Phase.JOINING
+        consumer.phase = Phases.JOINING
         self.send_join(consumer, reason)
 
     def rejoin_as_new_member(self, consumer: Consumer) -> None:
         """UNKNOWN_MEMBER_ID: the coordinator forgot this member; its partitions are lost."""
         self.ledger.lose_all(consumer)
         consumer.member_id = None
-        consumer.phase = Phase.JOINING
+        consumer.phase = Phases.JOINING
         self.send_join(consumer, "member-join")
 
     def deliver(self, consumer: Consumer, partitions: frozenset[int], generation: int) -> None:
@@ -179,10 +233,10 @@ class GroupModel(ABC):
         if revoked:
             self.ledger.revoke(consumer, revoked)
         self.ledger.hand_over(consumer, partitions)
-        consumer.phase = Phase.STABLE
+        consumer.phase = Phases.STABLE
         consumer.generation = generation
         consumer.heartbeat_anchor_ms = self.now_ms
-        if partitions & set(self.topic_partitions):
+        if self.topic_partitions and not partitions.isdisjoint(self.topic_partitions):
             # The leader's choice adds assigned topics to the subscription and to the joined
             # subscription alike, so an assigned member never rejoins for the topic.
             consumer.knows_topic = consumer.joined_with_topic = True
@@ -203,7 +257,7 @@ class GroupModel(ABC):
         self.schedule_rejoin(consumer, "member-rejoin", after_ms=gap)
 
     def schedule_notice(self, consumer: Consumer) -> None:
-        if consumer.alive and consumer.phase is Phase.STABLE and not consumer.notice_pending:
+        if consumer.alive and consumer.phase is Phases.STABLE and not consumer.notice_pending:
             consumer.notice_pending = True
             self.agenda.schedule(
                 consumer.next_heartbeat_ms(self.now_ms),
@@ -211,11 +265,12 @@ class GroupModel(ABC):
             )
 
     def everyone_assigned(self, generation: int) -> bool:
-        return all(
-            consumer.phase is Phase.STABLE and consumer.generation == generation
-            for consumer in self.consumers
-            if consumer.alive
-        )
+        for consumer in self.consumers:
+            if consumer.alive and (
+                consumer.phase is not Phases.STABLE or consumer.generation != generation
+            ):
+                return False
+        return True
 
     # -- the new topic (KAFKA-7126) --------------------------------------------------------
 
@@ -239,7 +294,7 @@ class GroupModel(ABC):
 
     def refresh_metadata(self, consumer: Consumer) -> None:
         consumer.knows_topic = True
-        if consumer.phase is Phase.STABLE and not consumer.joined_with_topic:
+        if consumer.phase is Phases.STABLE and not consumer.joined_with_topic:
             self.rejoin(consumer, "metadata-change")
 
     def refreshes_on_rejoin(self) -> bool:
@@ -249,16 +304,15 @@ class GroupModel(ABC):
     def enforce(self) -> None:
         """The operator's lever: one member rejoins with changed metadata (see DESIGN.md)."""
         for consumer in self.consumers:
-            if consumer.alive and consumer.phase is Phase.STABLE:
+            if consumer.alive and consumer.phase is Phases.STABLE:
                 self.rejoin(consumer, "enforced")
                 return
 
-    def partitions_to_assign(self, any_member_has_topic: bool) -> list[int]:
-        partitions = list(range(self.scenario.partitions))
-        if any_member_has_topic:
+    def partitions_to_assign(self, any_member_has_topic: bool) -> tuple[int, ...]:
+        if any_member_has_topic and self.topic_partitions:
             # The leader fetches metadata for every topic any member subscribes to.
-            partitions.extend(self.topic_partitions)
-        return partitions
+            return self.own_partitions + self.topic_partitions
+        return self.own_partitions
 
     # -- the coordinator -------------------------------------------------------------------
 
@@ -275,9 +329,6 @@ class GroupModel(ABC):
     @abstractmethod
     def notice_by_heartbeat(self, consumer: Consumer) -> None:
         """A Stable member heartbeats after the group moved on."""
-
-    @abstractmethod
-    def handle_coordinator_event(self, event: Event) -> None: ...
 
 
 def _group_assignor(assignors: list[Assignor]) -> Assignor:

@@ -34,9 +34,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from enum import Enum
+from typing import ClassVar, Final
 
-from rebalancer.simulation.assignors import assign_partitions
-from rebalancer.simulation.consumers import Consumer, Phase
+from rebalancer.simulation.assignors import assign_sorted
+from rebalancer.simulation.consumers import Consumer, Phases
 from rebalancer.simulation.events import Event, JoinDeadline, Resync, SessionCheck, SyncDone
 from rebalancer.simulation.group_models import METADATA_CHANGES, GroupModel
 from rebalancer.simulation.results import Cause
@@ -50,7 +51,16 @@ class _State(Enum):
     STABLE = "Stable"
 
 
-@dataclass
+class _States:
+    """_State's members as plain class attributes (see consumers.Phases)."""
+
+    EMPTY: Final = _State.EMPTY
+    PREPARING: Final = _State.PREPARING
+    COMPLETING: Final = _State.COMPLETING
+    STABLE: Final = _State.STABLE
+
+
+@dataclass(slots=True)
 class _Record:
     """The coordinator's MemberMetadata."""
 
@@ -65,14 +75,26 @@ class _Record:
     with_topic: bool = False
 
 
+_NO_PARTITIONS: frozenset[int] = frozenset()
+
+
 class KafkaGroupModel(GroupModel):
     """GroupCoordinator + GroupMetadata for one group."""
 
+    COORDINATOR_EVENT_HANDLERS: ClassVar[dict[type[Event], str]] = {
+        JoinDeadline: "on_join_deadline",
+        SyncDone: "on_sync_done",
+        SessionCheck: "on_session_check",
+        Resync: "on_resync",
+    }
+
     def __init__(self, scenario: Scenario, consumers: list[Consumer], rng: random.Random) -> None:
         super().__init__(scenario, consumers, rng)
-        self.state = _State.EMPTY
+        self.state = _States.EMPTY
         self.generation = 0
         self.members: dict[str, _Record] = {}
+        self._by_name: tuple[list[_Record], tuple[str, ...], bool] | None = None
+        self._rebalance_timeout_ms: float | None = None
         self.static_ids: dict[str, str] = {}
         self.leader: str | None = None
         self.new_member_added = False
@@ -91,21 +113,21 @@ class KafkaGroupModel(GroupModel):
                 self.add_member(consumer, with_topic)
             return
         record = self.members.get(consumer.member_id)
-        if record is None or self.state is _State.EMPTY:
+        if record is None or self.state is _States.EMPTY:
             self.rejoin_as_new_member(consumer)
             return
         record.with_topic = with_topic
         changed = reason in METADATA_CHANGES
         match self.state:
-            case _State.PREPARING:
+            case _States.PREPARING:
                 record.awaiting_join = True
                 self.try_complete_join()
-            case _State.COMPLETING if not changed:
+            case _States.COMPLETING if not changed:
                 # Same metadata: the member is simply told the pending generation again.
                 record.awaiting_join = False
-                consumer.phase = Phase.AWAITING_SYNC
+                consumer.phase = Phases.AWAITING_SYNC
                 consumer.heartbeat_anchor_ms = self.now_ms
-            case _State.STABLE if not changed and record.member_id != self.leader:
+            case _States.STABLE if not changed and record.member_id != self.leader:
                 self.agenda.schedule(
                     self.now_ms + self.settings.sync_latency_ms,
                     Resync(consumer.index, consumer.incarnation),
@@ -117,26 +139,31 @@ class KafkaGroupModel(GroupModel):
     def add_member(self, consumer: Consumer, with_topic: bool) -> None:
         member_id = f"{consumer.name}#{consumer.incarnation}"
         consumer.member_id = member_id
+        settings = consumer.settings
+        # In field order (keywords would cost as much again as the construction).
         record = _Record(
-            member_id=member_id,
-            consumer=consumer.index,
-            instance_id=consumer.instance_id,
-            session_timeout_ms=consumer.settings.session_timeout_ms,
-            rebalance_timeout_ms=consumer.settings.max_poll_interval_ms,
-            last_heartbeat_ms=self.now_ms,
-            with_topic=with_topic,
+            member_id,
+            consumer.index,
+            consumer.instance_id,
+            settings.session_timeout_ms,
+            settings.max_poll_interval_ms,
+            True,  # awaiting_join
+            self.now_ms,  # last_heartbeat_ms
+            _NO_PARTITIONS,  # assignment
+            with_topic,
         )
-        if self.state is _State.PREPARING and self.generation == 0:
+        if self.state is _States.PREPARING and self.generation == 0:
             self.new_member_added = True
         self.members[member_id] = record
+        self.forget_order()
         if record.instance_id is not None:
             self.static_ids[record.instance_id] = member_id
         if self.leader is None:
             self.leader = member_id
-        if self.state is _State.PREPARING:
+        if self.state is _States.PREPARING:
             self.try_complete_join()
         else:
-            self.prepare_rebalance("initial-join" if self.state is _State.EMPTY else "member-join")
+            self.prepare_rebalance("initial-join" if self.state is _States.EMPTY else "member-join")
 
     def replace_static_member(self, consumer: Consumer, with_topic: bool) -> None:
         assert consumer.instance_id is not None
@@ -147,18 +174,19 @@ class KafkaGroupModel(GroupModel):
         record.with_topic = with_topic
         record.last_heartbeat_ms = self.now_ms
         self.members[record.member_id] = record
+        self.forget_order()
         self.static_ids[consumer.instance_id] = record.member_id
         if self.leader == old_id:
             self.leader = record.member_id
         consumer.member_id = record.member_id
         match self.state:
-            case _State.STABLE:
+            case _States.STABLE:
                 # KIP-345: the new process takes over the slot and its stored assignment.
                 self.agenda.schedule(
                     self.now_ms + self.settings.sync_latency_ms,
                     Resync(consumer.index, consumer.incarnation),
                 )
-            case _State.COMPLETING:
+            case _States.COMPLETING:
                 record.awaiting_join = True
                 self.prepare_rebalance("member-rejoin")
             case _:
@@ -168,15 +196,15 @@ class KafkaGroupModel(GroupModel):
     # -- the join phase --------------------------------------------------------------------
 
     def prepare_rebalance(self, cause: Cause) -> None:
-        if self.state is _State.COMPLETING:
+        if self.state is _States.COMPLETING:
             # The pending generation is abandoned; its members' SyncGroups fail and they rejoin.
             self.ledger.close_rebalance(self.now_ms, completed=False)
             for record in self.members.values():
                 consumer = self.live_consumer(record)
-                if consumer is not None and consumer.phase is Phase.AWAITING_SYNC:
+                if consumer is not None and consumer.phase is Phases.AWAITING_SYNC:
                     self.rejoin(consumer, "member-rejoin")
-        was_stable = self.state is _State.STABLE
-        if self.state is _State.EMPTY:
+        was_stable = self.state is _States.STABLE
+        if self.state is _States.EMPTY:
             delay = self.settings.initial_rebalance_delay_ms
             self.arm_join_timer(
                 initial=True,
@@ -185,12 +213,13 @@ class KafkaGroupModel(GroupModel):
             )
         else:
             self.arm_join_timer(initial=False, delay_ms=self.rebalance_timeout_ms())
-        self.state = _State.PREPARING
+        self.state = _States.PREPARING
         self.ledger.open_rebalance(cause, self.now_ms)
         if was_stable:
+            consumers = self.consumers
             for record in self.members.values():
-                consumer = self.live_consumer(record)
-                if consumer is not None:
+                consumer = consumers[record.consumer]
+                if consumer.alive and consumer.member_id == record.member_id:  # live_consumer
                     self.schedule_notice(consumer)
         self.try_complete_join()
 
@@ -215,12 +244,12 @@ class KafkaGroupModel(GroupModel):
             self.complete_join()
 
     def try_complete_join(self) -> None:
-        if (
-            self.state is _State.PREPARING
-            and not self.join_is_initial
-            and all(record.awaiting_join for record in self.members.values())
-        ):
-            self.complete_join()
+        if self.state is not _States.PREPARING or self.join_is_initial:
+            return
+        for record in self.members.values():
+            if not record.awaiting_join:
+                return
+        self.complete_join()
 
     def complete_join(self) -> None:
         self.join_token += 1
@@ -234,44 +263,62 @@ class KafkaGroupModel(GroupModel):
             return
         self.generation += 1
         if not self.members:
-            self.state = _State.EMPTY
+            self.state = _States.EMPTY
             self.ledger.form_generation(self.generation, ())
             self.ledger.close_rebalance(self.now_ms, completed=True)
             return
         if self.leader not in {record.member_id for record in joined}:
             self.leader = joined[0].member_id
-        self.state = _State.COMPLETING
+        self.state = _States.COMPLETING
+        now_ms = self.now_ms
+        consumers = self.consumers
         for record in self.members.values():
             record.awaiting_join = False
-            record.last_heartbeat_ms = self.now_ms
-            consumer = self.live_consumer(record)
-            if consumer is None:
-                self.agenda.schedule(
-                    self.now_ms + record.session_timeout_ms, SessionCheck(record.member_id)
-                )
+            record.last_heartbeat_ms = now_ms
+            consumer = consumers[record.consumer]
+            if consumer.alive and consumer.member_id == record.member_id:  # live_consumer
+                consumer.phase = Phases.AWAITING_SYNC
+                consumer.heartbeat_anchor_ms = now_ms
             else:
-                consumer.phase = Phase.AWAITING_SYNC
-                consumer.heartbeat_anchor_ms = self.now_ms
+                self.agenda.schedule(
+                    now_ms + record.session_timeout_ms, SessionCheck(record.member_id)
+                )
         self.ledger.form_generation(self.generation, self.member_names())
         self.agenda.schedule(self.now_ms + self.settings.sync_latency_ms, SyncDone(self.generation))
 
     def complete_sync(self, generation: int) -> None:
-        if self.state is not _State.COMPLETING or generation != self.generation:
+        if self.state is not _States.COMPLETING or generation != self.generation:
             return
-        self.state = _State.STABLE
-        records = sorted(self.members.values(), key=self.name_of)
-        assignment = assign_partitions(
-            [self.name_of(record) for record in records],
-            self.partitions_to_assign(any(record.with_topic for record in records)),
+        self.state = _States.STABLE
+        records, ordered, distinct = self.by_name()
+        if distinct:
+            held = tuple([record.assignment for record in records])
+        else:
+            # Two records of one member (an old process not yet expired): the later one's
+            # assignment stands for the name, as in a mapping built in this order.
+            previous = {
+                name: record.assignment for name, record in zip(ordered, records, strict=True)
+            }
+            held = tuple([previous[name] for name in ordered])
+        granted = assign_sorted(
+            ordered,
+            self.partitions_to_assign(
+                bool(self.topic_partitions) and any(record.with_topic for record in records)
+            ),
             self.assignor,
-            {self.name_of(record): record.assignment for record in records},
-        )
-        for record in records:
-            record.assignment = assignment.granted[self.name_of(record)]
+            held,
+        ).granted
+        for name, record in zip(ordered, records, strict=True):
+            record.assignment = granted[name]
         self.ledger.close_rebalance(self.now_ms, completed=True)
+        consumers = self.consumers
         for record in records:
-            consumer = self.live_consumer(record)
-            if consumer is not None and consumer.phase is Phase.AWAITING_SYNC:
+            consumer = consumers[record.consumer]
+            if (
+                consumer.phase is Phases.AWAITING_SYNC
+                and consumer.alive
+                and consumer.member_id == record.member_id  # live_consumer
+            ):
                 self.deliver(consumer, record.assignment, self.generation)
         self.ledger.note_stable(
             self.now_ms, everyone_assigned=self.everyone_assigned(self.generation)
@@ -301,13 +348,14 @@ class KafkaGroupModel(GroupModel):
 
     def remove_member_and_update(self, record: _Record, cause: Cause) -> None:
         self.remove_record(record)
-        if self.state in (_State.STABLE, _State.COMPLETING):
+        if self.state in (_States.STABLE, _States.COMPLETING):
             self.prepare_rebalance(cause)
         else:
             self.try_complete_join()
 
     def remove_record(self, record: _Record) -> None:
         del self.members[record.member_id]
+        self.forget_order()
         if record.instance_id is not None:
             self.static_ids.pop(record.instance_id, None)
         if self.leader == record.member_id:
@@ -322,42 +370,45 @@ class KafkaGroupModel(GroupModel):
     def notice_by_heartbeat(self, consumer: Consumer) -> None:
         if consumer.member_id not in self.members:
             self.rejoin_as_new_member(consumer)
-        elif self.state is not _State.STABLE or consumer.generation != self.generation:
+        elif self.state is not _States.STABLE or consumer.generation != self.generation:
             self.rejoin_at_next_poll(consumer)
 
     def resync(self, consumer: Consumer) -> None:
         record = self.members.get(consumer.member_id or "")
         if record is None:
             self.rejoin_as_new_member(consumer)
-        elif self.state is _State.STABLE:
+        elif self.state is _States.STABLE:
             self.deliver(consumer, record.assignment, self.generation)
             self.ledger.note_stable(
                 self.now_ms, everyone_assigned=self.everyone_assigned(self.generation)
             )
         else:
-            consumer.phase = Phase.JOINING
+            consumer.phase = Phases.JOINING
             self.send_join(consumer, "member-rejoin")
 
-    def handle_coordinator_event(self, event: Event) -> None:
-        match event:
-            case JoinDeadline(token=token):
-                if token == self.join_token and self.state is _State.PREPARING:
-                    self.expire_join_timer()
-            case SyncDone(generation=generation):
-                self.complete_sync(generation)
-            case SessionCheck(member_id=member_id):
-                self.check_session(member_id)
-            case Resync(consumer=index, incarnation=incarnation):
-                consumer = self.consumers[index]
-                if self.is_current(consumer, incarnation):
-                    self.resync(consumer)
-            case _:
-                raise AssertionError(f"unexpected event for the Kafka coordinator: {event}")
+    def on_join_deadline(self, event: JoinDeadline) -> None:
+        if event.token == self.join_token and self.state is _States.PREPARING:
+            self.expire_join_timer()
+
+    def on_sync_done(self, event: SyncDone) -> None:
+        self.complete_sync(event.generation)
+
+    def on_session_check(self, event: SessionCheck) -> None:
+        self.check_session(event.member_id)
+
+    def on_resync(self, event: Resync) -> None:
+        consumer = self.consumers[event.consumer]
+        if consumer.alive and consumer.incarnation == event.incarnation:
+            self.resync(consumer)
 
     # -- helpers ---------------------------------------------------------------------------
 
     def rebalance_timeout_ms(self) -> float:
-        return max((record.rebalance_timeout_ms for record in self.members.values()), default=0.0)
+        if self._rebalance_timeout_ms is None:
+            self._rebalance_timeout_ms = max(
+                (record.rebalance_timeout_ms for record in self.members.values()), default=0.0
+            )
+        return self._rebalance_timeout_ms
 
     def live_consumer(self, record: _Record) -> Consumer | None:
         consumer = self.consumers[record.consumer]
@@ -369,4 +420,20 @@ class KafkaGroupModel(GroupModel):
         return self.consumers[record.consumer].name
 
     def member_names(self) -> tuple[str, ...]:
-        return tuple(sorted(self.name_of(record) for record in self.members.values()))
+        return self.by_name()[1]
+
+    def by_name(self) -> tuple[list[_Record], tuple[str, ...], bool]:
+        """The records sorted by member name (stable), their names, and whether those are
+        distinct. Kept until the membership changes (see forget_order)."""
+        if self._by_name is None:
+            names = self.names
+            records = sorted(self.members.values(), key=lambda record: names[record.consumer])
+            ordered = tuple([names[record.consumer] for record in records])
+            self._by_name = (records, ordered, len(set(ordered)) == len(ordered))
+        return self._by_name
+
+    def forget_order(self) -> None:
+        """The members changed (added, removed, replaced): by_name sorts them again and the
+        rebalance timeout is their maximum again (a record's own never changes)."""
+        self._by_name = None
+        self._rebalance_timeout_ms = None

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from rebalancer.simulation.consumers import Consumer
 from rebalancer.simulation.results import Cause, Rebalance, SimulationResult
 
+_NOTHING: frozenset[int] = frozenset()
+
 
 @dataclass
 class _OpenRebalance:
@@ -72,6 +74,10 @@ class Ledger:
 
     def revoke(self, consumer: Consumer, partitions: frozenset[int]) -> None:
         """A member gives partitions up to a rebalance (onPartitionsRevoked)."""
+        if partitions is consumer.owned:  # all of them (an eager rejoin): no set arithmetic
+            self._revocations[consumer.name] += len(partitions)
+            self.hand_over(consumer, _NOTHING)
+            return
         self._revocations[consumer.name] += len(partitions & consumer.owned)
         self.hand_over(consumer, consumer.owned - partitions)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from rebalancer.simulation.consumers import Consumer
 from rebalancer.simulation.distributions import sample_start_times
@@ -11,10 +12,30 @@ from rebalancer.simulation.kafka_groups import KafkaGroupModel
 from rebalancer.simulation.results import SimulationResult
 from rebalancer.simulation.scenarios import Scenario
 
+# Generator states just after seeding, by seed: restoring one costs less than seeding, and the
+# scoring job runs thousands of scenarios on a few seeds. Bounded; any entry may be dropped.
+_SEEDED: dict[tuple[type, object], tuple[Any, ...]] = {}
+_SEEDED_LIMIT = 256
+
+
+def seeded_random(seed: int) -> random.Random:
+    """A generator in the state `random.Random(seed)` starts in."""
+    key = (type(seed), seed)  # 1 == 1.0, but an int and a float seed differently
+    state = _SEEDED.get(key)
+    if state is None:
+        rng = random.Random(seed)
+        if len(_SEEDED) >= _SEEDED_LIMIT:
+            _SEEDED.clear()
+        _SEEDED[key] = rng.getstate()
+        return rng
+    rng = random.Random.__new__(random.Random)
+    rng.setstate(state)
+    return rng
+
 
 def simulate(scenario: Scenario) -> SimulationResult:
     """Play `scenario` on its broker profile; the same scenario always gives the same result."""
-    rng = random.Random(scenario.seed)
+    rng = seeded_random(scenario.seed)
     consumers = build_consumers(scenario, rng)
     # Redpanda follows Kafka's coordinator, initial delay included; it only makes the delay a
     # dynamic setting, which matters to the operator, not to the timing.
@@ -28,15 +49,19 @@ def build_consumers(scenario: Scenario, rng: random.Random) -> list[Consumer]:
     consumers: list[Consumer] = []
     for index, plan in enumerate(scenario.members):
         settings = plan.consumer or scenario.consumer
+        name = plan.name or f"member-{index}"
+        start_ms = sampled[index] if plan.start_ms is None else plan.start_ms
+        metadata_phase_ms = rng.uniform(0.0, settings.metadata_max_age_ms)
+        # In field order: keywords would cost as much again as the construction.
         consumers.append(
             Consumer(
-                index=index,
-                name=plan.name or f"member-{index}",
-                settings=settings,
-                instance_id=plan.instance_id,
-                start_ms=sampled[index] if plan.start_ms is None else plan.start_ms,
-                departures=plan.departures,
-                metadata_phase_ms=rng.uniform(0.0, settings.metadata_max_age_ms),
+                index,
+                name,
+                settings,
+                plan.instance_id,
+                start_ms,
+                plan.departures,
+                metadata_phase_ms,
             )
         )
     names = [consumer.name for consumer in consumers]

@@ -137,7 +137,11 @@ class Scenario:
     horizon_ms: float = 24 * 3600 * 1000.0
 
     def __post_init__(self) -> None:
-        _require_positive(partitions=self.partitions, horizon_ms=self.horizon_ms)
+        # Checked inline (as _require_positive would): every run builds a Scenario.
+        if self.partitions <= 0:
+            raise ValueError("partitions must be positive")
+        if self.horizon_ms <= 0:
+            raise ValueError("horizon_ms must be positive")
         names = [plan.name for plan in self.members if plan.name is not None]
         instances = [plan.instance_id for plan in self.members if plan.instance_id is not None]
         if len(set(names)) != len(names):
