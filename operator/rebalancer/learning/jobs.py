@@ -279,6 +279,7 @@ def estimate(
     if not keys_unique:
         keyed = events.filter(sf.col("record_key").isNotNull()).dropDuplicates(["record_key"])
         events = events.filter(sf.col("record_key").isNull()).unionByName(keyed)
+    events = events.drop("record_key")  # nothing below reads it: not cached
     for column in ("namespace", "name"):
         events = events.withColumn(column, sf.coalesce(sf.col(column), sf.lit("")))
     # Five aggregations read the same rows: read the files once, and before they start (adaptive
@@ -295,22 +296,29 @@ def estimate(
     # A pod the stagger released has two starts in its batch: its release (source
     # "operator"), which its latency counts from, and its container's start (source
     # "kubernetes"); a pod started outside the stagger has the container's start only.
-    first_start = Window.partitionBy(*batch_key).orderBy(
-        (sf.col("source") == "operator").desc(), sf.col("detected_at")
-    )
-    starts = (
-        events.filter(sf.col("record_type") == "pod-start")
-        .withColumn("start_rank", sf.row_number().over(first_start))
-        .filter(sf.col("start_rank") == 1)
-    )
+    # The first start by that order is the earliest of the first tier that has one (a release,
+    # then a container start, then a start of unknown source). Each join of the pod in its
+    # batch pairs with that start. One hashed aggregation per pod and batch gathers both, where
+    # a ranking window and a join sorted 4 million rows each at 1e7 records.
+    is_start = sf.col("record_type") == "pod-start"
+    operator_start = sf.col("source") == "operator"
+    tiers = (operator_start, ~operator_start, operator_start.isNull())
+    in_batch = sf.col("batch_id").isNotNull() & sf.col("member").isNotNull()
     paired = (
-        joins.filter(sf.col("batch_id").isNotNull())
-        .select(*batch_key, sf.col("detected_at").alias("join_at"))
-        .join(
-            starts.filter(sf.col("batch_id").isNotNull()).select(
-                *batch_key, sf.col("detected_at").alias("start_at")
+        events.filter(in_batch & (is_start | (sf.col("record_type") == "member-join")))
+        .groupBy(*batch_key)
+        .agg(
+            *(
+                sf.min(sf.when(is_start & tier, sf.col("detected_at"))).alias(f"tier_{number}")
+                for number, tier in enumerate(tiers)
             ),
-            on=batch_key,
+            # collect_list leaves the starts' nulls out: the pod's joins in its batch.
+            sf.collect_list(sf.when(~is_start, sf.col("detected_at"))).alias("join_times"),
+        )
+        .select(
+            *KEY,
+            sf.coalesce("tier_0", "tier_1", "tier_2").alias("start_at"),
+            sf.explode("join_times").alias("join_at"),
         )
         .withColumn("latency_ms", (sf.col("join_at") - sf.col("start_at")) * 1000.0)
         .filter(sf.col("latency_ms") >= 0)
@@ -325,15 +333,17 @@ def estimate(
         ((sf.max("detected_at") - sf.min("detected_at")) * 1000.0).alias("spread_ms"),
         sf.count(sf.lit(1)).alias("batch_members"),
         sf.min("detected_at").alias("first_join_at"),
-        sf.max("rollout_id").alias("batch_rollout"),
+        # Whether the batch was a rollout's: a flag hashes, a string's max needs a sort.
+        sf.max(sf.col("rollout_id").isNotNull()).alias("of_rollout"),
+        sf.collect_list("detected_at").alias("join_times"),
     )
     # Without pod-start records (the operator records joins only) the latencies are not known,
     # but how far behind its batch's first join each pod joined is: the latency distribution
     # up to the fastest pod's latency, which every candidate shares.
     shared = per_batch.filter(sf.col("batch_members") >= 2)
     offsets = (
-        batched.join(shared.select(*KEY, "batch_id", "first_join_at"), on=[*KEY, "batch_id"])
-        .withColumn("offset_ms", (sf.col("detected_at") - sf.col("first_join_at")) * 1000.0)
+        shared.select(*KEY, "first_join_at", sf.explode("join_times").alias("joined_at"))
+        .withColumn("offset_ms", (sf.col("joined_at") - sf.col("first_join_at")) * 1000.0)
         .groupBy(*KEY)
         .agg(
             sf.percentile_approx("offset_ms", list(QUANTILE_SHARES), 10000).alias("offset_q"),
@@ -342,9 +352,7 @@ def estimate(
     )
     # Start-ups outside rollouts (cold starts, scale-ups without the stagger) happen too.
     bursts = (
-        shared.filter(sf.col("batch_rollout").isNull())
-        .groupBy(*KEY)
-        .agg(sf.count(sf.lit(1)).alias("bursts"))
+        shared.filter(~sf.col("of_rollout")).groupBy(*KEY).agg(sf.count(sf.lit(1)).alias("bursts"))
     )
     spreads = per_batch.groupBy(*KEY, "batch_members").agg(
         sf.count(sf.lit(1)).alias("batches"),
@@ -674,6 +682,10 @@ def learn(
                 if not inputs.listed_by_spark:
                     shuffle = max(2 * cores, min(400, inputs.rows // 250_000))
                     session.conf.set("spark.sql.shuffle.partitions", str(shuffle))
+                    # Sized to the history already: adaptive execution would merge them into
+                    # fewer tasks than cores (its measure is bytes, and the bytes are few: the
+                    # work is percentile summaries and lists per group), leaving a core idle.
+                    session.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
                 # percentile_approx, max_by and collect_set keep a buffer per group; past 128
                 # groups in a task Spark falls back to sorting every row by group instead (240
                 # groups sorted 1e7 rows several times over). Groups number in the thousands at
