@@ -214,3 +214,29 @@ def test_drop_repeats_keeps_the_first_row_of_each_key() -> None:
 
     assert unique.column("record_key").to_pylist() == ["a", None, "b", None]
     assert unique.column("departure").to_pylist()[0] == "crash"
+
+
+def test_the_operator_reads_its_keys_while_a_compaction_removes_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file listed by the operator is gone when it opens it: compacted in between.
+    from rebalancer.clients import recording
+
+    root = tmp_path / "history"
+    record(root, pod_stop(DAY, "pod-stop/u1/0"))
+    record(root, pod_stop(DAY + 1, "pod-stop/u2/0"))
+    real = recording.read_json_rows
+    calls: list[str] = []
+
+    def vanishing(filesystem: object, path: str) -> list[dict[str, object]]:
+        calls.append(path)
+        if len(calls) == 1:
+            raise FileNotFoundError(path)
+        return real(filesystem, path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(recording, "read_json_rows", vanishing)
+
+    keys = asyncio.run(HistoryRecorder(root).recorded_keys("shop", ["2023-11-14"]))
+
+    assert len(calls) == 2
+    assert len(keys) == 1

@@ -127,7 +127,11 @@ def recorded_keys(root: str | os.PathLike[str], namespace: str, days: Iterable[s
         if not filesystem.exists(directory):
             continue
         for path in _visible(filesystem.glob(f"{directory}/{FILE_PREFIX}*{JSON_SUFFIX}")):
-            for row in read_json_rows(filesystem, path):
+            try:
+                rows = read_json_rows(filesystem, path)
+            except FileNotFoundError:  # compacted since the listing: its keys are in Parquet
+                continue
+            for row in rows:
                 key = row.get("record_key")
                 if key is not None:
                     keys.add(str(key))
