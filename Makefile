@@ -6,10 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install system-deps kafka controlplane lab test lint unit e2e bench clean chart-package images
 
-$(STAMP): pyproject.toml
+# The operator's package and the lab's (lab/: its own distribution, so that the operator's wheel
+# carries none of it), both editable.
+$(STAMP): pyproject.toml lab/pyproject.toml lab/setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]' -e ./lab
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -26,20 +28,20 @@ system-deps:
 
 # Apache Kafka's jars, fetched from Maven Central once into ~/.cache/rebalancer/kafka.
 kafka: $(STAMP) system-deps
-	$(BIN)/python -u -c "from rebalancer.lab.kafka_jars import ensure_kafka_jars; ensure_kafka_jars(progress=print)"
+	$(BIN)/python -u -c "from rebalancer_lab.kafka_jars import ensure_kafka_jars; ensure_kafka_jars(progress=print)"
 
 # The Kubernetes control plane (kube-apiserver, controller manager, scheduler, etcd) built from
 # lab/controlplane/ with Go once per source change into ~/.cache/rebalancer/controlplane; a cold
 # build takes minutes (figures in lab/controlplane/README.md), a cached one nothing.
 controlplane: $(STAMP)
-	$(BIN)/python -u -m rebalancer.lab.controlplane
+	$(BIN)/python -u -m rebalancer_lab.controlplane
 
 lab: kafka controlplane
 	$(BIN)/rebalancer lab
 
 lint: $(STAMP)
-	$(BIN)/ruff check operator tests bench deploy charts
-	$(BIN)/ruff format --check operator tests bench deploy charts
+	$(BIN)/ruff check operator lab tests bench deploy charts
+	$(BIN)/ruff format --check operator lab tests bench deploy charts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

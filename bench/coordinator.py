@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/coordinator.py [--repeats 3] [--png bench/coordinator.png]
 
-A broker of its own (`rebalancer.lab.broker.KafkaBroker`, group.initial.rebalance.delay.ms 3000)
+A broker of its own (`rebalancer_lab.broker.KafkaBroker`, group.initial.rebalance.delay.ms 3000)
 and real confluent-kafka consumers (classic protocol, cooperative-sticky, session 6 s, heartbeat
 2 s), each started at its scenario's offset. The broker's group coordinator logs every
 "Preparing to rebalance group G" and "Stabilized group G generation N"; the figures come from
@@ -29,7 +29,6 @@ from pathlib import Path
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rebalancer.lab.broker import KafkaBroker
 from rebalancer.simulation import (
     ConsumerSettings,
     CoordinatorSettings,
@@ -38,6 +37,7 @@ from rebalancer.simulation import (
     plan_members,
     simulate,
 )
+from rebalancer_lab.broker import KafkaBroker
 
 PARTITIONS = 8
 SESSION_MS = 6000

@@ -4,7 +4,7 @@
         [--client librdkafka|kafkajs|all]
 
 Everything is real: an Apache Kafka broker (classic groups eager and cooperative, and KIP-848
-groups; librdkafka's mock cluster for a second opinion), `python -m rebalancer.lab.consumer`
+groups; librdkafka's mock cluster for a second opinion), `python -m rebalancer_lab.consumer`
 processes as the application, reporting every rebalance (docs/member-reports.md), and
 `rebalancer sidecar` processes doing the enforcing.
 
@@ -50,14 +50,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "operator"))
+sys.path[:0] = [str(ROOT / "operator"), str(ROOT / "lab")]
 
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
-from rebalancer.lab.broker import KafkaBroker  # noqa: E402
-from rebalancer.lab.mock_cluster import MockCluster  # noqa: E402
-from rebalancer.lab.producer import ensure_topic  # noqa: E402
 from rebalancer.structs.enforcement import control_topic, flip_topic  # noqa: E402
+from rebalancer_lab.broker import KafkaBroker  # noqa: E402
+from rebalancer_lab.mock_cluster import MockCluster  # noqa: E402
+from rebalancer_lab.producer import ensure_topic  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "kafka"))
 from kafkajs_support import KafkajsConsumer  # noqa: E402
@@ -145,7 +145,7 @@ class Lab:
     def _env(self, pod: str, group_id: str, extra: dict[str, str]) -> dict[str, str]:
         return {
             **os.environ,
-            "PYTHONPATH": str(ROOT / "operator"),
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "operator"), str(ROOT / "lab")]),
             "PYTHONUNBUFFERED": "1",
             "POD_NAME": pod,
             "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
@@ -165,7 +165,7 @@ class Lab:
             )
 
     def consumer(self, pod: str, group_id: str, extra: dict[str, str]) -> None:
-        command = [sys.executable, "-m", "rebalancer.lab.consumer"]
+        command = [sys.executable, "-m", "rebalancer_lab.consumer"]
         self._spawn(command, self._env(pod, group_id, extra), f"{pod}.log")
 
     def sidecar(self, pod: str, group_id: str, extra: dict[str, str]) -> str:

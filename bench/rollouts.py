@@ -9,7 +9,7 @@ configuration, and the operator; measured, repeated, and replayed on the coordin
 On the lab (Apache Kafka; Kubernetes' own control plane, whose kube-controller-manager runs the
 StatefulSet, Deployment and ReplicaSet controllers and whose kube-scheduler binds the pods; the
 lab's kubelet, which runs each pod as local processes; the operator process), real
-`python -m rebalancer.lab.consumer` pods run every cell of a matrix.
+`python -m rebalancer_lab.consumer` pods run every cell of a matrix.
 
 A cell is (scenario, N = --pods, partitions, assignor, jitter). Each cell runs every strategy;
 `--repeat K` runs the whole matrix K times, interleaved (repeat 1 of every cell, then repeat 2;
@@ -126,9 +126,6 @@ from typing import Any
 from kubernetes import client
 
 import rollouts_summary
-from rebalancer.lab.kubelet import JITTER_ANNOTATION
-from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab, LabConfig
 from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer.simulation import (
     ConsumerSettings,
@@ -140,6 +137,9 @@ from rebalancer.simulation import (
     simulate,
 )
 from rebalancer.structs.brokers import BrokerProfile
+from rebalancer_lab.kubelet import JITTER_ANNOTATION
+from rebalancer_lab.producer import ensure_topic
+from rebalancer_lab.running import Lab, LabConfig
 from rollouts_summary import SCENARIOS, STRATEGIES
 
 NS = "default"
@@ -527,7 +527,7 @@ def workload(
             {
                 "name": "consumer",
                 "image": "ghcr.io/rebalancer-dev/rebalancer:0.1.0",
-                "command": ["python", "-m", "rebalancer.lab.consumer"],
+                "command": ["python", "-m", "rebalancer_lab.consumer"],
                 "env": env,
             }
         ],

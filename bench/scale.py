@@ -51,9 +51,9 @@ sys.path.insert(0, str(ROOT))
 from tests.api_faults import Fault, FaultyApi  # noqa: E402
 from tests.e2e.support import free_port  # noqa: E402
 
-from rebalancer.lab.controlplane import ControlPlane  # noqa: E402
-from rebalancer.lab.producer import ensure_topic  # noqa: E402
-from rebalancer.lab.running import Lab, LabConfig  # noqa: E402
+from rebalancer_lab.controlplane import ControlPlane  # noqa: E402
+from rebalancer_lab.producer import ensure_topic  # noqa: E402
+from rebalancer_lab.running import Lab, LabConfig  # noqa: E402
 
 GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 TOPIC = "scale"

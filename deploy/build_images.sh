@@ -96,8 +96,7 @@ run_in "localhost/rebalancer-operator:$VERSION" id
 # operator's history writer works without a Parquet library.
 run_in "localhost/rebalancer-operator:$VERSION" python -c '
 import asyncio, importlib, pkgutil, rebalancer
-extra = ("rebalancer.lab", "rebalancer.learning", "rebalancer.commands.lab",
-         "rebalancer.commands.learn", "rebalancer.__main__")
+extra = ("rebalancer.learning", "rebalancer.commands.learn", "rebalancer.__main__")
 names = [m.name for m in pkgutil.walk_packages(rebalancer.__path__, "rebalancer.")
          if not any(m.name == e or m.name.startswith(e + ".") for e in extra)]
 for name in names:

@@ -28,7 +28,7 @@ from types import TracebackType
 import aiohttp
 from aiohttp import web
 
-from rebalancer.lab.controlplane import ControlPlane
+from rebalancer_lab.controlplane import ControlPlane
 
 # Headers that belong to one connection, not to the request (RFC 9110 7.6.1), and those the
 # proxy sets again itself.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from rebalancer.lab.kubelet.addresses import POD_NETWORK_VARIABLE
+from rebalancer_lab.kubelet.addresses import POD_NETWORK_VARIABLE
 
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ... under xdist
 if _WORKER.startswith("gw"):

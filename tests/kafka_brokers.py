@@ -2,7 +2,7 @@
 
 Tests share it with a fresh group id and topic each. A test that stops, kills or restarts its
 broker starts one of its own instead (`KafkaBroker` directly), so that the others never see it go.
-The broker stops when the session's process exits (rebalancer.lab.broker stops every broker it
+The broker stops when the session's process exits (rebalancer_lab.broker stops every broker it
 started at exit).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 import threading
 
-from rebalancer.lab.broker import KafkaBroker
+from rebalancer_lab.broker import KafkaBroker
 
 _lock = threading.Lock()
 _broker: KafkaBroker | None = None

@@ -21,9 +21,9 @@ from pathlib import Path
 from kubernetes import client, config
 
 from rebalancer.clients.kubernetes_api import KubernetesApi, connect
-from rebalancer.lab.cluster import LabCluster
-from rebalancer.lab.controlplane import ControlPlane
-from rebalancer.lab.crd_install import install_crds
+from rebalancer_lab.cluster import LabCluster
+from rebalancer_lab.controlplane import ControlPlane
+from rebalancer_lab.crd_install import install_crds
 
 
 @dataclass

@@ -1,14 +1,22 @@
-"""The `rebalancer` command: one subcommand per module in `rebalancer.commands`."""
+"""The `rebalancer` command: one subcommand per module in `rebalancer.commands`.
+
+A distribution installed beside this one may provide a subcommand through the
+`rebalancer.commands` entry point group (the lab does: lab/pyproject.toml); it takes the place of
+the module of the same name here, which then only says how to install it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 from typing import Protocol, cast
 
 from rebalancer import __version__
 
+# Installed distributions' subcommands: entry points naming a module like those below.
+PLUGIN_GROUP = "rebalancer.commands"
 # Each name is a module in rebalancer.commands exposing add_parser() and run().
 SUBCOMMANDS: tuple[str, ...] = ("operator", "lab", "simulate", "learn", "sidecar", "gate")
 
@@ -21,7 +29,9 @@ class _Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
-def _load(name: str) -> _Command | None:
+def _load(name: str, plugins: dict[str, str]) -> _Command | None:
+    if name in plugins:
+        return cast(_Command, importlib.import_module(plugins[name]))
     try:
         module = importlib.import_module(f"rebalancer.commands.{name}")
     except ModuleNotFoundError as error:
@@ -38,8 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"rebalancer {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    plugins = {entry.name: entry.value for entry in entry_points(group=PLUGIN_GROUP)}
     for name in SUBCOMMANDS:
-        command = _load(name)
+        command = _load(name, plugins)
         if command is not None:
             command.add_parser(subparsers)
     return parser

@@ -27,7 +27,7 @@ from tests.chart.support import (
 )
 
 from rebalancer import __version__
-from rebalancer.lab.manifests import GATE_RULES
+from rebalancer_lab.manifests import GATE_RULES
 
 ALL_GATE = {"gate": ALL_FEATURES["gate"]}
 
@@ -252,7 +252,7 @@ def test_gate_service_accounts_get_exactly_what_the_gate_needs(helm: Helm) -> No
     bindings = {m["metadata"]["namespace"]: m for m in gate if m["kind"] == "RoleBinding"}
     assert set(roles) == set(bindings) == {"apps", "payments"}
     for namespace, role in roles.items():
-        # The lab grants its gated fleets the same rules (rebalancer.lab.manifests).
+        # The lab grants its gated fleets the same rules (rebalancer_lab.manifests).
         assert role["rules"] == GATE_RULES
         binding = bindings[namespace]
         assert binding["roleRef"]["name"] == role["metadata"]["name"]

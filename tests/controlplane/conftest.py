@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from rebalancer.lab.controlplane import ControlPlane, ensure_control_plane
-from rebalancer.lab.controlplane.building import ControlPlaneBuildError
+from rebalancer_lab.controlplane import ControlPlane, ensure_control_plane
+from rebalancer_lab.controlplane.building import ControlPlaneBuildError
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 

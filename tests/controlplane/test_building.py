@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rebalancer.lab.controlplane import building
-from rebalancer.lab.controlplane.building import ControlPlaneBuildError
+from rebalancer_lab.controlplane import building
+from rebalancer_lab.controlplane.building import ControlPlaneBuildError
 
 
 def copy_sources(target: Path) -> Path:

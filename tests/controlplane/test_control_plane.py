@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tests.controlplane.conftest import Kubectl, eventually, get_json
 
-from rebalancer.lab.controlplane import ControlPlane, building
+from rebalancer_lab.controlplane import ControlPlane, building
 
 # A cold build of the control plane runs inside the first test's setup.
 pytestmark = pytest.mark.timeout(3600)

@@ -27,8 +27,8 @@ from tests.controlplane.conftest import Kubectl, eventually, get_json
 from tests.e2e.support import free_port
 from tests.kafka_brokers import shared_broker
 
-from rebalancer.lab.cluster import LabCluster
-from rebalancer.lab.controlplane import ControlPlane
+from rebalancer_lab.cluster import LabCluster
+from rebalancer_lab.controlplane import ControlPlane
 
 pytestmark = pytest.mark.timeout(3600)
 

@@ -16,11 +16,11 @@ import pytest
 import yaml
 from tests.controlplane.conftest import Kubectl, eventually, get_json
 
-from rebalancer.lab.cluster import LabCluster
-from rebalancer.lab.controlplane import ControlPlane
-from rebalancer.lab.manifests import gate_rbac
 from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer.structs.gates import GATE_ANNOTATION, GATE_OPEN
+from rebalancer_lab.cluster import LabCluster
+from rebalancer_lab.controlplane import ControlPlane
+from rebalancer_lab.manifests import gate_rbac
 
 pytestmark = pytest.mark.timeout(3600)
 

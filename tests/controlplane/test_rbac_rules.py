@@ -45,10 +45,10 @@ from tests.kube_clusters import SharedCluster, fresh_namespace, shared_cluster
 from tests.settings.support import STRIMZI_CRD, crds
 
 from rebalancer.clients.kubernetes_api import KubernetesApi
-from rebalancer.lab.kubelet.credentials import write_credentials
-from rebalancer.lab.manifests import gate_rbac
-from rebalancer.lab.processes import ChildProcess, python_module
 from rebalancer.planning.gate_templates import GateOptions, gate_container
+from rebalancer_lab.kubelet.credentials import write_credentials
+from rebalancer_lab.manifests import gate_rbac
+from rebalancer_lab.processes import ChildProcess, python_module
 
 pytestmark = [
     pytest.mark.timeout(600),

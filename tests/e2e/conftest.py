@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from tests.e2e.support import running_lab
 
-from rebalancer.lab.running import Lab
+from rebalancer_lab.running import Lab
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ import yaml
 from kubernetes import client
 from tests.kafka_brokers import shared_broker
 
-from rebalancer.lab.processes import ChildProcess
-from rebalancer.lab.running import Lab, LabConfig
+from rebalancer_lab.processes import ChildProcess
+from rebalancer_lab.running import Lab, LabConfig
 
 T = TypeVar("T")
 KUBECTL = shutil.which("kubectl")

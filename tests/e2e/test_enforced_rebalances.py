@@ -20,8 +20,8 @@ from tests.e2e.support import (
     statefulset,
 )
 
-from rebalancer.lab.processes import ChildProcess
-from rebalancer.lab.running import Lab
+from rebalancer_lab.processes import ChildProcess
+from rebalancer_lab.running import Lab
 
 pytestmark = pytest.mark.e2e
 TOKEN = "lab-sidecar-token"
@@ -56,7 +56,7 @@ def start_group(lab: Lab, name: str, members: int, tmp: Path) -> tuple[list[Chil
 
 def test_changing_the_request_token_costs_exactly_one_generation(lab: Lab, tmp_path: Path) -> None:
     name = "enforced"
-    from rebalancer.lab.producer import ensure_topic
+    from rebalancer_lab.producer import ensure_topic
 
     asyncio.run(ensure_topic(lab.bootstrap, name, 6))
     consumers, url = start_group(lab, name, 2, tmp_path)
@@ -114,7 +114,7 @@ def test_changing_the_request_token_costs_exactly_one_generation(lab: Lab, tmp_p
 
 
 def test_a_new_matching_topic_is_picked_up_in_one_rebalance(lab: Lab, tmp_path: Path) -> None:
-    from rebalancer.lab.producer import ensure_topic
+    from rebalancer_lab.producer import ensure_topic
 
     name = "patterned"
     asyncio.run(ensure_topic(lab.bootstrap, f"{name}.a", 4))
@@ -177,7 +177,7 @@ def test_a_kafkajs_fleet_is_rebalanced_in_one_generation_by_a_visit(
     from confluent_kafka import Producer
     from tests.kafka.kafkajs_support import KafkajsConsumer
 
-    from rebalancer.lab.producer import ensure_topic
+    from rebalancer_lab.producer import ensure_topic
 
     name = "kafkajs"
     asyncio.run(ensure_topic(lab.bootstrap, name, 6))

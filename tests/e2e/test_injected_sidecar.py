@@ -1,7 +1,7 @@
 """The operator adds the enforcement sidecar to running workloads' pods and takes it out.
 
 Real parts: Apache Kafka, Kubernetes' own control plane, the lab's kubelet (each
-container a real process: the application is `python -m rebalancer.lab.consumer`, the injected
+container a real process: the application is `python -m rebalancer_lab.consumer`, the injected
 sidecar the operator's image, `rebalancer sidecar`), and the operator with its rollout
 planner, settings handler and enforce timer. The operator finds the sidecars the way it finds
 sidecars users add themselves: the ready pods of spec.workload, on spec.policy.enforce.sidecar.port.
@@ -30,7 +30,7 @@ import pytest
 from kubernetes import client
 from tests.e2e.support import apply, events_for, eventually, free_port, get_cg, kubectl, running_lab
 
-from rebalancer.lab.running import Lab
+from rebalancer_lab.running import Lab
 
 pytestmark = pytest.mark.e2e
 NAME = "injected"
@@ -66,7 +66,7 @@ def statefulset(lab: Lab, replicas: int, name: str = NAME) -> dict[str, Any]:
     container = {
         "name": "consumer",
         "image": "ghcr.io/rebalancer-dev/rebalancer:0.1.0",
-        "command": ["python", "-m", "rebalancer.lab.consumer"],
+        "command": ["python", "-m", "rebalancer_lab.consumer"],
         "env": [
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             *({"name": k, "value": v} for k, v in env.items()),
@@ -311,7 +311,7 @@ def take_the_sidecar_out(
 
 
 def test_inject_rolls_the_sidecar_into_two_pods_and_one_of_them_enforces(lab: Lab) -> None:
-    from rebalancer.lab.producer import ensure_topic
+    from rebalancer_lab.producer import ensure_topic
 
     asyncio.run(ensure_topic(lab.bootstrap, NAME, 4))
     port = free_port()
@@ -427,7 +427,7 @@ def test_one_batch_of_two_pods_takes_the_sidecar_in_and_out(lab: Lab) -> None:
     # Both pods stop together: two consumers (and, when the sidecar goes, two sidecars) leave a
     # second or so apart, so a leader may leave the group while it is forming; Apache Kafka's
     # coordinator then picks a new leader among the members that rejoined.
-    from rebalancer.lab.producer import ensure_topic
+    from rebalancer_lab.producer import ensure_topic
 
     name = "injected-b"
     port = free_port()
@@ -465,7 +465,7 @@ def test_one_batch_of_two_pods_takes_the_sidecar_in_and_out(lab: Lab) -> None:
 def test_a_running_deployment_gets_the_sidecar_and_loses_it_again(lab: Lab) -> None:
     # The template write pauses the Deployment (marked held-for-rollout) and the planner steps
     # the rollout from there; with one replica the one step is the whole rollout.
-    from rebalancer.lab.producer import ensure_topic
+    from rebalancer_lab.producer import ensure_topic
 
     name = "injected-d"
     asyncio.run(ensure_topic(lab.bootstrap, name, 2))

@@ -19,7 +19,7 @@ from kubernetes import client
 from tests.e2e.support import apply, events_for, eventually, free_port, get_cg, kubectl, running_lab
 from tests.kafka.kafkajs_support import ensure_kafkajs
 
-from rebalancer.lab.running import Lab
+from rebalancer_lab.running import Lab
 
 pytestmark = pytest.mark.e2e
 NAME = "kjs"
@@ -122,7 +122,7 @@ def produce(lab: Lab, keys: range) -> None:
 def test_a_kafkajs_fleet_rolls_out_managed_and_is_enforced_once_after(lab: Lab) -> None:
     import asyncio
 
-    from rebalancer.lab.producer import ensure_topic
+    from rebalancer_lab.producer import ensure_topic
 
     asyncio.run(ensure_topic(lab.bootstrap, NAME, PARTITIONS))
     everything = {(NAME, partition) for partition in range(PARTITIONS)}

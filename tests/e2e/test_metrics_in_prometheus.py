@@ -30,8 +30,8 @@ from tests.e2e.support import (
 )
 
 from rebalancer import metrics
-from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab
+from rebalancer_lab.producer import ensure_topic
+from rebalancer_lab.running import Lab
 
 pytestmark = pytest.mark.e2e
 

@@ -19,9 +19,9 @@ from tests.e2e.support import (
     statefulset,
 )
 
-from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab
 from rebalancer.learning.history_table import read_history
+from rebalancer_lab.producer import ensure_topic
+from rebalancer_lab.running import Lab
 
 pytestmark = pytest.mark.e2e
 
@@ -255,7 +255,7 @@ def test_operator_reports_what_the_schema_cannot_check(lab: Lab) -> None:
 
 
 def test_prometheus_in_the_lab_shows_the_series(lab: Lab) -> None:
-    from rebalancer.lab.prometheus import query
+    from rebalancer_lab.prometheus import query
 
     if lab.prometheus_url is None:
         pytest.skip("no prometheus binary installed (Debian package prometheus)")

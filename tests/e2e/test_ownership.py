@@ -29,7 +29,7 @@ from tests.e2e.support import (
     running_lab,
 )
 
-from rebalancer.lab.running import ADMISSION_CONFIGURATION, Lab
+from rebalancer_lab.running import ADMISSION_CONFIGURATION, Lab
 
 pytestmark = pytest.mark.e2e
 

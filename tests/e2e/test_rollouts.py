@@ -1,7 +1,7 @@
 """Staggered rollouts through the operator, on the lab cluster with real consumer pods.
 
 Real parts: Apache Kafka, Kubernetes' control plane (its StatefulSet controller), the lab's
-kubelet (each pod a `rebalancer gate` init container, then a `python -m rebalancer.lab.consumer`
+kubelet (each pod a `rebalancer gate` init container, then a `python -m rebalancer_lab.consumer`
 process), and the
 operator process (`rebalancer operator`), which observes the group from member reports and
 drives the rollout daemon. Pods start seconds apart (the kubelet's jitter).
@@ -30,11 +30,11 @@ from tests.e2e.support import (
     running_lab,
 )
 
-from rebalancer.lab.kubelet import START_DELAY_REASON
-from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab
 from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer.structs.gates import GATE_BATCH_ANNOTATION
+from rebalancer_lab.kubelet import START_DELAY_REASON
+from rebalancer_lab.producer import ensure_topic
+from rebalancer_lab.running import Lab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 NS = "default"
@@ -74,7 +74,7 @@ def consumers(
             {
                 "name": "consumer",
                 "image": "ghcr.io/rebalancer-dev/rebalancer:0.1.0",
-                "command": ["python", "-m", "rebalancer.lab.consumer"],
+                "command": ["python", "-m", "rebalancer_lab.consumer"],
                 "env": env,
             }
         ],

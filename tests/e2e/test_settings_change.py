@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 from tests.e2e.support import events_for, eventually, get_cg, running_lab
 
-from rebalancer.lab.running import Lab
+from rebalancer_lab.running import Lab
 
 pytestmark = pytest.mark.e2e
 

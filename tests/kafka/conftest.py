@@ -14,7 +14,7 @@ import pytest
 from kafka_support import Fleet
 from tests.kafka_brokers import shared_broker
 
-from rebalancer.lab.broker import KafkaBroker
+from rebalancer_lab.broker import KafkaBroker
 
 
 @pytest.fixture(scope="session")

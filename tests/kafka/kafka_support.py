@@ -78,7 +78,7 @@ class ConsumerProcess:
 
 
 class Fleet:
-    """Starts `python -m rebalancer.lab.consumer` processes; kills leftovers at teardown."""
+    """Starts `python -m rebalancer_lab.consumer` processes; kills leftovers at teardown."""
 
     def __init__(self, bootstrap: str, log_dir: Path) -> None:
         self.bootstrap = bootstrap
@@ -103,7 +103,7 @@ class Fleet:
         log = self.log_dir / f"{name}.log"
         with log.open("wb") as sink:
             process = subprocess.Popen(
-                [sys.executable, "-m", "rebalancer.lab.consumer"],
+                [sys.executable, "-m", "rebalancer_lab.consumer"],
                 env=environment,
                 stdin=subprocess.DEVNULL,
                 stdout=sink,

@@ -13,8 +13,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 from kafka_support import fresh
 
-from rebalancer.lab.broker import BrokerStartError, KafkaBroker, KafkaCluster
-from rebalancer.lab.kafka_jars import KAFKA_VERSION, ensure_kafka_jars
+from rebalancer_lab.broker import BrokerStartError, KafkaBroker, KafkaCluster
+from rebalancer_lab.kafka_jars import KAFKA_VERSION, ensure_kafka_jars
 
 pytestmark = pytest.mark.e2e
 DELAY = "group.initial.rebalance.delay.ms"

@@ -24,10 +24,10 @@ from kafka_support import (
 )
 
 from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
-from rebalancer.lab.broker import KafkaBroker
-from rebalancer.lab.producer import NumberedProducer, ensure_topic
 from rebalancer.structs.brokers import BrokerProfile, GroupState, TopicPartition
 from rebalancer.structs.reports import parse_report
+from rebalancer_lab.broker import KafkaBroker
+from rebalancer_lab.producer import NumberedProducer, ensure_topic
 
 PARTITIONS = 4
 MESSAGES = 40

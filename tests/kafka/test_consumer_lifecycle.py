@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kafka_support import Fleet, ReportCollector, eventually, fresh, partitions_of
 
-from rebalancer.lab.producer import ensure_topic
+from rebalancer_lab.producer import ensure_topic
 
 
 def test_a_frozen_eager_member_reports_lost_then_rejoins(bootstrap: str, tmp_path: Path) -> None:

@@ -23,9 +23,9 @@ from kafka_support import Fleet, ReportCollector, eventually, fresh, partitions_
 from sidecar_support import SidecarProcess, wait_joined
 
 from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
-from rebalancer.lab.broker import KafkaBroker
-from rebalancer.lab.producer import ensure_topic
 from rebalancer.structs.brokers import GroupState
+from rebalancer_lab.broker import KafkaBroker
+from rebalancer_lab.producer import ensure_topic
 
 PARTITIONS = 4
 REPORT_TOKEN = "report-token"

@@ -20,7 +20,7 @@ from kafka_support import eventually, fresh
 from kafkajs_support import KafkajsConsumer
 from sidecar_support import SidecarProcess, wait_joined
 
-from rebalancer.lab.producer import ensure_topic
+from rebalancer_lab.producer import ensure_topic
 
 PARTITIONS = 6
 
@@ -165,7 +165,7 @@ def test_java_fleet_is_enforced_by_the_lever_its_protocol_needs(
 
     from confluent_kafka.admin import AdminClient
 
-    from rebalancer.lab.kafka_jars import class_path, java_binary
+    from rebalancer_lab.kafka_jars import class_path, java_binary
 
     group_id, topic = fresh("java"), fresh("java-orders")
     asyncio.run(ensure_topic(bootstrap, topic, PARTITIONS))

@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent(
 
     from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
     from rebalancer.clients.kafka_errors import KafkaUnavailable
-    from rebalancer.lab.broker import KafkaBroker, free_port
+    from rebalancer_lab.broker import KafkaBroker, free_port
 
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
     logging.getLogger("rebalancer.kafka.librdkafka").setLevel(logging.CRITICAL)
@@ -97,7 +97,7 @@ COORDINATOR_SCRIPT = textwrap.dedent(
 
     from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
     from rebalancer.clients.kafka_errors import KafkaRequestFailed, KafkaUnavailable
-    from rebalancer.lab.broker import KafkaCluster
+    from rebalancer_lab.broker import KafkaCluster
 
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
     logging.getLogger("rebalancer.kafka.librdkafka").setLevel(logging.CRITICAL)

@@ -15,10 +15,10 @@ from kafka_support import Fleet, ReportCollector, eventually, fresh, partitions_
 from sidecar_support import SidecarProcess, wait_joined
 
 from rebalancer.clients.kafka_admin import AdminGateway
-from rebalancer.lab.broker import KafkaBroker
-from rebalancer.lab.producer import ensure_topic
 from rebalancer.structs.brokers import BrokerGroupView, GroupProtocol, GroupState
 from rebalancer.structs.enforcement import control_topic, flip_topic
+from rebalancer_lab.broker import KafkaBroker
+from rebalancer_lab.producer import ensure_topic
 
 PARTITIONS = 6
 REPORT_TOKEN = "report-token"

@@ -1,6 +1,6 @@
 """Security on a real Apache Kafka: SCRAM users, ACLs enforced by StandardAuthorizer, TLS.
 
-One secured broker for the module (rebalancer.lab.broker_security: a SASL_PLAINTEXT and a
+One secured broker for the module (rebalancer_lab.broker_security: a SASL_PLAINTEXT and a
 SASL_SSL listener, SCRAM-SHA-512 and SCRAM-SHA-256, no access without an ACL) and one operator
 process (`rebalancer operator`, at DEBUG, so that even its most talkative log is checked for
 secrets) watching a namespace of the session's Kubernetes cluster. Every ConsumerGroup reads its
@@ -37,13 +37,13 @@ from tests.kube_clusters import SharedCluster, fresh_namespace, shared_cluster
 from rebalancer.clients.broker_configs import alter_group_configs
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
-from rebalancer.lab.broker import KafkaBroker
-from rebalancer.lab.broker_security import BrokerSecurity, make_certificates
-from rebalancer.lab.processes import ChildProcess, python_module
 from rebalancer.planning.sidecar_templates import SIDECAR_CONTAINER, render_sidecar
 from rebalancer.structs.broker_configs import ApplyState, ConfigOutcome
 from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.enforcement import control_topic, flip_topic
+from rebalancer_lab.broker import KafkaBroker
+from rebalancer_lab.broker_security import BrokerSecurity, make_certificates
+from rebalancer_lab.processes import ChildProcess, python_module
 
 pytestmark = pytest.mark.e2e
 

@@ -18,8 +18,8 @@ from tests.cluster_fixtures import cluster, kube, ns  # noqa: F401  (fixtures, f
 from tests.kube_clusters import SharedCluster
 from tests.lab.support import OWN_NODE_TAINT, Lab
 
-from rebalancer.lab.cluster import LabCluster
-from rebalancer.lab.kube.requesting import Api, resource_path
+from rebalancer_lab.cluster import LabCluster
+from rebalancer_lab.kube.requesting import Api, resource_path
 
 OwnKubelet = Callable[..., Lab]
 

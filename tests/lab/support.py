@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rebalancer.lab.cluster import LabCluster
-from rebalancer.lab.kube.informing import Change, Informer
-from rebalancer.lab.kube.objects import condition, is_terminating
-from rebalancer.lab.kube.requesting import Api, resource_path
+from rebalancer_lab.cluster import LabCluster
+from rebalancer_lab.kube.informing import Change, Informer
+from rebalancer_lab.kube.objects import condition, is_terminating
+from rebalancer_lab.kube.requesting import Api, resource_path
 
 Body = dict[str, Any]
 T = TypeVar("T")

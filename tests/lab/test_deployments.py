@@ -21,8 +21,8 @@ from tests.lab.support import (
     wait_for,
 )
 
-from rebalancer.lab.kube.objects import is_terminating
-from rebalancer.lab.kubelet import DELAY_ANNOTATION
+from rebalancer_lab.kube.objects import is_terminating
+from rebalancer_lab.kubelet import DELAY_ANNOTATION
 
 Body = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from tests.lab.support import Lab, alive, container, pid_of, pod, wait_for
 
-from rebalancer.lab.kube.requesting import resource_path
-from rebalancer.lab.kubelet.forking import ForkServer
-from rebalancer.lab.kubelet.processes import ContainerProcess
-from rebalancer.lab.manifests import gate_rbac
 from rebalancer.structs.gates import GATE_ANNOTATION, GATE_OPEN
+from rebalancer_lab.kube.requesting import resource_path
+from rebalancer_lab.kubelet.forking import ForkServer
+from rebalancer_lab.kubelet.processes import ContainerProcess
+from rebalancer_lab.manifests import gate_rbac
 
 PROBE = textwrap.dedent(
     """

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rebalancer.lab.kubelet import DELAY_ANNOTATION, Jitter
-from rebalancer.lab.kubelet.environment import (
+from rebalancer_lab.kubelet import DELAY_ANNOTATION, Jitter
+from rebalancer_lab.kubelet.environment import (
     ConfigMissing,
     command_line,
     expand,

@@ -24,8 +24,8 @@ from tests.lab.support import (
     wait_for,
 )
 
-from rebalancer.lab.kube.objects import condition
-from rebalancer.lab.kubelet import DELAY_ANNOTATION
+from rebalancer_lab.kube.objects import condition
+from rebalancer_lab.kubelet import DELAY_ANNOTATION
 
 
 def running_pid(lab: Lab, name: str) -> int:

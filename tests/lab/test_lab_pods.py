@@ -9,8 +9,8 @@ import pytest
 from tests.e2e.support import free_port
 from tests.lab.support import alive, pid_of, wait_for
 
-from rebalancer.lab.kube.requesting import Api
-from rebalancer.lab.running import Lab, LabConfig
+from rebalancer_lab.kube.requesting import Api
+from rebalancer_lab.running import Lab, LabConfig
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ import pytest
 from tests.lab.conftest import OwnKubelet
 from tests.lab.support import Lab, container, is_ready, pod, python_script, wait_for
 
-from rebalancer.lab.kubelet.addresses import (
+from rebalancer_lab.kubelet.addresses import (
     POD_NETWORK_VARIABLE,
     PodAddresses,
     configured_pod_network,

@@ -29,9 +29,9 @@ from tests.lab.support import (
     wait_for,
 )
 
-from rebalancer.lab.kube.objects import condition
-from rebalancer.lab.kube.requesting import Api, resource_path
-from rebalancer.lab.kubelet.node import LEASE_NAMESPACE, NodeAgent
+from rebalancer_lab.kube.objects import condition
+from rebalancer_lab.kube.requesting import Api, resource_path
+from rebalancer_lab.kubelet.node import LEASE_NAMESPACE, NodeAgent
 
 # The kubelet's own writes, by path.
 POD_STATUS = r"/pods/[^/]+/status$"

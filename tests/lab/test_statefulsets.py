@@ -19,8 +19,8 @@ from tests.lab.support import (
     wait_for,
 )
 
-from rebalancer.lab.kube.objects import is_terminating
-from rebalancer.lab.kube.requesting import resource_path
+from rebalancer_lab.kube.objects import is_terminating
+from rebalancer_lab.kube.requesting import resource_path
 
 Body = dict[str, Any]
 

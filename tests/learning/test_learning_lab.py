@@ -1,7 +1,7 @@
 """History and learning through the whole operator in the lab.
 
 Real parts: Apache Kafka, Kubernetes' control plane, the lab's kubelet (each consumer pod a real
-`python -m rebalancer.lab.consumer` process posting member reports), the operator process with
+`python -m rebalancer_lab.consumer` process posting member reports), the operator process with
 `--history-dir`, and Spark for the learning job. A cold start leaves a join record per member in
 the history and the job reads them; then a recommendation set written by the job's own writer
 drives `spec.policy.learning.mode: auto` through the settings and rollout machinery. Between
@@ -34,12 +34,12 @@ from tests.e2e.support import (
     running_lab,
 )
 
-from rebalancer.lab.running import Lab
 from rebalancer.learning.choosing import ClusterChoice, GroupChoice, GroupFacts
 from rebalancer.learning.history_table import read_history
 from rebalancer.learning.inputs import find_inputs
 from rebalancer.learning.jobs import LearnOptions, learn
 from rebalancer.learning.outputs import build_output, write_output
+from rebalancer_lab.running import Lab
 
 pytestmark = pytest.mark.e2e
 PODS = ("orders-consumer-0", "orders-consumer-1", "orders-consumer-2")

@@ -1,8 +1,9 @@
 """The base install: the wheel built from this tree, installed without extras in a fresh venv.
 
-The operator, the join gate and the sidecar must run from it without Spark or the lab's
-dependencies; `rebalancer lab` and `rebalancer learn` must say which extra to install. The
-dependencies come from the package index (pip's cache makes a second run fast).
+The operator, the join gate and the sidecar must run from it without Spark or the lab; `rebalancer
+learn` must say which extra to install and `rebalancer lab` which distribution (the lab is its own,
+lab/pyproject.toml, and the operator's wheel carries none of it). The dependencies come from the
+package index (pip's cache makes a second run fast).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import venv
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,11 +22,9 @@ import pytest
 from rebalancer import __version__
 
 ROOT = Path(__file__).resolve().parents[2]
-# Modules that only the lab and learning extras may import; everything else is the base install.
+# Modules that only the learning extra may import; everything else is the base install.
 EXTRA_ONLY = (
-    "rebalancer.lab",
     "rebalancer.learning",
-    "rebalancer.commands.lab",
     "rebalancer.commands.learn",
     "rebalancer.__main__",
 )
@@ -177,11 +177,66 @@ def test_the_base_install_records_history_that_learning_reads(
     assert record["date"] == "2023-11-14"
 
 
-def test_lab_and_learn_name_the_extra_to_install(lean_bin: Path, tmp_path: Path) -> None:
+def test_the_wheel_carries_none_of_the_lab(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert any(name.startswith("rebalancer/handlers/") for name in names)
+    lab_files = [
+        name
+        for name in names
+        if name.startswith(("rebalancer_lab/", "rebalancer/lab/")) or name.endswith("pom.xml")
+    ]
+    assert lab_files == []
+
+
+@pytest.fixture(scope="module")
+def lab_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # The lab reads its version from the operator's package beside it, as in the repository.
+    source = tmp_path_factory.mktemp("lab-source")
+    shutil.copytree(
+        ROOT / "lab",
+        source / "lab",
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "controlplane"),
+    )
+    (source / "operator" / "rebalancer").mkdir(parents=True)
+    shutil.copy2(ROOT / "operator/rebalancer/__init__.py", source / "operator/rebalancer")
+    dist = tmp_path_factory.mktemp("lab-dist")
+    built = _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", dist, source / "lab")
+    assert built.returncode == 0, built.stdout + built.stderr
+    (found,) = dist.glob("rebalancer_lab-*.whl")
+    return found
+
+
+def test_the_lab_wheel_is_the_lab_at_the_operators_version(lab_wheel: Path) -> None:
+    assert lab_wheel.name.startswith(f"rebalancer_lab-{__version__}-")
+    with zipfile.ZipFile(lab_wheel) as archive:
+        names = archive.namelist()
+        (metadata,) = [name for name in names if name.endswith(".dist-info/METADATA")]
+        requires = [
+            line.split(":", 1)[1].strip()
+            for line in archive.read(metadata).decode().splitlines()
+            if line.startswith("Requires-Dist:")
+        ]
+        (entry_points,) = [name for name in names if name.endswith("entry_points.txt")]
+        declared = archive.read(entry_points).decode()
+    assert "rebalancer_lab/command.py" in names
+    assert "rebalancer_lab/kubelet/pods.py" in names
+    assert "rebalancer_lab/data/kafka/pom.xml" in names
+    assert not any(name.startswith("rebalancer/") for name in names)
+    assert f"rebalancer=={__version__}" in requires
+    assert "[rebalancer.commands]" in declared
+    assert "lab = rebalancer_lab.command" in declared
+
+
+def test_lab_and_learn_say_what_to_install(lean_bin: Path, tmp_path: Path) -> None:
     lab = _run(lean_bin / "rebalancer", "lab", "--state-dir", tmp_path, timeout=60)
     assert lab.returncode == 2
-    assert "rich" in lab.stderr
-    assert "pip install 'rebalancer[lab]'" in lab.stderr
+    assert "rebalancer-lab" in lab.stderr
+    assert "pip install ./lab" in lab.stderr
+    # Its flags and --help get the same answer, not an argument error.
+    helped = _run(lean_bin / "rebalancer", "lab", "--help", timeout=60)
+    assert helped.returncode == 2
+    assert helped.stderr == lab.stderr
     learn = _run(
         lean_bin / "rebalancer", "learn", "--history", tmp_path, "--output", tmp_path, timeout=60
     )

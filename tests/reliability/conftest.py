@@ -13,7 +13,7 @@ import pytest
 from tests.cluster_fixtures import cluster, kube, ns  # noqa: F401  (fixtures, found by name)
 from tests.e2e.support import running_lab
 
-from rebalancer.lab.running import Lab
+from rebalancer_lab.running import Lab
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from rebalancer.lab.processes import ChildProcess, python_module
-from rebalancer.lab.running import Lab
+from rebalancer_lab.processes import ChildProcess, python_module
+from rebalancer_lab.running import Lab
 
 PRODUCED = re.compile(r"produced (\d+) of (\d+) messages")
 
@@ -35,7 +35,7 @@ def numbered_producer(lab: Lab, name: str, topic: str, rate: float, count: int) 
     return ChildProcess(
         name,
         python_module(
-            "rebalancer.lab.producer",
+            "rebalancer_lab.producer",
             "--bootstrap",
             lab.bootstrap,
             "--topic",

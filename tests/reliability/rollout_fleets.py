@@ -32,12 +32,12 @@ from tests.e2e.support import (
     running_lab,
 )
 
-from rebalancer.lab.running import Lab
 from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer.planning.rollout_states import parse_time
 from rebalancer.planning.workload_views import view_workload
 from rebalancer.structs.gates import GATE_BATCH_ANNOTATION, RESUME_ANNOTATION, GateState
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView
+from rebalancer_lab.running import Lab
 
 NS = "default"
 SESSION_MS = 6000  # the least Kafka allows (group.min.session.timeout.ms)
@@ -81,7 +81,7 @@ def fleet(
                         {
                             "name": "consumer",
                             "image": "ghcr.io/rebalancer-dev/rebalancer:0.1.0",
-                            "command": ["python", "-m", "rebalancer.lab.consumer"],
+                            "command": ["python", "-m", "rebalancer_lab.consumer"],
                             "env": env,
                         }
                     ],

@@ -14,10 +14,10 @@ from tests.e2e.support import apply, condition, consumer_group, eventually, get_
 
 from rebalancer.clients.kafka_admin import AdminPool
 from rebalancer.handlers.observing import RENEW_AFTER_FAILURES
-from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab
 from rebalancer.planning.backoff import backoff_delay
 from rebalancer.planning.rollout_states import parse_time
+from rebalancer_lab.producer import ensure_topic
+from rebalancer_lab.running import Lab
 
 RENEWED = "reconnected the Kafka admin client for"
 RETRYING = re.compile(r"retrying in (\d+)s")

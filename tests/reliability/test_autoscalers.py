@@ -43,11 +43,11 @@ from tests.reliability.rollout_fleets import (
     workload_of,
 )
 
-from rebalancer.lab.crd_install import install_crds
-from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab
 from rebalancer.structs.autoscalers import PAUSED_FOR_ROLLOUT_ANNOTATION
 from rebalancer.structs.gates import GATE_BATCH_ANNOTATION, GateState
+from rebalancer_lab.crd_install import install_crds
+from rebalancer_lab.producer import ensure_topic
+from rebalancer_lab.running import Lab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 

@@ -49,10 +49,10 @@ from tests.reliability.rollout_fleets import (
     workload_body,
 )
 
-from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab
 from rebalancer.planning.workload_views import PARTITION_FIELD, field_writer
 from rebalancer.structs.gates import GATE_BATCH_ANNOTATION
+from rebalancer_lab.producer import ensure_topic
+from rebalancer_lab.running import Lab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

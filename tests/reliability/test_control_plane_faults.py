@@ -42,8 +42,8 @@ from tests.reliability.rollout_fleets import (
     workload_body,
 )
 
-from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab
+from rebalancer_lab.producer import ensure_topic
+from rebalancer_lab.running import Lab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

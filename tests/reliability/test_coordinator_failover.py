@@ -64,9 +64,9 @@ from tests.reliability.rollout_fleets import (
     rollout_of,
 )
 
-from rebalancer.lab.processes import ChildProcess
-from rebalancer.lab.running import Lab
 from rebalancer.structs.enforcement import control_topic, flip_topic
+from rebalancer_lab.processes import ChildProcess
+from rebalancer_lab.running import Lab
 
 # Lab start (three JVMs, the control plane) is outside the test's clock; each case is a cold
 # start, a rollout or an injection, one failover (10-13 s measured, fencing included) and the

@@ -51,9 +51,9 @@ from tests.reliability.rollout_fleets import (
     workload_body,
 )
 
-from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION
+from rebalancer_lab.producer import ensure_topic
+from rebalancer_lab.running import Lab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 NAME = "dsteps"

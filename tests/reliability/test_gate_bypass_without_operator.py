@@ -31,9 +31,9 @@ from tests.reliability.rollout_fleets import (
     settled,
 )
 
-from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS, GATE_CONTAINER
+from rebalancer_lab.producer import ensure_topic
+from rebalancer_lab.running import Lab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 

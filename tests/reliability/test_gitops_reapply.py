@@ -40,10 +40,10 @@ from tests.reliability.rollout_fleets import (
     workload_body,
 )
 
-from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab
 from rebalancer.structs.gates import GATE_CONTAINER
 from rebalancer.structs.workloads import FIELD_MANAGER, ROLLOUT_HOLD_ANNOTATION
+from rebalancer_lab.producer import ensure_topic
+from rebalancer_lab.running import Lab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 

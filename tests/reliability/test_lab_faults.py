@@ -33,9 +33,9 @@ from tests.e2e.support import (
 )
 from tests.reliability.strategies import SLOW_PATTERNS
 
-from rebalancer.lab.processes import ChildProcess
-from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab
+from rebalancer_lab.processes import ChildProcess
+from rebalancer_lab.producer import ensure_topic
+from rebalancer_lab.running import Lab
 
 pytestmark = pytest.mark.e2e
 SECRET = f"planted-{uuid.uuid4().hex}"

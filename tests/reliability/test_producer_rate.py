@@ -8,8 +8,8 @@ import time
 import pytest
 from tests.kafka_brokers import shared_broker
 
-from rebalancer.lab.broker import KafkaBroker
-from rebalancer.lab.producer import NumberedProducer
+from rebalancer_lab.broker import KafkaBroker
+from rebalancer_lab.producer import NumberedProducer
 
 pytestmark = pytest.mark.e2e
 

@@ -32,8 +32,8 @@ from tests.reliability.rollout_fleets import (
     settled,
 )
 
-from rebalancer.lab.producer import ensure_topic
-from rebalancer.lab.running import Lab
+from rebalancer_lab.producer import ensure_topic
+from rebalancer_lab.running import Lab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 

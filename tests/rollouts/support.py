@@ -22,8 +22,8 @@ import pytest
 from kubernetes import client
 
 from rebalancer.clients.kubernetes_api import KubernetesApi
-from rebalancer.lab.manifests import gate_rbac
 from rebalancer.structs.gates import GATE_CONTAINER
+from rebalancer_lab.manifests import gate_rbac
 
 T = TypeVar("T")
 

@@ -10,7 +10,7 @@ from tests.cluster_fixtures import cluster, kube, ns  # noqa: F401  (fixtures, f
 from tests.kafka_brokers import shared_broker
 
 from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
-from rebalancer.lab.broker import KafkaBroker
+from rebalancer_lab.broker import KafkaBroker
 
 
 @pytest.fixture(scope="session")

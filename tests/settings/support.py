@@ -7,8 +7,8 @@ from typing import Any
 
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.settings_reconciling import SettingsTarget
-from rebalancer.lab.crd_install import install_crds
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
+from rebalancer_lab.crd_install import install_crds
 
 # Strimzi's Kafka kind as far as this feature touches it: spec.kafka.config is free-form.
 _KAFKA_SCHEMA: dict[str, Any] = {

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from rebalancer.lab.consumer_settings import load_settings
 from rebalancer.planning.consumer_settings import SettingsContext, resolve_settings
 from rebalancer.planning.consumer_settings_templates import render_settings
 from rebalancer.structs.settings_policies import EnvConvention, EnvPolicy, SettingsPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
+from rebalancer_lab.consumer_settings import load_settings
 
 POLICY = SettingsPolicy(
     session_timeout_ms=6000,

@@ -22,7 +22,6 @@ from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.rolling import Actuator, read_workload
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
-from rebalancer.lab.broker import KafkaBroker
 from rebalancer.planning.gate_templates import GateOptions
 from rebalancer.planning.rollout_actions import Action, PauseDeployment, ResumeDeployment
 from rebalancer.planning.rollout_plans import RolloutSetup
@@ -34,6 +33,7 @@ from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView
+from rebalancer_lab.broker import KafkaBroker
 
 pytestmark = pytest.mark.e2e
 NAME = "web-consumer"

@@ -19,9 +19,9 @@ from tests.settings.support import settings_target, statefulset
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.settings_reconciling import reconcile_settings
-from rebalancer.lab.broker import KafkaBroker
 from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.workloads import FIELD_MANAGER
+from rebalancer_lab.broker import KafkaBroker
 
 MANAGER = "gitops"
 

@@ -13,7 +13,6 @@ from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
 from rebalancer.clients.strimzi_configs import read_strimzi_delay
 from rebalancer.clients.workload_patching import read_workload_body
-from rebalancer.lab.broker import KafkaBroker
 from rebalancer.planning.broker_delay import DelayWant
 from rebalancer.planning.consumer_settings_plans import settings_conditions
 from rebalancer.planning.consumer_settings_templates import template_hash
@@ -25,6 +24,7 @@ from rebalancer.structs.settings_policies import (
     StrimziRef,
 )
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
+from rebalancer_lab.broker import KafkaBroker
 
 
 def target(broker: KafkaBroker, ns: str, **changes: Any) -> SettingsTarget:

@@ -1,7 +1,7 @@
 """A settings change reaches running consumers through a staggered rollout, end to end.
 
 Real parts: Apache Kafka, the Kubernetes control plane (its StatefulSet controller), the lab
-kubelet (each pod a real `python -m rebalancer.lab.consumer` process that reads the mounted
+kubelet (each pod a real `python -m rebalancer_lab.consumer` process that reads the mounted
 ConfigMap and its env), the settings plan, ConfigMap and template patch, and the rollout
 planner and actuator in the loop the operator runs. The group is stood in for by the pods'
 readiness, as in the rollout tests; the consumers' own logs show what they run with.
@@ -24,7 +24,6 @@ from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.rolling import Actuator, read_workload
 from rebalancer.clients.workload_patching import apply_configmap, patch_workload, read_workload_body
-from rebalancer.lab.broker import KafkaBroker
 from rebalancer.planning.consumer_settings_plans import (
     SettingsInputs,
     consumer_timings,
@@ -40,6 +39,7 @@ from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import WorkloadView
+from rebalancer_lab.broker import KafkaBroker
 
 pytestmark = pytest.mark.e2e
 NAME = "orders-consumer"
@@ -62,7 +62,7 @@ def consumers(bootstrap: str, group: str) -> dict[str, Any]:
     container = {
         "name": "consumer",
         "image": "ghcr.io/rebalancer-dev/rebalancer:0.1.0",
-        "command": ["python", "-m", "rebalancer.lab.consumer"],
+        "command": ["python", "-m", "rebalancer_lab.consumer"],
         "env": env,
     }
     return {

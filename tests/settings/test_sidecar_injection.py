@@ -16,7 +16,6 @@ from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
 from rebalancer.clients.workload_patching import read_workload_body
-from rebalancer.lab.broker import KafkaBroker
 from rebalancer.planning.consumer_settings_plans import settings_conditions
 from rebalancer.planning.consumer_settings_templates import template_hash
 from rebalancer.planning.sidecar_templates import (
@@ -28,6 +27,7 @@ from rebalancer.planning.sidecar_templates import (
 from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.specs import WorkloadKind
+from rebalancer_lab.broker import KafkaBroker
 
 ROOT = Path(__file__).resolve().parents[2]
 INJECT = SidecarPolicy(inject=True, port=8091, token_secret="orders-token")

@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 
 from rebalancer.clients.librdkafka_config import read_properties_file
-from rebalancer.lab.consumer import lag_from_statistics
-from rebalancer.lab.consumer_settings import load_settings
 from rebalancer.structs.brokers import TopicPartition
 from rebalancer.structs.kafka_properties import SettingsError
+from rebalancer_lab.consumer import lag_from_statistics
+from rebalancer_lab.consumer_settings import load_settings
 
 BASE = {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9092", "KAFKA_GROUP_ID": "orders"}
 

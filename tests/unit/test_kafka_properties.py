@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from rebalancer.lab.consumer_settings import load_settings as load_consumer
 from rebalancer.sidecar.settings import load_settings as load_sidecar
 from rebalancer.structs.kafka_properties import (
     PropertiesError,
@@ -13,6 +12,7 @@ from rebalancer.structs.kafka_properties import (
     env_variable,
     parse_properties,
 )
+from rebalancer_lab.consumer_settings import load_settings as load_consumer
 
 
 def test_parse_properties_takes_the_first_separator_and_skips_comments() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rebalancer.lab.broker_security import (
+from rebalancer_lab.broker_security import (
     AUTHORIZER,
     BrokerSecurity,
     client_settings,

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from rebalancer.lab.kubelet.environment import expand
 from rebalancer.planning.consumer_settings_plans import (
     SidecarInputs,
     plan_sidecar,
@@ -30,6 +29,7 @@ from rebalancer.structs.conditions import ConditionType
 from rebalancer.structs.enforce_policy import SidecarPolicy, parse_enforce_policy
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.specs import WorkloadKind
+from rebalancer_lab.kubelet.environment import expand
 
 POLICY = SidecarPolicy(inject=True, port=9095, token_secret="orders-token", token_key="tok")
 SASL = {"secretKeyRef": {"name": "kafka-user", "key": "password"}}

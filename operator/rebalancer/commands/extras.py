@@ -1,7 +1,7 @@
 """The optional parts of the install a subcommand needs, checked before it imports them.
 
 The base install carries what the operator, the join gate and the sidecar import; `rebalancer
-lab` needs the `lab` extra and `rebalancer learn` the `learning` extra (pyproject.toml). The
+learn` needs the `learning` extra (pyproject.toml); the lab is a distribution of its own. The
 requirements of each extra are read from the installed package's metadata, so pyproject.toml stays
 the one list.
 """

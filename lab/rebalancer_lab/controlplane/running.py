@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from rebalancer.lab.controlplane.building import ensure_control_plane
-from rebalancer.lab.controlplane.health import client_context, free_port, probe, wait_until
-from rebalancer.lab.controlplane.processes import Child, stop_all
+from rebalancer_lab.controlplane.building import ensure_control_plane
+from rebalancer_lab.controlplane.health import client_context, free_port, probe, wait_until
+from rebalancer_lab.controlplane.processes import Child, stop_all
 
 Progress = Callable[[str], None]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes import client
 
-from rebalancer.lab.manifests import crds
+from rebalancer_lab.manifests import crds
 
 
 def install_crds(

@@ -4,8 +4,8 @@
 `ControlPlane` runs etcd, kube-apiserver, kube-controller-manager and kube-scheduler from it.
 """
 
-from rebalancer.lab.controlplane.building import ControlPlaneBuildError, ensure_control_plane
-from rebalancer.lab.controlplane.running import ControlPlane, ControlPlaneError, NodeCredentials
+from rebalancer_lab.controlplane.building import ControlPlaneBuildError, ensure_control_plane
+from rebalancer_lab.controlplane.running import ControlPlane, ControlPlaneError, NodeCredentials
 
 __all__ = [
     "ControlPlane",

@@ -1,4 +1,4 @@
-"""The lab's example consumer: `python -m rebalancer.lab.consumer`.
+"""The lab's example consumer: `python -m rebalancer_lab.consumer`.
 
 A real confluent-kafka consumer that behaves like a well-written production one: at-least-once
 (commit after processing), correct eager and cooperative rebalance handling, a clean leave on
@@ -23,16 +23,16 @@ from confluent_kafka import TopicPartition as KafkaPartition
 
 from rebalancer.clients.librdkafka_config import redacted
 from rebalancer.clients.reporting import MemberReporter, consumer_position
-from rebalancer.lab.consumer_settings import (
+from rebalancer.structs.brokers import TopicPartition
+from rebalancer.structs.kafka_properties import SettingsError
+from rebalancer.structs.reports import ReportEvent
+from rebalancer_lab.consumer_settings import (
     SHOWN_PROPERTIES,
     ConsumerSettings,
     load_settings,
 )
-from rebalancer.structs.brokers import TopicPartition
-from rebalancer.structs.kafka_properties import SettingsError
-from rebalancer.structs.reports import ReportEvent
 
-logger = logging.getLogger("rebalancer.lab.consumer")
+logger = logging.getLogger("rebalancer_lab.consumer")
 _BATCH = 100
 
 
@@ -83,7 +83,7 @@ class LabConsumer:
                 assignment_strategy=settings.strategy,
             )
         config: dict[str, Any] = dict(settings.properties)
-        config["logger"] = logging.getLogger("rebalancer.lab.consumer.librdkafka")
+        config["logger"] = logging.getLogger("rebalancer_lab.consumer.librdkafka")
         config["error_cb"] = self._on_error
         config["stats_cb"] = self._on_stats
         self.consumer = Consumer(config)
@@ -251,7 +251,7 @@ class LabConsumer:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m rebalancer.lab.consumer",
+        prog="python -m rebalancer_lab.consumer",
         description="Example consumer configured from KAFKA_* environment variables.",
     )
     parser.add_argument("--record-file", help="append topic, partition, offset, key per message")

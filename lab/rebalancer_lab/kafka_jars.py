@@ -50,8 +50,8 @@ def cache_root() -> Path:
 
 
 def data_file(name: str) -> Path:
-    """A file of `rebalancer/lab/data/kafka/` (the pom, the broker's logging config)."""
-    return Path(str(resources.files("rebalancer.lab").joinpath("data", "kafka", name)))
+    """A file of `lab/rebalancer_lab/data/kafka/` (the pom, the broker's logging config)."""
+    return Path(str(resources.files("rebalancer_lab").joinpath("data", "kafka", name)))
 
 
 def java_binary() -> str:

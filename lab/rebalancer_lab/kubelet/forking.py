@@ -54,7 +54,7 @@ DEFAULT_PRELOAD = (
     "kubernetes.client:CoreV1Api",
     "kubernetes.client:AppsV1Api",
     "kubernetes.client:CustomObjectsApi",
-    "rebalancer.lab.consumer",
+    "rebalancer_lab.consumer",
     "aiohttp",
     "confluent_kafka",
 )
@@ -62,7 +62,7 @@ DEFAULT_PREFIXES = ("rebalancer",)
 # Environment that changes how an interpreter starts; a container asking for other values than
 # the server's gets an interpreter of its own.
 _NEUTRAL = frozenset({"PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE"})
-_SERVE = "import sys; from rebalancer.lab.kubelet.forking import main; main(sys.argv[1:])"
+_SERVE = "import sys; from rebalancer_lab.kubelet.forking import main; main(sys.argv[1:])"
 
 
 class ForkedChild:

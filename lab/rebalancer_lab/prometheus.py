@@ -9,7 +9,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from rebalancer.lab.processes import ChildProcess
+from rebalancer_lab.processes import ChildProcess
 
 SCRAPE_INTERVAL_SECONDS = 2
 

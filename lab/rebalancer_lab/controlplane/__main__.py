@@ -1,4 +1,4 @@
-"""`python -m rebalancer.lab.controlplane`: build the control plane now (or find it cached).
+"""`python -m rebalancer_lab.controlplane`: build the control plane now (or find it cached).
 
 Prints the binary's path; `make controlplane` runs it so that tests and the lab start in seconds.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from rebalancer.lab.controlplane.building import ControlPlaneBuildError, ensure_control_plane
+from rebalancer_lab.controlplane.building import ControlPlaneBuildError, ensure_control_plane
 
 
 def main() -> int:

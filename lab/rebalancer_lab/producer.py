@@ -1,4 +1,4 @@
-"""The lab's producer: `python -m rebalancer.lab.producer --topic orders --rate 50`.
+"""The lab's producer: `python -m rebalancer_lab.producer --topic orders --rate 50`.
 
 Sends numbered messages (key "<n>", value {"n": n, "ts": ...}) at a steady rate, creating the
 topic with --partitions partitions if it is absent.
@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from rebalancer.clients.kafka_admin import AdminGateway, KafkaGatewayError, build_client_config
 
-logger = logging.getLogger("rebalancer.lab.producer")
+logger = logging.getLogger("rebalancer_lab.producer")
 
 
 async def ensure_topic(bootstrap: str, topic: str, partitions: int) -> int:
@@ -42,7 +42,7 @@ class NumberedProducer:
     def __init__(self, bootstrap: str, topic: str, extra: dict[str, str] | None = None) -> None:
         config: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": "lab-producer"}
         config.update(extra or {})
-        config["logger"] = logging.getLogger("rebalancer.lab.producer.librdkafka")
+        config["logger"] = logging.getLogger("rebalancer_lab.producer.librdkafka")
         self.producer = Producer(config)
         self.topic = topic
         self.sent = 0
@@ -95,7 +95,7 @@ class NumberedProducer:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m rebalancer.lab.producer", description="Produce numbered messages."
+        prog="python -m rebalancer_lab.producer", description="Produce numbered messages."
     )
     parser.add_argument(
         "--bootstrap",

@@ -49,7 +49,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     UserScramCredentialUpsertion,
 )
 
-from rebalancer.lab.broker_security import (
+from rebalancer_lab.broker_security import (
     SCRAM_MECHANISMS,
     BrokerSecurity,
     TlsFiles,
@@ -58,7 +58,7 @@ from rebalancer.lab.broker_security import (
     make_certificates,
     scram_format_arguments,
 )
-from rebalancer.lab.kafka_jars import KAFKA_VERSION, class_path, data_file, java_binary
+from rebalancer_lab.kafka_jars import KAFKA_VERSION, class_path, data_file, java_binary
 
 logger = logging.getLogger(__name__)
 
@@ -298,7 +298,7 @@ class KafkaCluster:
     single node), started, stopped and restarted together or one by one.
 
     With `security`, every listener asks for a password and ACLs decide what a user may do
-    (rebalancer.lab.broker_security); `bootstrap` is then the SASL_PLAINTEXT listener,
+    (rebalancer_lab.broker_security); `bootstrap` is then the SASL_PLAINTEXT listener,
     `tls_bootstrap` the SASL_SSL one, and `admin_settings()` the lab's super user's client."""
 
     def __init__(

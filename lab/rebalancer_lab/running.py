@@ -2,7 +2,7 @@
 a producer on one machine.
 
 The control plane is Kubernetes' own (etcd, kube-apiserver, kube-controller-manager and
-kube-scheduler, built from Kubernetes' Go modules, see `rebalancer.lab.controlplane`); the lab's
+kube-scheduler, built from Kubernetes' Go modules, see `rebalancer_lab.controlplane`); the lab's
 kubelet registers a Node and runs the pods bound to it as local processes.
 """
 
@@ -20,13 +20,13 @@ from typing import Any
 
 from kubernetes import client, dynamic
 
-from rebalancer.lab.broker import KafkaBroker, KafkaCluster
-from rebalancer.lab.cluster import LabCluster, with_container_env
-from rebalancer.lab.controlplane import ControlPlane
-from rebalancer.lab.crd_install import install_crds
-from rebalancer.lab.manifests import examples, gate_rbac
-from rebalancer.lab.processes import ChildProcess, python_module, stop_all
-from rebalancer.lab.prometheus import find_prometheus, prometheus_process, wait_ready
+from rebalancer_lab.broker import KafkaBroker, KafkaCluster
+from rebalancer_lab.cluster import LabCluster, with_container_env
+from rebalancer_lab.controlplane import ControlPlane
+from rebalancer_lab.crd_install import install_crds
+from rebalancer_lab.manifests import examples, gate_rbac
+from rebalancer_lab.processes import ChildProcess, python_module, stop_all
+from rebalancer_lab.prometheus import find_prometheus, prometheus_process, wait_ready
 
 logger = logging.getLogger(__name__)
 # The ValidatingWebhookConfiguration the lab's operator writes (its webhook is named
@@ -95,7 +95,7 @@ class Lab:
     ) -> None:
         """`pods`: run workloads applied to the API as pods (kubelet and controllers), so the
         example fleet runs as the StatefulSet's pods instead of consumers the lab starts;
-        `jitter` delays each pod's start (see `rebalancer.lab.kubelet.Jitter`)."""
+        `jitter` delays each pod's start (see `rebalancer_lab.kubelet.Jitter`)."""
         state = self.config.state_dir
         state.mkdir(parents=True, exist_ok=True)
         logger.info("state and logs in %s", state)
@@ -276,7 +276,7 @@ class Lab:
         self.producer = ChildProcess(
             "producer",
             python_module(
-                "rebalancer.lab.producer",
+                "rebalancer_lab.producer",
                 "--bootstrap",
                 self.bootstrap,
                 "--topic",
@@ -319,7 +319,7 @@ class Lab:
         pod = f"{prefix}-{index}"
         child = ChildProcess(
             pod,
-            python_module("rebalancer.lab.consumer"),
+            python_module("rebalancer_lab.consumer"),
             self.config.state_dir / "logs" / f"{pod}.log",
             env={**self.consumer_env(index, group_id, prefix), **(env or {})},
         )

@@ -1,0 +1,3 @@
+"""The lab: Rebalancer on one machine, with Apache Kafka, Kubernetes' control plane, a kubelet
+that runs pods as local processes, and an example fleet (`rebalancer lab`).
+"""
