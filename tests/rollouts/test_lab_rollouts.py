@@ -21,11 +21,11 @@ from rebalancer.clients.rolling import Actuator, read_workload
 from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer.planning.rollout_actions import Action, InstallGate, OpenGate
 from rebalancer.planning.rollout_plans import RolloutSetup
-from rebalancer.planning.rollout_policies import RolloutPolicy
 from rebalancer.planning.rollout_states import Mechanism, RolloutKind, RolloutPhase, RolloutState
 from rebalancer.planning.rollouts import Observation, step
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.gates import GATE_CONTAINER
+from rebalancer.structs.rollout_policy import RolloutPolicy
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import WorkloadView

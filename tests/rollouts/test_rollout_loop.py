@@ -26,12 +26,12 @@ from rebalancer.clients.rolling import Actuator, read_workload
 from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer.planning.rollout_actions import OpenGate
 from rebalancer.planning.rollout_plans import RolloutSetup
-from rebalancer.planning.rollout_policies import RolloutPolicy
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
 from rebalancer.planning.rollout_statuses import rollout_conditions
 from rebalancer.planning.rollouts import Observation, step
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.gates import GATE_CONTAINER
+from rebalancer.structs.rollout_policy import RolloutPolicy
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.specs import WorkloadKind
 

@@ -25,10 +25,10 @@ from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_se
 from rebalancer.planning.gate_templates import GateOptions
 from rebalancer.planning.rollout_actions import Action, PauseDeployment, ResumeDeployment
 from rebalancer.planning.rollout_plans import RolloutSetup
-from rebalancer.planning.rollout_policies import RolloutPolicy
 from rebalancer.planning.rollout_states import Mechanism, RolloutPhase, RolloutState
 from rebalancer.planning.rollouts import Observation, step
 from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.rollout_policy import RolloutPolicy
 from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind

@@ -31,10 +31,10 @@ from rebalancer.planning.consumer_settings_plans import (
 )
 from rebalancer.planning.rollout_actions import Action, SetStatefulSetPartition
 from rebalancer.planning.rollout_plans import RolloutSetup
-from rebalancer.planning.rollout_policies import ConsumerTimings, RolloutPolicy
 from rebalancer.planning.rollout_states import Mechanism, RolloutPhase, RolloutState
 from rebalancer.planning.rollouts import Observation, step
 from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.rollout_policy import ConsumerTimings, RolloutPolicy
 from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind

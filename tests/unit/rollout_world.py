@@ -23,11 +23,11 @@ from rebalancer.planning.rollout_actions import (
     SetStatefulSetPartition,
 )
 from rebalancer.planning.rollout_plans import RolloutSetup
-from rebalancer.planning.rollout_policies import RolloutPolicy
 from rebalancer.planning.rollout_states import RolloutState
 from rebalancer.planning.rollouts import Observation, step
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.gates import GateState
+from rebalancer.structs.rollout_policy import RolloutPolicy
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import FIELD_MANAGER, PodView, WorkloadView

@@ -26,7 +26,6 @@ from rebalancer.planning.rollout_actions import (
     ResumeScaledObject,
 )
 from rebalancer.planning.rollout_plans import classify
-from rebalancer.planning.rollout_policies import RolloutPolicy
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
 from rebalancer.planning.rollouts import Observation, step
 from rebalancer.structs.autoscalers import (
@@ -37,6 +36,7 @@ from rebalancer.structs.autoscalers import (
     HpaView,
     ScaledObjectView,
 )
+from rebalancer.structs.rollout_policy import RolloutPolicy
 from rebalancer.structs.specs import WorkloadKind
 
 STS = WorkloadKind.STATEFULSET

@@ -14,12 +14,12 @@ from rebalancer.cli import main
 from rebalancer.gate.verdicts import GateLimits, Verdict, decide
 from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer.planning.rollout_actions import NoteBypassedGates
-from rebalancer.planning.rollout_policies import RolloutPolicy, parse_rollout_policy
 from rebalancer.planning.rollout_states import RolloutState
 from rebalancer.planning.rollouts import step
 from rebalancer.planning.workload_views import view_pod
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
 from rebalancer.structs.problems import SpecInvalid
+from rebalancer.structs.rollout_policy import RolloutPolicy, parse_rollout_policy
 from rebalancer.structs.specs import WorkloadKind
 
 PASSED = {"terminated": {"exitCode": 0}}

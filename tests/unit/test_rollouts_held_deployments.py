@@ -9,7 +9,6 @@ from tests.unit.rollout_world import T0, World, setup_for, with_pods
 
 from rebalancer.planning.rollout_actions import PauseDeployment, ResumeDeployment, Wait
 from rebalancer.planning.rollout_holds import hold_ops
-from rebalancer.planning.rollout_policies import RolloutPolicy
 from rebalancer.planning.rollout_states import Mechanism, RolloutPhase, RolloutState
 from rebalancer.planning.rollouts import (
     CATCH_UP_RECHECK_SECONDS,
@@ -17,6 +16,7 @@ from rebalancer.planning.rollouts import (
     Observation,
     step,
 )
+from rebalancer.structs.rollout_policy import RolloutPolicy
 from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView
 

@@ -17,15 +17,15 @@ from rebalancer.planning.rollout_plans import (
     split_batches,
     static_budget_s,
 )
-from rebalancer.planning.rollout_policies import (
+from rebalancer.planning.rollout_states import Mechanism, RolloutKind
+from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.problems import SpecInvalid
+from rebalancer.structs.rollout_policy import (
     ConsumerTimings,
     RolloutPolicy,
     StaticMembership,
     parse_rollout_policy,
 )
-from rebalancer.planning.rollout_states import Mechanism, RolloutKind
-from rebalancer.structs.brokers import BrokerProfile
-from rebalancer.structs.problems import SpecInvalid
 
 
 def test_defaults() -> None:

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from tests.unit.rollout_world import T0, World, drive, roundtrip, setup_for, with_pods
 
 from rebalancer.planning.rollout_actions import DeletePods, OpenGate
-from rebalancer.planning.rollout_policies import RolloutPolicy, StaticMembership
 from rebalancer.planning.rollout_states import (
     Mechanism,
     RolloutKind,
@@ -22,6 +21,7 @@ from rebalancer.planning.rollout_states import (
     parse_time,
     stamp,
 )
+from rebalancer.structs.rollout_policy import RolloutPolicy, StaticMembership
 
 Phase = RolloutPhase
 SECONDS = 400.0

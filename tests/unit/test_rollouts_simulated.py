@@ -14,7 +14,6 @@ from tests.unit.rollout_world import T0, World, drive, setup_for, with_pods
 
 from rebalancer.planning.rollout_actions import DeletePods
 from rebalancer.planning.rollout_plans import expected_batch_seconds
-from rebalancer.planning.rollout_policies import ConsumerTimings, RolloutPolicy, StaticMembership
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
 from rebalancer.simulation import (
     ConsumerSettings,
@@ -27,6 +26,7 @@ from rebalancer.simulation import (
     simulate,
 )
 from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.rollout_policy import ConsumerTimings, RolloutPolicy, StaticMembership
 
 # From a gate's exit to the consumer's first JoinGroup: application start-up, which the gate
 # does not remove. Up to 400 ms here.

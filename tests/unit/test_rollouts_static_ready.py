@@ -17,10 +17,10 @@ from rebalancer.planning.rollout_plans import (
     plan_notes,
     static_budget_s,
 )
-from rebalancer.planning.rollout_policies import ConsumerTimings, RolloutPolicy, StaticMembership
 from rebalancer.planning.rollout_states import Mechanism, RolloutKind, RolloutPhase, RolloutState
 from rebalancer.planning.rollouts import step
 from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.rollout_policy import ConsumerTimings, RolloutPolicy, StaticMembership
 
 STATIC_UPDATE = Change(RolloutKind.ROLLING_UPDATE, Mechanism.STATEFULSET_REPLACE, static=True)
 # The world's group looks unsettled this long after each replacement (a slow observer, a long

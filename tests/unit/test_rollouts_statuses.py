@@ -6,7 +6,6 @@ from tests.unit.rollout_world import T0, setup_for
 
 from rebalancer.planning.rebalances import GroupTracking
 from rebalancer.planning.rollout_actions import OpenGate
-from rebalancer.planning.rollout_policies import RolloutPolicy
 from rebalancer.planning.rollout_states import (
     Mechanism,
     RolloutKind,
@@ -22,6 +21,7 @@ from rebalancer.planning.rollouts import Observation, step
 from rebalancer.planning.statuses import render_group
 from rebalancer.structs.conditions import ConditionStatus, ConditionType
 from rebalancer.structs.gates import GateState
+from rebalancer.structs.rollout_policy import RolloutPolicy
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import PodView, WorkloadView

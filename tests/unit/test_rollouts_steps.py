@@ -23,7 +23,6 @@ from rebalancer.planning.rollout_actions import (
     SetStatefulSetPartition,
     Wait,
 )
-from rebalancer.planning.rollout_policies import RolloutPolicy, StaticMembership
 from rebalancer.planning.rollout_states import (
     Mechanism,
     RolloutKind,
@@ -41,6 +40,7 @@ from rebalancer.planning.rollouts import (
 )
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.gates import GateState
+from rebalancer.structs.rollout_policy import RolloutPolicy, StaticMembership
 from rebalancer.structs.snapshots import GroupSnapshot, Source
 from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import PodView, WorkloadView

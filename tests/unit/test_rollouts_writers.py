@@ -21,10 +21,10 @@ from rebalancer.planning.rollout_actions import (
     SetStatefulSetPartition,
 )
 from rebalancer.planning.rollout_plans import RolloutSetup
-from rebalancer.planning.rollout_policies import RolloutPolicy
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
 from rebalancer.planning.rollouts import step
 from rebalancer.planning.workload_views import view_workload
+from rebalancer.structs.rollout_policy import RolloutPolicy
 from rebalancer.structs.workloads import FIELD_MANAGER
 
 Phase = RolloutPhase

@@ -31,9 +31,9 @@ from rebalancer.planning.consumer_settings_templates import (
     render_settings,
     render_template_patch,
 )
-from rebalancer.planning.rollout_policies import ConsumerTimings
 from rebalancer.planning.sidecar_templates import PatchFailed, apply_ops
 from rebalancer.structs.broker_configs import ApplyState, BrokerLimits, ConfigOutcome
+from rebalancer.structs.rollout_policy import ConsumerTimings
 from rebalancer.structs.settings_policies import (
     EnvConvention,
     EnvPolicy,

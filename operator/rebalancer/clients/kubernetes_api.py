@@ -15,10 +15,6 @@ from rebalancer import __version__
 from rebalancer.planning.permissions import Denial, account_from_status, denial_from_request
 from rebalancer.structs.workloads import FIELD_MANAGER
 
-GROUP = "rebalancer.dev"
-VERSION = "v1alpha1"
-PLURAL = "consumergroups"
-
 
 @dataclass
 class KubernetesApi:

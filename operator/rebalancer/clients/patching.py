@@ -7,7 +7,8 @@ from collections.abc import Mapping
 
 from kubernetes.client.exceptions import ApiException
 
-from rebalancer.clients.kubernetes_api import GROUP, PLURAL, VERSION, KubernetesApi
+from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"

@@ -19,7 +19,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from rebalancer.clients.kubernetes_api import GROUP, PLURAL, VERSION, KubernetesApi
+from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.planning.permissions import (
     WORKLOAD_WATCH_NEEDS,
@@ -33,6 +33,7 @@ from rebalancer.planning.permissions import (
 )
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.structs.conditions import merge_conditions
+from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
 
 logger = logging.getLogger(__name__)
 # While something the operator always needs is missing, the check runs again this often, so a

@@ -35,12 +35,18 @@ from rebalancer.planning.triggers import (
     policy_from_spec,
 )
 from rebalancer.structs.brokers import cluster_key
-from rebalancer.structs.enforce_policy import EnforceSpec, parse_enforce_policy
+from rebalancer.structs.consumer_group import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    declared_group_id,
+    read_consumer_group,
+)
+from rebalancer.structs.enforce_policy import EnforceSpec
 from rebalancer.structs.enforcement import pattern_takes_control_topics
 from rebalancer.structs.problems import SpecInvalid
-from rebalancer.structs.specs import ConsumerGroupSpec, SecretKeyRef, parse_spec
+from rebalancer.structs.specs import ConsumerGroupSpec, SecretKeyRef
 
-GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 TOKEN_FIELD = "spec.policy.enforce.sidecar.tokenSecretRef"
 
 
@@ -127,7 +133,7 @@ async def enforce(
     deps: Dependencies = memo.deps
     namespace = namespace or "default"
     name = str(body.metadata.name)
-    group_id = spec.get("groupId")
+    group_id = declared_group_id(body)
     try:
         await _enforce(deps, body, spec, status, namespace, patch, claims)
     except PermissionDenied as error:
@@ -147,10 +153,10 @@ async def _enforce(
     claims: ClaimIndex | None = None,
 ) -> None:
     try:
-        parsed = parse_spec(dict(spec))
-        policy = parse_enforce_policy((spec.get("policy") or {}).get("enforce"))
+        parsed = read_consumer_group(body, namespace=namespace).spec
     except SpecInvalid:
         return  # the change handler has reported it
+    policy = parsed.policy.enforce
     if not policy.enabled:
         return
     if refusal_of(body, namespace, claims, deps.hub) is not None:

@@ -15,7 +15,6 @@ from rebalancer.handlers.observing import Observer, observe_forever, tracking_fr
 from rebalancer.handlers.ownership import ClaimIndex
 from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.observing import coordinator_from_status
-from rebalancer.planning.rollout_policies import parse_rollout_policy
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.structs.conditions import (
     Condition,
@@ -23,10 +22,15 @@ from rebalancer.structs.conditions import (
     ConditionType,
     merge_conditions,
 )
+from rebalancer.structs.consumer_group import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    declared_group_id,
+    read_consumer_group,
+    written_status,
+)
 from rebalancer.structs.problems import SpecInvalid
-from rebalancer.structs.specs import parse_spec
-
-GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -37,11 +41,10 @@ async def validate(
 ) -> None:
     deps: Dependencies = memo.deps
     namespace = namespace or "default"
-    status = dict(body.get("status") or {})
+    status = written_status(body)
     generation = body.metadata.get("generation")
     try:
-        parse_spec(body.get("spec"))
-        parse_rollout_policy(((body.get("spec") or {}).get("policy") or {}).get("rollout"))
+        read_consumer_group(body, namespace=namespace)
     except SpecInvalid as error:
         message = error.summary()
         kopf.warn(body, reason="InvalidSpec", message=message)
@@ -66,7 +69,7 @@ async def validate(
                 Condition(ConditionType.DEGRADED, ConditionStatus.FALSE, "SpecFixed", "spec valid")
             )
     # An invalid spec may lack a usable groupId; its series carry what it says, or nothing.
-    group_id = str((body.get("spec") or {}).get("groupId") or "")
+    group_id = declared_group_id(body)
     metrics.publish_conditions(namespace, name, group_id, conditions)
     merged = merge_conditions(
         status.get("conditions") or [], conditions, now=rfc3339(time.time()), generation=generation
@@ -96,7 +99,7 @@ async def observe(
 ) -> None:
     deps: Dependencies = memo.deps
     namespace = namespace or "default"
-    status = dict(body.get("status") or {})
+    status = written_status(body)
     tracking = tracking_from_status(status, since=time.time() - 1.0)
     observer = Observer(
         deps=deps,

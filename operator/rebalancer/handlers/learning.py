@@ -29,6 +29,7 @@ from rebalancer.planning.recommendations import (
     render_learning_status,
 )
 from rebalancer.planning.statuses import rfc3339
+from rebalancer.structs.consumer_group import written_status
 from rebalancer.structs.history import RebalanceEvent
 from rebalancer.structs.specs import ConsumerGroupSpec
 
@@ -50,7 +51,7 @@ async def learning_status(
     time of the last apply. `remembered` is the last apply this process made: the body's status
     may not show it yet, and the interval must hold even then."""
     raw_spec = dict(body.get("spec") or {})
-    status = dict(body.get("status") or {})
+    status = written_status(body)
     recommendation = await deps.recommender.read(namespace, name)
     known = [stamp for stamp in (applied_at(status), remembered) if stamp is not None]
     last = max(known) if known else None

@@ -69,10 +69,11 @@ from rebalancer.structs.conditions import (
     ConditionType,
     merge_conditions,
 )
+from rebalancer.structs.consumer_group import read_consumer_group, written_status
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.snapshots import moved_for_rollouts
-from rebalancer.structs.specs import ConsumerGroupSpec, parse_spec
+from rebalancer.structs.specs import ConsumerGroupSpec
 
 logger = logging.getLogger(__name__)
 # A generation some members have not reported yet is looked at again this soon.
@@ -185,7 +186,7 @@ class Observer:
         before = self.deps.sightings.record(
             self.namespace, self.name, snapshot, self.tracking.rebalances
         )
-        status = body.get("status") or {}
+        status = written_status(body)
         rollout = RolloutState.from_status(status.get("rollout"))
         # The planner steps on this snapshot now rather than at its next poll (a batch that has
         # joined or settled lets the next one go a poll sooner), once this pass has written:
@@ -263,7 +264,7 @@ class Observer:
         # (Idle when its rollouts are not managed), so queries need no absent() guards.
         metrics.publish_rollout(self.namespace, self.name, spec.group_id, rollout)
         fields: dict[str, Any] = {"group": group}
-        if spec.policy.learning.mode.value != "off" or (body.get("status") or {}).get("learning"):
+        if spec.policy.learning.mode.value != "off" or written_status(body).get("learning"):
             fields["learning"], self.learning_applied_at = await learning_status(
                 self.deps, body, self.namespace, self.name, spec, self.learning_applied_at
             )
@@ -301,7 +302,7 @@ class Observer:
         self.deps.sightings.forget(self.namespace, self.name)
         metrics.forget_group(self.namespace, self.name)
         self.release()
-        status = dict(body.get("status") or {})
+        status = written_status(body)
         conditions = [
             Condition(ConditionType.READY, ConditionStatus.FALSE, reason, message),
             Condition(ConditionType.PROGRESSING, ConditionStatus.FALSE, reason, message),
@@ -372,7 +373,7 @@ class Observer:
         fields: dict[str, Any],
         force: bool,
     ) -> None:
-        status = dict(body.get("status") or {})
+        status = written_status(body)
         # Rollout conditions go last, so a routine "observed" never hides a failed rollout.
         conditions = [
             *conditions,
@@ -418,7 +419,7 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
     try:
         while not stopped:
             try:
-                spec = parse_spec(body.get("spec"))
+                spec = read_consumer_group(body, namespace=observer.namespace).spec
             except SpecInvalid:
                 # The change handler has already reported it; wait for the user's fix.
                 await stopped.wait(5)

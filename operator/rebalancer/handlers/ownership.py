@@ -29,10 +29,9 @@ from rebalancer.planning.ownership import (
     sightings_by_workload,
     yielding_to,
 )
+from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION, read_consumer_group
 from rebalancer.structs.problems import SpecInvalid
-from rebalancer.structs.specs import parse_spec
 
-GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 # A resource being created has no timestamp yet in some admission paths: it is the newest.
 NOT_YET_CREATED = "9999-12-31T23:59:59Z"
 
@@ -43,16 +42,16 @@ def claim_from_body(body: kopf.Body | dict[str, Any], namespace: str | None) -> 
     """The resource's claim, None while its spec is invalid (it then claims nothing: the
     spec handler reports what to fix, and no action is taken on an unparsed spec anyway)."""
     try:
-        spec = parse_spec(body.get("spec"))
+        group = read_consumer_group(body, namespace=namespace)
     except SpecInvalid:
         return None
     metadata = body.get("metadata") or {}
     return claim_of(
-        namespace or metadata.get("namespace") or "default",
-        str(metadata.get("name") or ""),
+        namespace or group.namespace,
+        group.name,
         str(metadata.get("uid") or ""),
         str(metadata.get("creationTimestamp") or NOT_YET_CREATED),
-        spec,
+        group.spec,
     )
 
 
@@ -121,7 +120,7 @@ def refusal_of(
         return None
     if conflicts:
         return NOT_OWNER, not_owner_message(claim, conflicts)
-    ttl = float(parse_spec(body.get("spec")).policy.observe.report_ttl_seconds)
+    ttl = float(read_consumer_group(body).spec.policy.observe.report_ttl_seconds)
     seen = sightings(hub, claim.workload_kind, claim.workload_name, time.time(), ttl)
     mismatch = group_mismatch(claim, seen)
     if mismatch is not None:

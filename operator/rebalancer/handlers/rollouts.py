@@ -31,7 +31,6 @@ from rebalancer.planning.rollout_actions import (
     Wait,
 )
 from rebalancer.planning.rollout_plans import RolloutSetup
-from rebalancer.planning.rollout_policies import RolloutPolicy, parse_rollout_policy
 from rebalancer.planning.rollout_progress import gate_waits
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
 from rebalancer.planning.rollout_statuses import (
@@ -51,11 +50,19 @@ from rebalancer.structs.conditions import (
     ConditionType,
     merge_conditions,
 )
-from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS, RESUME_ANNOTATION
+from rebalancer.structs.consumer_group import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    declared_group_id,
+    read_consumer_group,
+    written_status,
+)
+from rebalancer.structs.gates import RESUME_ANNOTATION
 from rebalancer.structs.problems import SpecInvalid
-from rebalancer.structs.specs import ConsumerGroupSpec, WorkloadKind, parse_spec
+from rebalancer.structs.rollout_policy import RolloutPolicy
+from rebalancer.structs.specs import ConsumerGroupSpec, WorkloadKind
 
-GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 # How often an active rollout looks at its workload: each phase waits on pods the controllers
 # replace, so every look saved is a batch released sooner (four or more looks per batch).
 ACTIVE_POLL_SECONDS = 1.0
@@ -89,16 +96,6 @@ def rollout_setup(policy: RolloutPolicy, profile: BrokerProfile) -> RolloutSetup
     return RolloutSetup(policy, profile, window)
 
 
-def rollout_policy(body: kopf.Body, bypass_default: int = DEFAULT_BYPASS_SECONDS) -> RolloutPolicy:
-    """`spec.policy.rollout`, managed only when the user turned it on (the CRD's default); an
-    unset bypassGateAfterSeconds is `bypass_default`, the operator's."""
-    raw = ((body.get("spec") or {}).get("policy") or {}).get("rollout")
-    policy = parse_rollout_policy(raw, bypass_default)
-    if not isinstance(raw, dict) or "enabled" not in raw:
-        policy = replace(policy, enabled=False)
-    return policy
-
-
 def _post(body: kopf.Body, actions: list[Any]) -> None:
     for action in actions:
         if isinstance(action, RecordProgress):
@@ -114,7 +111,7 @@ def _post(body: kopf.Body, actions: list[Any]) -> None:
         elif isinstance(action, NoteBypassedGates):
             kopf.warn(body, reason="GateBypassed", message=action.message)
             namespace = body.metadata.namespace or "default"
-            group_id = str((body.get("spec") or {}).get("groupId") or "")
+            group_id = declared_group_id(body)
             name = body.metadata.name or ""
             metrics.record_gate_bypasses(namespace, name, group_id, len(action.pods))
 
@@ -138,7 +135,7 @@ async def _step_once(
     policy: RolloutPolicy,
     spec: ConsumerGroupSpec,
 ) -> tuple[RolloutState, list[Any]] | None:
-    status = dict(body.get("status") or {})
+    status = written_status(body)
     # Consumers whose settings the operator delivers are timed by what it delivered.
     consumers = timings_from_status(status.get("settings"), policy.consumers)
     setup = rollout_setup(replace(policy, consumers=consumers), broker_profile(spec, status))
@@ -266,7 +263,7 @@ async def _roll_out_forever(
     stopped: kopf.DaemonStopped,
     claims: ClaimIndex | None = None,
 ) -> None:
-    state = RolloutState.from_status((body.get("status") or {}).get("rollout"))
+    state = RolloutState.from_status(written_status(body).get("rollout"))
     written: dict[str, Any] | None = None
     managed = False
     hold_checked = False
@@ -276,11 +273,13 @@ async def _roll_out_forever(
     while not stopped:
         wakeup.clear()
         try:
-            spec = parse_spec(body.get("spec"))
-            policy = rollout_policy(body, deps.settings.gate_bypass_after_seconds)
+            spec = read_consumer_group(
+                body, namespace=namespace, bypass_default=deps.settings.gate_bypass_after_seconds
+            ).spec
         except SpecInvalid:
             await stopped.wait(5)  # validate() reports it; look again for the user's fix
             continue
+        policy = spec.policy.rollout
         if refusal_of(body, namespace, claims, deps.hub) is not None:
             # An older resource owns the workload, or its consumers are another group's: no
             # parking, no gate, not even a hand-back (what is parked or held is not this
@@ -308,7 +307,7 @@ async def _roll_out_forever(
             rollout["completedRevision"] = rollout.get("rolloutId")
         cleared = [action for action in actions if isinstance(action, ClearDegraded)]
         if rollout != written or cleared:
-            status = dict(body.get("status") or {})
+            status = written_status(body)
             fields: dict[str, Any] = {"rollout": rollout}
             conditions = (
                 rollout_conditions(after)
@@ -390,12 +389,12 @@ async def hand_back(
     if conflicts_of(body, namespace, claims)[1]:
         # A newer duplicate goes: the workload stays with the older resource that owns it.
         return
-    state = RolloutState.from_status((body.get("status") or {}).get("rollout"))
+    state = RolloutState.from_status(written_status(body).get("rollout"))
     try:
-        spec = parse_spec(body.get("spec"))
-        policy = rollout_policy(body)
+        spec = read_consumer_group(body, namespace=namespace).spec
     except SpecInvalid:
         return
+    policy = spec.policy.rollout
     resting = state.phase.value == "Idle" and not state.parked and not state.holding_deployment
     # A Deployment may be paused for a rollout the planner has not taken over yet (the
     # settings write pauses it): only the workload itself tells.

@@ -25,23 +25,27 @@ from rebalancer.clients.workload_patching import ConfiguringFailed
 from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.handlers.ownership import ClaimIndex, refusal_of
 from rebalancer.handlers.permissions import report_denied
-from rebalancer.handlers.rollouts import rollout_policy
 from rebalancer.planning.broker_delay import DelayWant, cluster_key_for
 from rebalancer.planning.gate_templates import DEFAULT_IMAGE
 from rebalancer.planning.sidecar_templates import SidecarOptions
 from rebalancer.structs.brokers import BrokerProfile, cluster_key
-from rebalancer.structs.enforce_policy import parse_enforce_policy
+from rebalancer.structs.consumer_group import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    read_consumer_group,
+    written_status,
+)
 from rebalancer.structs.problems import SpecInvalid
-from rebalancer.structs.specs import ConsumerGroupSpec, parse_spec
+from rebalancer.structs.specs import ConsumerGroupSpec
 
-GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 RECONCILE_SECONDS = 30.0
 logger = logging.getLogger(__name__)
 
 
 def _known_cluster(body: kopf.Body, spec: ConsumerGroupSpec) -> str:
     """The cluster key the last reconcile found (the Kafka cluster id), else the bootstrap list."""
-    delay = ((body.get("status") or {}).get("settings") or {}).get("brokerDelay") or {}
+    delay = (written_status(body).get("settings") or {}).get("brokerDelay") or {}
     known = delay.get("cluster")
     return str(known) if known else cluster_key_for(spec.kafka.bootstrap_servers)
 
@@ -52,7 +56,7 @@ def delay_wants(
 ) -> dict[str, DelayWant] | None:
     """Every group's broker-delay want, by cluster: the delay is decided per cluster."""
     try:
-        spec = parse_spec(body.get("spec"))
+        spec = read_consumer_group(body, namespace=namespace).spec
     except SpecInvalid:
         return None
     delay = spec.policy.broker_delay
@@ -75,14 +79,11 @@ async def _reconcile(
 ) -> None:
     deps: Dependencies = memo.deps
     try:
-        spec = parse_spec(body.get("spec"))
-        rollout = rollout_policy(body)
-        enforce = parse_enforce_policy(
-            ((body.get("spec") or {}).get("policy") or {}).get("enforce")
-        )
+        spec = read_consumer_group(body, namespace=namespace).spec
     except SpecInvalid:
         return  # validate() reports it
-    status = dict(body.get("status") or {})
+    rollout, enforce = spec.policy.rollout, spec.policy.enforce
+    status = written_status(body)
     previous = dict(status.get("settings") or {})
     policy = spec.policy
     sidecar_policy = enforce.sidecar

@@ -34,7 +34,6 @@ from rebalancer.planning.consumer_settings_templates import (
     render_template_patch,
     template_hash,
 )
-from rebalancer.planning.rollout_policies import ConsumerTimings
 from rebalancer.planning.sidecar_templates import (
     SIDECAR_CONTAINER,
     RenderedSidecar,
@@ -56,6 +55,7 @@ from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.enforcement import pattern_takes_control_topics
 from rebalancer.structs.kafka_problems import KafkaProblem
 from rebalancer.structs.problems import FieldProblem
+from rebalancer.structs.rollout_policy import ConsumerTimings
 from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import WorkloadView

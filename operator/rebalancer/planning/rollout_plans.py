@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rebalancer.planning.rollout_policies import PATH, RolloutPolicy, StaticMembership
 from rebalancer.planning.rollout_states import Mechanism, RolloutKind
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.gates import GateState
 from rebalancer.structs.problems import FieldProblem
+from rebalancer.structs.rollout_policy import PATH, RolloutPolicy, StaticMembership
 from rebalancer.structs.snapshots import GroupSnapshot
 from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import PodView, WorkloadView

@@ -10,13 +10,15 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from rebalancer.structs.enforce_policy import parse_enforce_policy
+from rebalancer.structs.enforce_policy import EnforceSpec, parse_enforce_policy
+from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
 from rebalancer.structs.problems import FieldProblem, SpecInvalid
 from rebalancer.structs.recommendations import LearningPolicy, parse_learning_policy
+from rebalancer.structs.rollout_policy import RolloutPolicy, parse_rollout_policy
 from rebalancer.structs.settings_policies import (
     BrokerDelayPolicy,
     SettingsPolicy,
@@ -139,6 +141,8 @@ class Policy:
     settings: SettingsPolicy | None = None
     broker_delay: BrokerDelayPolicy | None = None
     learning: LearningPolicy = field(default_factory=LearningPolicy)
+    rollout: RolloutPolicy = field(default_factory=RolloutPolicy)
+    enforce: EnforceSpec = field(default_factory=EnforceSpec)
 
 
 @dataclass(frozen=True)
@@ -453,7 +457,7 @@ def _parse_workload(reader: _Reader, raw: Mapping[str, object]) -> WorkloadRef |
     return WorkloadRef(kind, name, container)
 
 
-def _parse_policy(reader: _Reader, raw: Mapping[str, object]) -> Policy:
+def _parse_policy(reader: _Reader, raw: Mapping[str, object], bypass_default: int) -> Policy:
     path = "spec.policy"
     protocol = reader.choice(raw, "protocol", path, ProtocolChoice, ProtocolChoice.AUTO)
     observe_raw = reader.mapping(raw.get("observe", {}), f"{path}.observe", required=False) or {}
@@ -466,10 +470,21 @@ def _parse_policy(reader: _Reader, raw: Mapping[str, object]) -> Policy:
             f"({ttl}) is shorter than intervalSeconds ({interval})",
             "make reportTtlSeconds at least intervalSeconds",
         )
+    enforce = EnforceSpec()
     try:
-        parse_enforce_policy(raw.get("enforce"), f"{path}.enforce")
+        enforce = parse_enforce_policy(raw.get("enforce"), f"{path}.enforce")
     except SpecInvalid as error:
         reader.problems.extend(error.problems)
+    rollout = RolloutPolicy(enabled=False)
+    rollout_raw = raw.get("rollout")
+    try:
+        rollout = parse_rollout_policy(rollout_raw, bypass_default)
+    except SpecInvalid as error:
+        reader.problems.extend(error.problems)
+    if not isinstance(rollout_raw, Mapping) or "enabled" not in rollout_raw:
+        # Managed only when the user turned it on: the CRD's default is off, and an object its
+        # defaulting never saw (an older CRD) is left alone too.
+        rollout = replace(rollout, enabled=False)
     history_raw = reader.mapping(raw.get("history", {}), f"{path}.history", required=False) or {}
     history = reader.boolean(history_raw, "enabled", f"{path}.history", True)
     settings: SettingsPolicy | None = None
@@ -494,11 +509,16 @@ def _parse_policy(reader: _Reader, raw: Mapping[str, object]) -> Policy:
         settings=settings,
         broker_delay=broker_delay,
         learning=learning,
+        rollout=rollout,
+        enforce=enforce,
     )
 
 
-def parse_spec(raw: object) -> ConsumerGroupSpec:
-    """Parse a ConsumerGroup's `spec`, or raise SpecInvalid listing every problem."""
+def parse_spec(raw: object, *, bypass_default: int = DEFAULT_BYPASS_SECONDS) -> ConsumerGroupSpec:
+    """Parse a ConsumerGroup's `spec`, or raise SpecInvalid listing every problem.
+
+    `bypass_default` stands for an unset `policy.rollout.bypassGateAfterSeconds`: the operator's
+    own default (--gate-bypass-after-seconds)."""
     reader = _Reader()
     spec = reader.mapping(raw, "spec", required=True)
     if spec is None:
@@ -517,7 +537,7 @@ def parse_spec(raw: object) -> ConsumerGroupSpec:
     work_raw = reader.mapping(spec.get("workload"), "spec.workload", required=True)
     workload = _parse_workload(reader, work_raw) if work_raw is not None else None
     policy_raw = reader.mapping(spec.get("policy", {}), "spec.policy", required=False) or {}
-    policy = _parse_policy(reader, policy_raw)
+    policy = _parse_policy(reader, policy_raw, bypass_default)
     if reader.problems or not (group_id and kafka and subscription and workload):
         raise SpecInvalid(tuple(reader.problems))
     return ConsumerGroupSpec(group_id, kafka, subscription, workload, policy)

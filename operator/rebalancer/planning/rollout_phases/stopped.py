@@ -16,9 +16,9 @@ from rebalancer.planning.rollout_actions import (
 )
 from rebalancer.planning.rollout_phases.common import Phase, StepBase
 from rebalancer.planning.rollout_plans import held_pods
-from rebalancer.planning.rollout_policies import PATH
 from rebalancer.planning.rollout_states import Mechanism, RolloutState
 from rebalancer.structs.gates import RESUME_ANNOTATION
+from rebalancer.structs.rollout_policy import PATH
 
 
 class StoppedStep(StepBase):
