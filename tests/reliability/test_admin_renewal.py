@@ -13,9 +13,9 @@ import pytest
 from tests.e2e.support import apply, condition, consumer_group, eventually, get_cg, statefulset
 
 from rebalancer.clients.kafka_admin import AdminPool
-from rebalancer.handlers.observing import RENEW_AFTER_FAILURES
 from rebalancer.planning.backoff import backoff_delay
 from rebalancer.planning.rollout_states import parse_time
+from rebalancer.reconcilers.observing import RENEW_AFTER_FAILURES
 from rebalancer_lab.producer import ensure_topic
 from rebalancer_lab.running import Lab
 

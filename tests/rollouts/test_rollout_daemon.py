@@ -23,9 +23,9 @@ from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.receiving import ReportHub
 from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
-from rebalancer.handlers import rollouts
-from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.operator_settings import OperatorSettings
+from rebalancer.reconcilers import rollouts
+from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION
 
 NAME, WORKLOAD = "web", "web-consumer"

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from rebalancer.clients.kubernetes_api import KubernetesApi
-from rebalancer.clients.settings_reconciling import SettingsTarget
+from rebalancer.reconcilers.settings_delivery import SettingsTarget
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer_lab.crd_install import install_crds
 

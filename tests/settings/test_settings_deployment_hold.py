@@ -21,12 +21,12 @@ from tests.kafka_brokers import shared_broker
 from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.rolling import Actuator, read_workload
-from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
 from rebalancer.planning.gate_templates import GateOptions
 from rebalancer.planning.rollout_actions import Action, PauseDeployment, ResumeDeployment
 from rebalancer.planning.rollout_plans import RolloutSetup
 from rebalancer.planning.rollout_states import Mechanism, RolloutPhase, RolloutState
 from rebalancer.planning.rollouts import Observation, step
+from rebalancer.reconcilers.settings_delivery import SettingsTarget, reconcile_settings
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.rollout_policy import RolloutPolicy
 from rebalancer.structs.settings_policies import SettingsPolicy

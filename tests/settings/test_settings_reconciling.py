@@ -10,12 +10,12 @@ from tests.settings.support import STRIMZI_CRD, crds, settings_target, statefuls
 
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
-from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
 from rebalancer.clients.strimzi_configs import read_strimzi_delay
 from rebalancer.clients.workload_patching import read_workload_body
 from rebalancer.planning.broker_delay import DelayWant
 from rebalancer.planning.consumer_settings_plans import settings_conditions
 from rebalancer.planning.consumer_settings_templates import template_hash
+from rebalancer.reconcilers.settings_delivery import SettingsTarget, reconcile_settings
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.settings_policies import (
     BrokerDelayPolicy,

@@ -14,7 +14,6 @@ from tests.settings.support import crds, settings_target, statefulset
 
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
-from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
 from rebalancer.clients.workload_patching import read_workload_body
 from rebalancer.planning.consumer_settings_plans import settings_conditions
 from rebalancer.planning.consumer_settings_templates import template_hash
@@ -24,6 +23,7 @@ from rebalancer.planning.sidecar_templates import (
     SidecarOptions,
     sidecar_hash,
 )
+from rebalancer.reconcilers.settings_delivery import SettingsTarget, reconcile_settings
 from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.specs import WorkloadKind

@@ -362,7 +362,7 @@ def test_files_from_before_record_keys_read_beside_newer_ones(tmp_path: Path) ->
 def test_the_first_look_of_a_process_skips_what_an_earlier_one_wrote() -> None:
     from types import SimpleNamespace
 
-    from rebalancer.handlers.learning import PodWatch
+    from rebalancer.reconcilers.learning import PodWatch
 
     root = f"memory://history-{uuid.uuid4().hex}"
     recorder = HistoryRecorder(root)
@@ -384,7 +384,7 @@ def test_the_first_look_of_a_process_skips_what_an_earlier_one_wrote() -> None:
 def test_with_no_history_store_the_pods_are_not_listed(monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from rebalancer.handlers import learning
+    from rebalancer.reconcilers import learning
 
     async def exists(*_: object) -> int:
         return 3

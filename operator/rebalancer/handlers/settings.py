@@ -1,11 +1,6 @@
-"""kopf handlers for consumer settings, the injected sidecar and the broker delay: reconcile on
-change and on a timer.
-
-The work is rebalancer.clients.settings_reconciling.reconcile_settings; this module finds what
-it needs (the parsed spec, the cluster's shared gateway, the other groups' delay wants from an
-index), writes status.settings and posts the Events. The timer is what starts the second rollout
-of an assignor migration and follows the other groups' delay wants; a spec change does not
-wait for it.
+"""kopf handlers for consumer settings, the injected sidecar and the broker delay: the index of
+every group's delay want, and a reconcile on change and on a timer
+(rebalancer.reconcilers.settings).
 """
 
 from __future__ import annotations
@@ -15,150 +10,21 @@ from typing import Any
 
 import kopf
 
-from rebalancer.clients.kafka_errors import KafkaRequestFailed, KafkaUnavailable
-from rebalancer.clients.kubernetes_api import PermissionDenied
-from rebalancer.clients.librdkafka_config import build_client_config
-from rebalancer.clients.patching import ResourceGone, patch_status
-from rebalancer.clients.resolving import SecretUnavailable, resolve_security
-from rebalancer.clients.settings_reconciling import SettingsTarget, reconcile_settings
-from rebalancer.clients.workload_patching import ConfiguringFailed
-from rebalancer.handlers.dependencies import Dependencies
-from rebalancer.handlers.ownership import ClaimIndex, refusal_of
-from rebalancer.handlers.permissions import report_denied
-from rebalancer.planning.broker_delay import DelayWant, cluster_key_for
-from rebalancer.planning.gate_templates import DEFAULT_IMAGE
-from rebalancer.planning.sidecar_templates import SidecarOptions
-from rebalancer.structs.brokers import BrokerProfile, cluster_key
-from rebalancer.structs.consumer_group import (
-    GROUP,
-    PLURAL,
-    VERSION,
-    read_consumer_group,
-    written_status,
-)
-from rebalancer.structs.problems import SpecInvalid
-from rebalancer.structs.specs import ConsumerGroupSpec
+from rebalancer.reconcilers import settings
+from rebalancer.reconcilers.ownership import ClaimIndex
+from rebalancer.reconcilers.settings import DelayWantIndex, DelayWantsByCluster
+from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
 
 RECONCILE_SECONDS = 30.0
 logger = logging.getLogger(__name__)
 
 
-def _known_cluster(body: kopf.Body, spec: ConsumerGroupSpec) -> str:
-    """The cluster key the last reconcile found (the Kafka cluster id), else the bootstrap list."""
-    delay = (written_status(body).get("settings") or {}).get("brokerDelay") or {}
-    known = delay.get("cluster")
-    return str(known) if known else cluster_key_for(spec.kafka.bootstrap_servers)
-
-
 @kopf.index(GROUP, VERSION, PLURAL)
 def delay_wants(
     body: kopf.Body, namespace: str | None, name: str, **_: Any
-) -> dict[str, DelayWant] | None:
+) -> DelayWantsByCluster | None:
     """Every group's broker-delay want, by cluster: the delay is decided per cluster."""
-    try:
-        spec = read_consumer_group(body, namespace=namespace).spec
-    except SpecInvalid:
-        return None
-    delay = spec.policy.broker_delay
-    if delay is None:
-        return None
-    cluster = _known_cluster(body, spec)
-    want = DelayWant(
-        namespace or "default", name, cluster, delay.delay_ms, delay.max_delay_ms, delay.mode
-    )
-    return {cluster: want}
-
-
-async def _reconcile(
-    body: kopf.Body,
-    namespace: str,
-    name: str,
-    memo: kopf.Memo,
-    wants: kopf.Index[str, DelayWant] | None,
-    claims: ClaimIndex | None,
-) -> None:
-    deps: Dependencies = memo.deps
-    try:
-        spec = read_consumer_group(body, namespace=namespace).spec
-    except SpecInvalid:
-        return  # validate() reports it
-    rollout, enforce = spec.policy.rollout, spec.policy.enforce
-    status = written_status(body)
-    previous = dict(status.get("settings") or {})
-    policy = spec.policy
-    sidecar_policy = enforce.sidecar
-    managed = policy.settings is not None or policy.broker_delay is not None
-    if not managed and not sidecar_policy.inject and not previous:
-        return
-    if refusal_of(body, namespace, claims, deps.hub) is not None:
-        return  # not this resource's workload or group to act on: the observer says so
-    profile = (
-        None if spec.kafka.profile.value == "auto" else BrokerProfile(spec.kafka.profile.value)
-    )
-    target = SettingsTarget(
-        namespace=namespace,
-        name=name,
-        uid=body.metadata.uid,
-        group_id=spec.group_id,
-        bootstrap_servers=spec.kafka.bootstrap_servers,
-        workload_kind=spec.workload.kind,
-        workload_name=spec.workload.name,
-        container=spec.workload.container,
-        protocol_choice=policy.protocol,
-        profile=profile,
-        settings=policy.settings,
-        delay=policy.broker_delay,
-        staggered=rollout.enabled,
-        park=rollout.park_statefulsets,
-        sidecar=sidecar_policy,
-        # The operator's own image, as for the join gate.
-        sidecar_options=SidecarOptions(
-            image=rollout.gate_image or deps.settings.gate_image or DEFAULT_IMAGE
-        ),
-        pattern=spec.subscription.pattern,
-    )
-    try:
-        security = await resolve_security(deps.kube, namespace, spec.kafka)
-        config = build_client_config(list(spec.kafka.bootstrap_servers), security)
-        config["socket.timeout.ms"] = str(spec.kafka.request_timeout_seconds * 1000)
-        key = cluster_key(list(spec.kafka.bootstrap_servers), security)
-        gateway = deps.pool.acquire(key, config)
-        try:
-            outcome = await reconcile_settings(
-                deps.kube,
-                gateway,
-                target,
-                previous,
-                status.get("group") or {},
-                list(wants.get(_known_cluster(body, spec), [])) if wants is not None else [],
-            )
-        finally:
-            deps.pool.release(key)
-    except PermissionDenied as error:
-        report_denied(deps, body, namespace, name, "settings", error, spec.group_id)
-        raise kopf.TemporaryError(f"settings not reconciled: {error}", delay=30) from None
-    except (SecretUnavailable, KafkaUnavailable, KafkaRequestFailed, ConfiguringFailed) as error:
-        # The observer reports an unreachable cluster or a missing Secret as Degraded already.
-        raise kopf.TemporaryError(f"settings not reconciled: {error}", delay=10) from error
-    if deps.denials.clear(namespace, name, "settings"):
-        deps.hub.wakeup(spec.group_id).set()  # the observer takes the condition back
-    for notice in outcome.notices:
-        post = kopf.warn if notice.warning else kopf.info
-        post(body, reason=notice.reason, message=notice.message)
-        if notice.warning:
-            logger.warning("%s/%s: %s", namespace, name, notice.message)
-    settings = outcome.status or {}
-    if settings != previous:
-        try:
-            await patch_status(deps.kube, namespace, name, status, {"settings": settings})
-        except ResourceGone:
-            return
-        except PermissionDenied as error:
-            report_denied(deps, body, namespace, name, "status", error)
-            raise kopf.TemporaryError(f"settings status not written: {error}", delay=30) from None
-        deps.rollout_wakeup(namespace, name).set()
-    if outcome.retry_after is not None:
-        raise kopf.TemporaryError("the workload changed meanwhile", delay=outcome.retry_after)
+    return settings.delay_want(body, namespace or "default", name)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -169,11 +35,11 @@ async def settings_changed(
     namespace: str | None,
     name: str,
     memo: kopf.Memo,
-    delay_wants: kopf.Index[str, DelayWant] | None = None,  # kopf passes every index
+    delay_wants: DelayWantIndex | None = None,  # kopf passes every index
     claims: ClaimIndex | None = None,
     **_: Any,
 ) -> None:
-    await _reconcile(body, namespace or "default", name, memo, delay_wants, claims)
+    await settings.reconcile(memo.deps, body, namespace or "default", name, delay_wants, claims)
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=RECONCILE_SECONDS, initial_delay=RECONCILE_SECONDS)
@@ -182,11 +48,11 @@ async def settings_followed(
     namespace: str | None,
     name: str,
     memo: kopf.Memo,
-    delay_wants: kopf.Index[str, DelayWant] | None = None,  # kopf passes every index
+    delay_wants: DelayWantIndex | None = None,  # kopf passes every index
     claims: ClaimIndex | None = None,
     **_: Any,
 ) -> None:
     try:
-        await _reconcile(body, namespace or "default", name, memo, delay_wants, claims)
+        await settings.reconcile(memo.deps, body, namespace or "default", name, delay_wants, claims)
     except kopf.TemporaryError as error:
         logger.info("%s/%s: %s", namespace, name, error)  # the next tick tries again

@@ -25,9 +25,9 @@ from rebalancer.clients.permissions import follow_permissions, followable_worklo
 from rebalancer.clients.receiving import ReportHub, ReportServer
 from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
-from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.metrics import record_leader
 from rebalancer.operator_settings import AdmissionSettings, OperatorSettings
+from rebalancer.reconcilers.dependencies import Dependencies
 
 PREFIX = "rebalancer.dev"
 logger = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """kopf registration for the workloads ConsumerGroups name: a change to one's spec wakes the
-rollout planner of every ConsumerGroup that claims it (planning.workload_changes says why).
+rollout planner of every ConsumerGroup that claims it (reconcilers.workloads).
 
 Registered at start, for each kind the operator may list and watch (handlers.startup): kopf
 stops the whole operator when a watch stays refused, and the planner's resting poll sees the
@@ -13,14 +13,8 @@ from typing import Any
 
 import kopf
 
-from rebalancer.handlers.dependencies import Dependencies
-from rebalancer.handlers.ownership import ClaimIndex
-from rebalancer.planning.ownership import workload_key
-from rebalancer.planning.workload_changes import spec_unobserved
-
-
-def _key(body: kopf.Body, namespace: str | None) -> tuple[str, ...]:
-    return workload_key(namespace or "default", str(body.get("kind")), body.metadata.name or "")
+from rebalancer.reconcilers import workloads
+from rebalancer.reconcilers.ownership import ClaimIndex
 
 
 def _claimed_and_changed(
@@ -28,7 +22,7 @@ def _claimed_and_changed(
 ) -> bool:
     # A filter, so that the many events of workloads no ConsumerGroup names (and the status
     # updates of those it does) neither run the handler nor log its success.
-    return claims is not None and _key(body, namespace) in claims and spec_unobserved(body)
+    return workloads.claimed_and_changed(body, namespace, claims)
 
 
 def workload_changed(
@@ -38,11 +32,7 @@ def workload_changed(
     claims: ClaimIndex | None = None,
     **_: Any,
 ) -> None:
-    deps: Dependencies = memo.deps
-    if claims is None:
-        return
-    for claim in claims.get(_key(body, namespace), ()):
-        deps.rollout_wakeup(claim.namespace, claim.name).set()
+    workloads.wake_claimants(memo.deps, body, namespace, claims)
 
 
 _registered: set[str] = set()

@@ -9,7 +9,7 @@ before a restart, `lastState.terminated`. A pod that vanished between two looks 
 its member reported `stopped` (`leave`: it closed cleanly), or else at the look that missed it
 (`departure` unknown). Each record carries a key (`pod-start/<uid>/<run>`,
 `pod-stop/<uid>/<run>`): the same fact always gets the same key, so an operator that reads the
-same pods again, or restarts, writes nothing twice (handlers.learning checks the store once per
+same pods again, or restarts, writes nothing twice (reconcilers.learning checks the store once per
 process) and readers can drop a repeat.
 
 A start waits up to PAIR_WAIT_SECONDS for the member's join, to share its batch (the stagger

@@ -8,8 +8,8 @@ import logging
 import kopf
 
 from rebalancer.clients.kubernetes_api import PermissionDenied
-from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.planning.permissions import REASON
+from rebalancer.reconcilers.dependencies import Dependencies
 
 logger = logging.getLogger(__name__)
 

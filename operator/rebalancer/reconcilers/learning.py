@@ -14,7 +14,6 @@ import kopf
 from rebalancer.clients.patching import patch_policy, workload_replicas
 from rebalancer.clients.recording import day_of
 from rebalancer.clients.rolling import read_workload
-from rebalancer.handlers.dependencies import Dependencies
 from rebalancer.planning.history_pods import PodRecordContext, PodTracking, track_pods
 from rebalancer.planning.history_records import RecordedJoin
 from rebalancer.planning.recommendation_policies import (
@@ -29,6 +28,7 @@ from rebalancer.planning.recommendations import (
     render_learning_status,
 )
 from rebalancer.planning.statuses import rfc3339
+from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.structs.consumer_group import written_status
 from rebalancer.structs.history import RebalanceEvent
 from rebalancer.structs.specs import ConsumerGroupSpec

@@ -31,7 +31,7 @@ class Dependencies:
     # Set when a settings write changed what the rollout planner looks at (a Deployment paused
     # for it, say): its daemon then steps at once instead of at its next resting poll.
     rollout_wakeups: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
-    # What the Kubernetes API refused, for the groups' Degraded condition (handlers.permissions).
+    # What the Kubernetes API refused, for the groups' Degraded condition (reconcilers.permissions).
     denials: DenialBook = field(default_factory=DenialBook)
     # The check of what every group needs (clients.permissions.follow_permissions).
     permission_check: asyncio.Task[None] | None = None

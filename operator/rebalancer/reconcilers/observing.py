@@ -24,10 +24,6 @@ from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.librdkafka_config import build_client_config
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
-from rebalancer.handlers.dependencies import Dependencies
-from rebalancer.handlers.learning import PodWatch, learning_status
-from rebalancer.handlers.ownership import ClaimIndex, refusal_of
-from rebalancer.handlers.permissions import report_denied
 from rebalancer.planning.backoff import backoff_delay
 from rebalancer.planning.consumer_settings_plans import settings_conditions
 from rebalancer.planning.enforce_conditions import enforcement_conditions
@@ -47,6 +43,7 @@ from rebalancer.planning.kafka_problems import (
 )
 from rebalancer.planning.observing import (
     combine_observation,
+    coordinator_from_status,
     coordinator_move_message,
     coordinator_moved,
 )
@@ -62,6 +59,10 @@ from rebalancer.planning.statuses import (
     render_group,
     rfc3339,
 )
+from rebalancer.reconcilers.dependencies import Dependencies
+from rebalancer.reconcilers.learning import PodWatch, learning_status
+from rebalancer.reconcilers.ownership import ClaimIndex, refusal_of
+from rebalancer.reconcilers.permissions import report_denied
 from rebalancer.structs.brokers import cluster_key
 from rebalancer.structs.conditions import (
     Condition,
@@ -485,3 +486,25 @@ async def _sleep_or_wake(
         return
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(wakeup.wait(), timeout=remaining)
+
+
+async def observe(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    stopped: kopf.DaemonStopped,
+    claims: ClaimIndex | None = None,
+) -> None:
+    """Observe the group until the resource goes (the daemon's whole life)."""
+    status = written_status(body)
+    tracking = tracking_from_status(status, since=time.time() - 1.0)
+    observer = Observer(
+        deps=deps,
+        namespace=namespace,
+        name=name,
+        tracking=tracking,
+        coordinator=coordinator_from_status(status),
+        claims=claims,
+    )
+    await observe_forever(observer, body, stopped)

@@ -1,0 +1,394 @@
+"""kopf daemon per ConsumerGroup: step the rollout planner and carry out its actions."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import replace
+from typing import Any
+
+import kopf
+
+from rebalancer import metrics
+from rebalancer.clients.autoscaling import read_autoscalers
+from rebalancer.clients.kubernetes_api import PermissionDenied
+from rebalancer.clients.patching import ResourceGone, patch_status
+from rebalancer.clients.rolling import ActuationFailed, Actuator, read_workload
+from rebalancer.planning.consumer_settings_plans import timings_from_status
+from rebalancer.planning.gate_templates import DEFAULT_IMAGE, GateOptions
+from rebalancer.planning.rollout_actions import (
+    ClearDegraded,
+    ForeignWrite,
+    MarkDegraded,
+    NoteBypassedGates,
+    PauseScaledObject,
+    RecordProgress,
+    ResumeScaledObject,
+    Wait,
+)
+from rebalancer.planning.rollout_plans import RolloutSetup
+from rebalancer.planning.rollout_progress import gate_waits
+from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
+from rebalancer.planning.rollout_statuses import (
+    ended_conditions,
+    rebalances_from_status,
+    rollout_conditions,
+    snapshot_from_status,
+)
+from rebalancer.planning.rollouts import Observation, step
+from rebalancer.planning.statuses import rfc3339
+from rebalancer.reconcilers.dependencies import Dependencies
+from rebalancer.reconcilers.ownership import ClaimIndex, conflicts_of, refusal_of
+from rebalancer.reconcilers.permissions import report_denied
+from rebalancer.simulation import ConsumerSettings, CoordinatorSettings, join_window
+from rebalancer.structs.autoscalers import Autoscalers
+from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.conditions import (
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    merge_conditions,
+)
+from rebalancer.structs.consumer_group import (
+    declared_group_id,
+    read_consumer_group,
+    written_status,
+)
+from rebalancer.structs.gates import RESUME_ANNOTATION
+from rebalancer.structs.problems import SpecInvalid
+from rebalancer.structs.rollout_policy import RolloutPolicy
+from rebalancer.structs.specs import ConsumerGroupSpec, WorkloadKind
+
+# How often an active rollout looks at its workload: each phase waits on pods the controllers
+# replace, so every look saved is a batch released sooner (four or more looks per batch).
+ACTIVE_POLL_SECONDS = 1.0
+# After a step that could not read or act (the API briefly away, a refusal reported).
+RETRY_SECONDS = 2.0
+logger = logging.getLogger(__name__)
+
+
+def broker_profile(spec: ConsumerGroupSpec, status: dict[str, Any]) -> BrokerProfile:
+    """The spec's profile, else the one the observer detected, else Apache Kafka's timing."""
+    if spec.kafka.profile.value != "auto":
+        return BrokerProfile(spec.kafka.profile.value)
+    detected = (status.get("group") or {}).get("brokerProfile")
+    try:
+        return BrokerProfile(str(detected))
+    except ValueError:
+        return BrokerProfile.APACHE_KAFKA
+
+
+def rollout_setup(policy: RolloutPolicy, profile: BrokerProfile) -> RolloutSetup:
+    consumers = policy.consumers
+    window = join_window(
+        CoordinatorSettings(initial_rebalance_delay_ms=policy.initial_rebalance_delay_ms),
+        profile,
+        ConsumerSettings(
+            session_timeout_ms=consumers.session_timeout_ms,
+            heartbeat_interval_ms=consumers.heartbeat_interval_ms,
+            max_poll_interval_ms=consumers.max_poll_interval_ms,
+        ),
+    )
+    return RolloutSetup(policy, profile, window)
+
+
+def _post(body: kopf.Body, actions: list[Any]) -> None:
+    for action in actions:
+        if isinstance(action, RecordProgress):
+            post = kopf.warn if action.reason == "RolloutFailed" else kopf.info
+            post(body, reason=action.reason, message=action.message)
+        elif isinstance(action, MarkDegraded):
+            kopf.warn(body, reason=action.reason, message=action.message)
+        elif isinstance(action, ClearDegraded):
+            kopf.info(body, reason=action.reason, message=action.message)
+        elif isinstance(action, ForeignWrite):
+            post = kopf.warn if action.warning else kopf.info
+            post(body, reason=action.reason, message=action.message)
+        elif isinstance(action, NoteBypassedGates):
+            kopf.warn(body, reason="GateBypassed", message=action.message)
+            namespace = body.metadata.namespace or "default"
+            group_id = declared_group_id(body)
+            name = body.metadata.name or ""
+            metrics.record_gate_bypasses(namespace, name, group_id, len(action.pods))
+
+
+def _post_autoscalers(body: kopf.Body, actions: list[Any], done: list[Any]) -> None:
+    """An Event for each KEDA pause or resume carried out (one skipped because the object
+    changed since it was read is asked for again by the next step, and told then)."""
+    for action in actions:
+        if isinstance(action, PauseScaledObject) and action in done:
+            kopf.info(body, reason="AutoscalerPaused", message=action.message)
+        elif isinstance(action, ResumeScaledObject) and action in done:
+            kopf.info(body, reason="AutoscalerResumed", message=action.message)
+
+
+async def _step_once(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    state: RolloutState,
+    policy: RolloutPolicy,
+    spec: ConsumerGroupSpec,
+) -> tuple[RolloutState, list[Any]] | None:
+    status = written_status(body)
+    # Consumers whose settings the operator delivers are timed by what it delivered.
+    consumers = timings_from_status(status.get("settings"), policy.consumers)
+    setup = rollout_setup(replace(policy, consumers=consumers), broker_profile(spec, status))
+    kind, workload_name = spec.workload.kind, spec.workload.name
+    try:
+        workload = await read_workload(deps.kube, namespace, kind, workload_name)
+    except PermissionDenied as error:
+        report_denied(deps, body, namespace, name, "rollouts", error, spec.group_id)
+        return None
+    except Exception as error:  # the API may be briefly away; the state keeps
+        logger.warning("%s/%s: reading %s failed: %s", namespace, name, workload_name, error)
+        return None
+    autoscalers = await _autoscalers(deps, body, namespace, name, spec)
+    sighting = deps.sightings.latest(namespace, name)
+    group = sighting.snapshot if sighting else snapshot_from_status(status)
+    rebalances = sighting.rebalances if sighting else rebalances_from_status(status)
+    observation = Observation(
+        setup=setup,
+        workload=workload,
+        group=group,
+        rebalances=rebalances,
+        spec_generation=body.metadata.get("generation"),
+        resume_token=body.metadata.annotations.get(RESUME_ANNOTATION),
+        autoscalers=autoscalers,
+    )
+    after, actions = step(state, observation, time.time())
+    gate = GateOptions(
+        image=policy.gate_image or deps.settings.gate_image or DEFAULT_IMAGE,
+        timeout_seconds=policy.gate_timeout_seconds,
+        bypass_after_seconds=policy.bypass_gate_after_seconds,
+    )
+    actuator = Actuator(deps.kube, namespace, kind, workload_name, gate)
+    pauses = [a for a in actions if isinstance(a, PauseScaledObject)]
+    resumes = [a for a in actions if isinstance(a, ResumeScaledObject)]
+    moves = [a for a in actions if not isinstance(a, PauseScaledObject | ResumeScaledObject)]
+    # KEDA is paused before anything moves the workload and resumed after.
+    done = await _apply_autoscaling(deps, body, namespace, name, spec, actuator, pauses)
+    try:
+        done += await actuator.apply(moves)
+    except PermissionDenied as error:
+        report_denied(deps, body, namespace, name, "rollouts", error, spec.group_id)
+        return None
+    except ActuationFailed as error:
+        # The state does not advance: the next step asks for the same end state again.
+        kopf.warn(body, reason="RolloutActionFailed", message=str(error))
+        return None
+    if deps.denials.clear(namespace, name, "rollouts"):
+        deps.hub.wakeup(spec.group_id).set()  # the observer takes the condition back
+    done += await _apply_autoscaling(deps, body, namespace, name, spec, actuator, resumes)
+    _post(body, list(actions))
+    _post_autoscalers(body, list(actions), done)
+    if workload is not None:
+        waits = gate_waits(workload, actions, time.time())
+        metrics.record_gate_waits(namespace, name, spec.group_id, waits)
+    return after, list(actions)
+
+
+async def _apply_autoscaling(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    spec: ConsumerGroupSpec,
+    actuator: Actuator,
+    actions: list[Any],
+) -> list[Any]:
+    """Pause or resume KEDA; a failure holds no rollout back (it is level-based: the next step
+    asks again), and a refusal is reported as its own kind of work."""
+    if not actions:
+        return []
+    try:
+        done = await actuator.apply(actions)
+    except PermissionDenied as error:
+        report_denied(deps, body, namespace, name, "autoscaler-pause", error, spec.group_id)
+        return []
+    except ActuationFailed as error:
+        kopf.warn(body, reason="AutoscalerActionFailed", message=str(error))
+        return []
+    if deps.denials.clear(namespace, name, "autoscaler-pause"):
+        deps.hub.wakeup(spec.group_id).set()
+    return done
+
+
+async def _autoscalers(
+    deps: Dependencies, body: kopf.Body, namespace: str, name: str, spec: ConsumerGroupSpec
+) -> Autoscalers:
+    """The workload's autoscalers; none when they cannot be read. A refusal is reported (the
+    rollout goes on: it only cannot keep KEDA from scaling meanwhile); the API being briefly
+    away is only logged, and the next step reads again."""
+    try:
+        found = await read_autoscalers(deps.kube, namespace, spec.workload.kind, spec.workload.name)
+    except PermissionDenied as error:
+        report_denied(deps, body, namespace, name, "autoscalers", error, spec.group_id)
+        return Autoscalers()
+    except Exception as error:  # the API may be briefly away
+        logger.warning("%s/%s: reading autoscalers failed: %s", namespace, name, error)
+        return Autoscalers()
+    if deps.denials.clear(namespace, name, "autoscalers"):
+        deps.hub.wakeup(spec.group_id).set()  # the observer takes the condition back
+    return found
+
+
+async def roll_out(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    stopped: kopf.DaemonStopped,
+    claims: ClaimIndex | None = None,
+) -> None:
+    """Step the group's rollout planner until the resource goes (the daemon's whole life)."""
+    try:
+        await _roll_out_forever(deps, body, namespace, name, stopped, claims)
+    finally:
+        deps.rollout_wakeups.pop((namespace, name), None)
+
+
+async def _roll_out_forever(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    stopped: kopf.DaemonStopped,
+    claims: ClaimIndex | None = None,
+) -> None:
+    state = RolloutState.from_status(written_status(body).get("rollout"))
+    written: dict[str, Any] | None = None
+    managed = False
+    hold_checked = False
+    wakeup = deps.rollout_wakeup(namespace, name)
+    resting_poll = deps.settings.rollout_resting_poll_seconds
+    followed_at_once = False
+    while not stopped:
+        wakeup.clear()
+        try:
+            spec = read_consumer_group(
+                body, namespace=namespace, bypass_default=deps.settings.gate_bypass_after_seconds
+            ).spec
+        except SpecInvalid:
+            await stopped.wait(5)  # validate() reports it; look again for the user's fix
+            continue
+        policy = spec.policy.rollout
+        if refusal_of(body, namespace, claims, deps.hub) is not None:
+            # An older resource owns the workload, or its consumers are another group's: no
+            # parking, no gate, not even a hand-back (what is parked or held is not this
+            # resource's). The observer says so.
+            await _sleep_or_wake(stopped, wakeup, resting_poll)
+            continue
+        resting = state.phase.value == "Idle" and not state.parked and not state.holding_deployment
+        if not policy.enabled and not managed and resting:
+            if hold_checked or not await _held_for_rollout(deps, namespace, spec):
+                # Never managed: nothing to hand back, and the workload stays the user's alone.
+                hold_checked = True
+                await _sleep_or_wake(stopped, wakeup, resting_poll)
+                continue
+            # Paused by a settings write for a planner turned off before it took the hold
+            # over (with the operator restarted meanwhile): this step hands it back.
+            hold_checked = True
+        managed = policy.enabled
+        stepped = await _step_once(deps, body, namespace, name, state, policy, spec)
+        if stepped is None:
+            await stopped.wait(RETRY_SECONDS)
+            continue
+        after, actions = stepped
+        rollout = after.to_status()
+        if after.phase.value == "Completed":
+            rollout["completedRevision"] = rollout.get("rolloutId")
+        cleared = [action for action in actions if isinstance(action, ClearDegraded)]
+        if rollout != written or cleared:
+            status = written_status(body)
+            fields: dict[str, Any] = {"rollout": rollout}
+            conditions = (
+                rollout_conditions(after)
+                + ended_conditions(state, after)
+                + [
+                    Condition(ConditionType.DEGRADED, ConditionStatus.FALSE, a.reason, a.message)
+                    for a in cleared
+                ]
+            )
+            if conditions:
+                fields["conditions"] = merge_conditions(
+                    status.get("conditions") or [],
+                    conditions,
+                    now=rfc3339(time.time()),
+                    generation=body.metadata.get("generation"),
+                )
+            try:
+                await patch_status(deps.kube, namespace, name, status, fields)
+            except ResourceGone:
+                return
+            written = rollout
+        # A new phase is looked at again at once (its first wait may already be over, as when
+        # a settled batch of static members lets the next go), but never twice in a row, so
+        # that a phase that flips back cannot spin.
+        moved_on = after.phase is not state.phase
+        at_once = moved_on and after.phase.active and not followed_at_once
+        followed_at_once = at_once
+        ended = moved_on and not after.phase.active
+        state = after
+        if after.phase in (RolloutPhase.BATCH_JOINING, RolloutPhase.BATCH_SETTLING) or ended:
+            # Observe the group sooner while a batch is out: settling is what we wait for.
+            # Not while a batch gathers: the planner then looks every half second, and the
+            # group has nothing new to show. And once a rollout ends: an observer pass that
+            # began before this write merged its conditions from the rollout as it was, and
+            # the next pass puts them right.
+            deps.hub.wakeup(spec.group_id).set()
+        delay = ACTIVE_POLL_SECONDS if after.phase.active else resting_poll
+        waits = [action.until for action in actions if isinstance(action, Wait)]
+        if waits:
+            delay = min(delay, max(min(waits) - time.time(), 0.2))
+        if at_once:
+            delay = 0.0
+        await _sleep_or_wake(stopped, wakeup, delay)
+
+
+async def _held_for_rollout(deps: Dependencies, namespace: str, spec: ConsumerGroupSpec) -> bool:
+    """Whether the workload is a Deployment paused by the operator for the rollout planner."""
+    if spec.workload.kind is not WorkloadKind.DEPLOYMENT:
+        return False
+    try:
+        workload = await read_workload(deps.kube, namespace, spec.workload.kind, spec.workload.name)
+    except Exception:  # the API may be briefly away; the hand-back waits for a managed step
+        return False
+    return workload is not None and workload.paused and workload.held_for_rollout
+
+
+async def _sleep_or_wake(stopped: kopf.DaemonStopped, wakeup: asyncio.Event, delay: float) -> None:
+    """Sleep `delay`, but no longer than until the daemon stops or a settings write wakes it."""
+    waiting = {asyncio.ensure_future(stopped.wait(delay)), asyncio.ensure_future(wakeup.wait())}
+    try:
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in waiting:
+            task.cancel()
+
+
+async def hand_back(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    claims: ClaimIndex | None = None,
+) -> None:
+    """Deleting a ConsumerGroup gives the workload back: no gate left shut, nothing parked."""
+    if conflicts_of(body, namespace, claims)[1]:
+        # A newer duplicate goes: the workload stays with the older resource that owns it.
+        return
+    state = RolloutState.from_status(written_status(body).get("rollout"))
+    try:
+        spec = read_consumer_group(body, namespace=namespace).spec
+    except SpecInvalid:
+        return
+    policy = spec.policy.rollout
+    resting = state.phase.value == "Idle" and not state.parked and not state.holding_deployment
+    # A Deployment may be paused for a rollout the planner has not taken over yet (the
+    # settings write pauses it): only the workload itself tells.
+    if resting and spec.workload.kind is not WorkloadKind.DEPLOYMENT:
+        return
+    await _step_once(deps, body, namespace, name, state, replace(policy, enabled=False), spec)

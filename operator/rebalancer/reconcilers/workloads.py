@@ -1,0 +1,29 @@
+"""A change to a workload's spec wakes the rollout planner of every ConsumerGroup that claims it
+(planning.workload_changes says which changes count)."""
+
+from __future__ import annotations
+
+import kopf
+
+from rebalancer.planning.ownership import workload_key
+from rebalancer.planning.workload_changes import spec_unobserved
+from rebalancer.reconcilers.dependencies import Dependencies
+from rebalancer.reconcilers.ownership import ClaimIndex
+
+
+def _key(body: kopf.Body, namespace: str | None) -> tuple[str, ...]:
+    return workload_key(namespace or "default", str(body.get("kind")), body.metadata.name or "")
+
+
+def claimed_and_changed(body: kopf.Body, namespace: str | None, claims: ClaimIndex | None) -> bool:
+    """Whether a ConsumerGroup names this workload and its spec changed since last observed."""
+    return claims is not None and _key(body, namespace) in claims and spec_unobserved(body)
+
+
+def wake_claimants(
+    deps: Dependencies, body: kopf.Body, namespace: str | None, claims: ClaimIndex | None
+) -> None:
+    if claims is None:
+        return
+    for claim in claims.get(_key(body, namespace), ()):
+        deps.rollout_wakeup(claim.namespace, claim.name).set()
