@@ -10,11 +10,11 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from tests import polling
 
 from rebalancer_lab.controlplane import ControlPlane, ensure_control_plane
 from rebalancer_lab.controlplane.building import ControlPlaneBuildError
@@ -68,14 +68,7 @@ def kubectl(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactor
 
 def eventually(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
     """`check()`'s first true answer, polled every half second; the test fails after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout:.0f} s")
-        time.sleep(0.5)
+    return polling.eventually(check, what, timeout, every=0.5, not_yet=())
 
 
 def get_json(kubectl: Kubectl, *args: str) -> Any:

@@ -26,7 +26,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client, utils
+from tests import polling
 from tests.autoscaler_support import KEDA_CRD, annotations_of, scaled_object
 from tests.chart.support import CHART, find_helm
 from tests.e2e.support import free_port
@@ -388,22 +388,14 @@ def release(kube: KubernetesApi, namespace: str) -> None:
 def until(
     probe: Callable[[], Any], what: str, within: float = WAIT_S, run: Run | None = None
 ) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        answer = probe()
-        if answer:
-            return answer
-        if time.monotonic() > deadline:
-            told = f"\n--- operator log (end) ---\n{run.log()[-4000:]}" if run else ""
-            pytest.fail(f"{what} did not happen within {within:.0f} s{told}")
-        time.sleep(0.5)
+    def told() -> str:
+        return f"--- operator log (end) ---\n{run.log()[-4000:]}" if run else ""
+
+    return polling.eventually(probe, what, within, every=0.5, not_yet=(), context=told)
 
 
 def never(probe: Callable[[], Any], what: str, within: float = QUIET_S) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        assert not probe(), what
-        time.sleep(0.5)
+    polling.never(probe, what, within)
 
 
 # -- what the cases apply ----------------------------------------------------------------------

@@ -7,7 +7,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 from kubernetes import client
+from tests import polling
 from tests.kafka_brokers import shared_broker
 
 from rebalancer_lab.processes import ChildProcess
@@ -85,17 +85,11 @@ def apply(lab: Lab, *documents: dict[str, Any]) -> str:
 
 
 def eventually(probe: Callable[[], T | None], timeout: float, what: str, every: float = 0.5) -> T:
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            value = probe()
-        except (AssertionError, client.ApiException) as error:
-            value, last = None, error
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last}")
+    # An API error (a 404 before the object exists) is "not yet" as a failed assertion is.
+    value: T = polling.eventually(
+        probe, what, timeout, every=every, not_yet=(AssertionError, client.ApiException)
+    )
+    return value
 
 
 def get_cg(lab: Lab, name: str, namespace: str = "default") -> dict[str, Any]:

@@ -9,11 +9,12 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+
+from tests import polling
 
 import rebalancer
 
@@ -34,19 +35,8 @@ def free_port() -> int:
 
 def eventually(probe: Callable[[], T | None], timeout: float, what: str, every: float = 0.1) -> T:
     """Poll `probe` until it returns something truthy; fail naming `what` and the last value."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            value = probe()
-        except AssertionError as error:
-            value, last = None, error
-        if value:
-            return value
-        if value is not None:
-            last = value
-        time.sleep(every)
-    raise AssertionError(f"{what}: not reached within {timeout:g} s (last: {last!r})")
+    value: T = polling.eventually(probe, what, timeout, every=every)
+    return value
 
 
 class ConsumerProcess:

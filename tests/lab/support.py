@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tests import polling
+
 from rebalancer_lab.cluster import LabCluster
 from rebalancer_lab.kube.informing import Change, Informer
 from rebalancer_lab.kube.objects import condition, is_terminating
@@ -30,14 +32,8 @@ _API_VERSIONS = {"statefulsets": "apps/v1", "deployments": "apps/v1", "replicase
 
 
 def wait_for(probe: Callable[[], T | None], timeout: float = 10.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.03)
+    value: T = polling.eventually(probe, what, timeout, every=0.03, not_yet=())
+    return value
 
 
 @dataclass

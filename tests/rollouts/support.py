@@ -12,14 +12,12 @@ count pods that never run.
 
 from __future__ import annotations
 
-import asyncio
 import sys
-import time
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-import pytest
 from kubernetes import client
+from tests import polling
 
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.structs.gates import GATE_CONTAINER
@@ -102,14 +100,8 @@ async def until(
 ) -> T:
     """`probe()`'s first true answer (asked off the event loop); the test fails after `within`
     seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        answer = await asyncio.to_thread(probe)
-        if answer:
-            return answer
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {within:.0f} s")
-        await asyncio.sleep(0.2)
+    answer: T = await polling.eventually_async(probe, what, within, in_thread=True, not_yet=())
+    return answer
 
 
 def grant_gates(kube: KubernetesApi, namespace: str) -> None:

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import pytest
+from tests import polling
 from tests.kafka_brokers import shared_broker
 
 from rebalancer.clients.kafka_admin import AdminGateway, build_client_config
@@ -86,13 +87,7 @@ def ready(pod: dict[str, Any]) -> bool:
 
 
 async def eventually(probe: Any, seconds: float, what: str) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{what}: not within {seconds} s")
+    return await polling.eventually_async(probe, what, seconds, not_yet=())
 
 
 def group_of(workload: WorkloadView, now: float) -> GroupSnapshot:

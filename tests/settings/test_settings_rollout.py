@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests import polling
 from tests.kafka_brokers import shared_broker
 from tests.kube_clusters import SharedCluster
 
@@ -98,13 +99,7 @@ def settings_line(state: Path, pod: dict[str, Any]) -> str | None:
 
 
 async def eventually(probe: Any, seconds: float, what: str) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{what}: not within {seconds} s")
+    return await polling.eventually_async(probe, what, seconds, not_yet=())
 
 
 def joined(state: Path, pod: dict[str, Any]) -> bool:

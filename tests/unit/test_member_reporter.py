@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from tests import polling
 
 from rebalancer.clients.reporting import MemberIdentity, MemberReporter, build_report_body
 from rebalancer.structs.brokers import TopicPartition
@@ -81,10 +82,7 @@ def sink() -> Iterator[Sink]:
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
+    polling.eventually(condition, "condition met", timeout, every=0.02, not_yet=())
 
 
 def reporter(url: str, **options: Any) -> MemberReporter:

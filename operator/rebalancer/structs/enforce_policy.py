@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from rebalancer.structs.problems import FieldProblem, SpecInvalid
+from rebalancer.structs.problems import FieldProblem, SpecInvalid, kind_of
 
 DEFAULT_SIDECAR_PORT = 8091
 MIN_SCHEDULE_SECONDS = 60
@@ -47,24 +47,12 @@ class EnforceSpec:
         )
 
 
-def _kind(value: object) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    return "list" if isinstance(value, list) else type(value).__name__
-
-
 def parse_enforce_policy(raw: object, path: str = "spec.policy.enforce") -> EnforceSpec:
     if raw is None:
         return EnforceSpec()
     problems: list[FieldProblem] = []
     if not isinstance(raw, Mapping):
-        problem = FieldProblem(path, f"must be an object, got {_kind(raw)}", "use a mapping")
+        problem = FieldProblem(path, f"must be an object, got {kind_of(raw)}", "use a mapping")
         raise SpecInvalid((problem,))
 
     def boolean(source: Mapping[str, object], key: str, where: str, default: bool) -> bool:

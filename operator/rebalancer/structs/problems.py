@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 # Messages quote the offending value; a 100 kB string must not be copied into status and Events
@@ -33,3 +34,20 @@ class SpecInvalid(ValueError):
         shown = "; ".join(str(problem) for problem in self.problems[:limit])
         hidden = len(self.problems) - limit
         return shown + (f" (and {hidden} more)" if hidden > 0 else "")
+
+
+def kind_of(value: object) -> str:
+    """The JSON kind of a value, as a problem names what it got: "null", "boolean", "list"..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, Mapping):
+        return "object"
+    if isinstance(value, Sequence):
+        return "list"
+    return type(value).__name__

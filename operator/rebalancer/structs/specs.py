@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from rebalancer.structs.enforce_policy import EnforceSpec, parse_enforce_policy
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
-from rebalancer.structs.problems import FieldProblem, SpecInvalid
+from rebalancer.structs.problems import FieldProblem, SpecInvalid, kind_of
 from rebalancer.structs.recommendations import LearningPolicy, parse_learning_policy
 from rebalancer.structs.rollout_policy import RolloutPolicy, parse_rollout_policy
 from rebalancer.structs.settings_policies import (
@@ -169,7 +169,7 @@ class _Reader:
                 self.fail(path, "is required", f"add {path} to the ConsumerGroup")
             return None
         if not isinstance(raw, Mapping):
-            self.fail(path, f"must be an object, got {_kind(raw)}", f"write {path} as a mapping")
+            self.fail(path, f"must be an object, got {kind_of(raw)}", f"write {path} as a mapping")
             return None
         return raw
 
@@ -188,7 +188,7 @@ class _Reader:
                 self.fail(f"{path}.{key}", "is required", f"set {path}.{key}")
             return default
         if not isinstance(value, str):
-            self.fail(f"{path}.{key}", f"must be a string, got {_kind(value)}", "quote the value")
+            self.fail(f"{path}.{key}", f"must be a string, got {kind_of(value)}", "quote the value")
             return default
         return value
 
@@ -199,7 +199,7 @@ class _Reader:
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(f"{path}.{key}", f"must be an integer, got {_kind(value)}", "use a number")
+            self.fail(f"{path}.{key}", f"must be an integer, got {kind_of(value)}", "use a number")
             return default
         if not low <= value <= high:
             self.fail(
@@ -215,7 +215,7 @@ class _Reader:
         if value is None:
             return default
         if not isinstance(value, bool):
-            self.fail(f"{path}.{key}", f"must be true or false, got {_kind(value)}", "use a bool")
+            self.fail(f"{path}.{key}", f"must be true or false, got {kind_of(value)}", "use a bool")
             return default
         return value
 
@@ -239,31 +239,15 @@ class _Reader:
 
     def string_list(self, raw: object, path: str) -> tuple[str, ...]:
         if not isinstance(raw, Sequence) or isinstance(raw, str):
-            self.fail(path, f"must be a list of strings, got {_kind(raw)}", "write a YAML list")
+            self.fail(path, f"must be a list of strings, got {kind_of(raw)}", "write a YAML list")
             return ()
         items: list[str] = []
         for index, item in enumerate(raw):
             if not isinstance(item, str):
-                self.fail(f"{path}[{index}]", f"must be a string, got {_kind(item)}", "quote it")
+                self.fail(f"{path}[{index}]", f"must be a string, got {kind_of(item)}", "quote it")
             else:
                 items.append(item)
         return tuple(items)
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    if isinstance(value, Sequence):
-        return "list"
-    return type(value).__name__
 
 
 def _secret_ref(
