@@ -19,7 +19,7 @@ import yaml
 from tests.chart.support import ROOT, Helm
 from tests.settings.support import STRIMZI_CRD
 
-from rebalancer.structs.settings_policies import DelayMode
+from rebalancer.structs.broker_delay_policy import DelayMode
 from rebalancer.structs.specs import parse_spec
 
 EXAMPLES = ROOT / "deploy" / "examples" / "strimzi"

@@ -28,7 +28,7 @@ from rebalancer.clients.workload_patching import (
 from rebalancer.planning.broker_delay import strimzi_config_patch
 from rebalancer.planning.consumer_settings_plans import SettingsInputs, plan_settings
 from rebalancer.planning.consumer_settings_templates import SETTINGS_HASH_ANNOTATION, template_hash
-from rebalancer.structs.settings_policies import SettingsPolicy
+from rebalancer.structs.consumer_settings_policy import SettingsPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
 ROOT = Path(__file__).resolve().parents[2]

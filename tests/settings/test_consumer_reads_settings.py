@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rebalancer.planning.consumer_settings import SettingsContext, resolve_settings
 from rebalancer.planning.consumer_settings_templates import render_settings
-from rebalancer.structs.settings_policies import EnvConvention, EnvPolicy, SettingsPolicy
+from rebalancer.structs.consumer_settings_policy import EnvConvention, EnvPolicy, SettingsPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer_lab.consumer_settings import load_settings
 

@@ -29,8 +29,8 @@ from rebalancer.planning.rollout_states import Mechanism, RolloutPhase, RolloutS
 from rebalancer.planning.rollouts import Observation, step
 from rebalancer.reconcilers.settings_delivery import SettingsTarget, reconcile_settings
 from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.consumer_settings_policy import SettingsPolicy
 from rebalancer.structs.rollout_policy import RolloutPolicy
-from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView

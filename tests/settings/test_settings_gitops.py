@@ -19,7 +19,7 @@ from tests.settings.support import settings_target, statefulset
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.reconcilers.settings_delivery import reconcile_settings
-from rebalancer.structs.settings_policies import SettingsPolicy
+from rebalancer.structs.consumer_settings_policy import SettingsPolicy
 from rebalancer.structs.workloads import FIELD_MANAGER
 from rebalancer_lab.broker import KafkaBroker
 

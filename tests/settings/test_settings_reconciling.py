@@ -16,13 +16,9 @@ from rebalancer.planning.broker_delay import DelayWant
 from rebalancer.planning.consumer_settings_plans import settings_conditions
 from rebalancer.planning.consumer_settings_templates import template_hash
 from rebalancer.reconcilers.settings_delivery import SettingsTarget, reconcile_settings
+from rebalancer.structs.broker_delay_policy import BrokerDelayPolicy, DelayMode, StrimziRef
 from rebalancer.structs.brokers import BrokerProfile
-from rebalancer.structs.settings_policies import (
-    BrokerDelayPolicy,
-    DelayMode,
-    SettingsPolicy,
-    StrimziRef,
-)
+from rebalancer.structs.consumer_settings_policy import SettingsPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer_lab.broker import KafkaBroker
 

@@ -35,8 +35,8 @@ from rebalancer.planning.rollout_plans import RolloutSetup
 from rebalancer.planning.rollout_states import Mechanism, RolloutPhase, RolloutState
 from rebalancer.planning.rollouts import Observation, step
 from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.consumer_settings_policy import SettingsPolicy
 from rebalancer.structs.rollout_policy import ConsumerTimings, RolloutPolicy
-from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import WorkloadView

@@ -24,8 +24,8 @@ from rebalancer.planning.sidecar_templates import (
     sidecar_hash,
 )
 from rebalancer.reconcilers.settings_delivery import SettingsTarget, reconcile_settings
+from rebalancer.structs.consumer_settings_policy import SettingsPolicy
 from rebalancer.structs.enforce_policy import SidecarPolicy
-from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.specs import WorkloadKind
 from rebalancer_lab.broker import KafkaBroker
 

@@ -9,8 +9,8 @@ from rebalancer.planning.assignor_migrations import (
     plan_assignor,
     render_strategy,
 )
-from rebalancer.structs.settings_policies import AssignmentStrategy as A
-from rebalancer.structs.settings_policies import ClientLibrary as L
+from rebalancer.structs.consumer_settings_policy import AssignmentStrategy as A
+from rebalancer.structs.consumer_settings_policy import ClientLibrary as L
 
 COOP = "cooperative-sticky"
 

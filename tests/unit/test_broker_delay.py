@@ -15,8 +15,8 @@ from rebalancer.planning.broker_delay import (
     strimzi_config_patch,
 )
 from rebalancer.structs.broker_configs import DELAY_KEY, limits_from_configs
+from rebalancer.structs.broker_delay_policy import BrokerDelayPolicy, DelayMode, StrimziRef
 from rebalancer.structs.brokers import BrokerProfile as P
-from rebalancer.structs.settings_policies import BrokerDelayPolicy, DelayMode, StrimziRef
 
 CLUSTER = cluster_key_for(["kafka-0:9092"])
 

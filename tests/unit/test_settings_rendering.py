@@ -33,12 +33,8 @@ from rebalancer.planning.consumer_settings_templates import (
 )
 from rebalancer.planning.sidecar_templates import PatchFailed, apply_ops
 from rebalancer.structs.broker_configs import ApplyState, BrokerLimits, ConfigOutcome
+from rebalancer.structs.consumer_settings_policy import EnvConvention, EnvPolicy, SettingsPolicy
 from rebalancer.structs.rollout_policy import ConsumerTimings
-from rebalancer.structs.settings_policies import (
-    EnvConvention,
-    EnvPolicy,
-    SettingsPolicy,
-)
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
 Body = dict[str, Any]

@@ -22,7 +22,7 @@ from rebalancer.structs.broker_configs import (
     verify_configs,
 )
 from rebalancer.structs.brokers import GroupProtocol
-from rebalancer.structs.settings_policies import (
+from rebalancer.structs.consumer_settings_policy import (
     ClientLibrary,
     EnvConvention,
     EnvPolicy,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rebalancer.structs.settings_policies import AssignmentStrategy, ClientLibrary
+from rebalancer.structs.consumer_settings_policy import AssignmentStrategy, ClientLibrary
 
 JAVA_CLASSES: dict[str, str] = {
     AssignmentStrategy.COOPERATIVE_STICKY: (

@@ -21,9 +21,9 @@ from enum import StrEnum
 from typing import Any
 
 from rebalancer.structs.broker_configs import DELAY_KEY, REDPANDA_DELAY_KEY
+from rebalancer.structs.broker_delay_policy import DELAY_PATH, BrokerDelayPolicy, DelayMode
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.problems import FieldProblem
-from rebalancer.structs.settings_policies import DELAY_PATH, BrokerDelayPolicy, DelayMode
 
 RULE = (
     "the largest delayMs among the cluster's ConsumerGroups, capped at the smallest maxDelayMs "

@@ -21,15 +21,15 @@ from rebalancer.structs.broker_configs import (
     GROUP_SESSION_KEY,
     BrokerLimits,
 )
+from rebalancer.structs.broker_delay_policy import DELAY_PATH
 from rebalancer.structs.brokers import GroupProtocol
-from rebalancer.structs.problems import FieldProblem, SpecInvalid
-from rebalancer.structs.settings_policies import (
-    DELAY_PATH,
+from rebalancer.structs.consumer_settings_policy import (
     SETTINGS_PATH,
     ClientLibrary,
     EnvConvention,
     SettingsPolicy,
 )
+from rebalancer.structs.problems import FieldProblem, SpecInvalid
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
 # Kafka's consumer default, used when heartbeatIntervalMs is not given and a third of the

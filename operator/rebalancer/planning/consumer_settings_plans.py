@@ -51,12 +51,12 @@ from rebalancer.structs.broker_configs import (
 )
 from rebalancer.structs.brokers import GroupProtocol, GroupState
 from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
+from rebalancer.structs.consumer_settings_policy import SettingsPolicy
 from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.enforcement import pattern_takes_control_topics
 from rebalancer.structs.kafka_problems import KafkaProblem
 from rebalancer.structs.problems import FieldProblem
 from rebalancer.structs.rollout_policy import ConsumerTimings
-from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import WorkloadView
 

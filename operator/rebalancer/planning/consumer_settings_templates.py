@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rebalancer.planning.consumer_settings import ResolvedSettings, env_variable
+from rebalancer.structs.consumer_settings_policy import SettingsPolicy
 from rebalancer.structs.problems import FieldProblem
-from rebalancer.structs.settings_policies import SettingsPolicy
 from rebalancer.structs.specs import WorkloadKind
 
 SETTINGS_HASH_ANNOTATION = "rebalancer.dev/settings-hash"

@@ -63,9 +63,10 @@ from rebalancer.planning.sidecar_templates import (
     sidecar_hash,
 )
 from rebalancer.structs.broker_configs import ApplyState, BrokerLimits, ConfigOutcome
+from rebalancer.structs.broker_delay_policy import BrokerDelayPolicy
 from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.consumer_settings_policy import SettingsPolicy
 from rebalancer.structs.enforce_policy import SidecarPolicy
-from rebalancer.structs.settings_policies import BrokerDelayPolicy, SettingsPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
 # A lost race with another writer of the workload: read and plan again at once, this many times

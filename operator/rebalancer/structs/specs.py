@@ -14,17 +14,13 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from rebalancer.structs.broker_delay_policy import BrokerDelayPolicy, parse_broker_delay_policy
+from rebalancer.structs.consumer_settings_policy import SettingsPolicy, parse_settings_policy
 from rebalancer.structs.enforce_policy import EnforceSpec, parse_enforce_policy
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
 from rebalancer.structs.problems import FieldProblem, SpecInvalid, kind_of
 from rebalancer.structs.recommendations import LearningPolicy, parse_learning_policy
 from rebalancer.structs.rollout_policy import RolloutPolicy, parse_rollout_policy
-from rebalancer.structs.settings_policies import (
-    BrokerDelayPolicy,
-    SettingsPolicy,
-    parse_broker_delay_policy,
-    parse_settings_policy,
-)
 
 MAX_PATTERN_LENGTH = 1024
 MAX_OPEN_REPEATS = 4

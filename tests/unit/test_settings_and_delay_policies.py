@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import pytest
 
-from rebalancer.structs.problems import SpecInvalid
-from rebalancer.structs.settings_policies import (
-    AssignmentStrategy,
+from rebalancer.structs.broker_delay_policy import (
     BrokerDelayPolicy,
-    ClientLibrary,
     DelayMode,
-    EnvConvention,
-    SettingsPolicy,
     StrimziRef,
     parse_broker_delay_policy,
+)
+from rebalancer.structs.consumer_settings_policy import (
+    AssignmentStrategy,
+    ClientLibrary,
+    EnvConvention,
+    SettingsPolicy,
     parse_settings_policy,
 )
+from rebalancer.structs.problems import SpecInvalid
 
 
 def test_absent_blocks_mean_not_managed() -> None:
