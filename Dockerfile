@@ -16,7 +16,7 @@ COPY operator ./operator
 # the image. pip and setuptools leave with the build. The Kubernetes client's asyncio twin
 # (kubernetes.aio, 41 MB of generated models) is imported by nothing here: kopf has its own
 # client, and the operator's calls use the synchronous one (deploy/build_images.sh imports every
-# module of the image, and tests/packaging/test_lean_install.py a venv built the same way).
+# module of the image, and tests/deploy/packaging/test_lean_install.py a venv built the same way).
 RUN python3 -m venv /opt/rebalancer \
  && /opt/rebalancer/bin/pip install --no-cache-dir --no-compile . \
  && /opt/rebalancer/bin/pip uninstall --yes --quiet pip setuptools \

@@ -46,10 +46,10 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 unit: $(STAMP)
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q tests/structs tests/planning tests/simulation
 
 e2e: kafka controlplane
-	$(BIN)/pytest -q tests/controlplane tests/e2e
+	$(BIN)/pytest -q tests/lab/controlplane tests/operator/e2e
 
 # Tests that run real brokers and processes on a shared 2-core machine can lose a race to load;
 # one rerun keeps CI honest (the rerun is reported as R) without hiding a real failure.

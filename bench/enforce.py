@@ -16,7 +16,8 @@ processes as the application, reporting every rebalance (docs/member-reports.md)
    it, managed (the sidecar enforces once at creation) against unmanaged (each member finds it at
    its own metadata refresh, refresh intervals staggered).
 
-4. `--client kafkajs`: the same enforcements of a fleet of kafkajs consumers (tests/clients/kafkajs,
+4. `--client kafkajs`: the same enforcements of a fleet of kafkajs consumers
+   (tests/clients/kafka/kafkajs,
    `node consumer.js`; protocol `RoundRobinAssigner`, and an application-named assignor), which
    the sidecar visits (docs/enforcing.md, "Client libraries"); with partition-seconds held by
    the sidecars (application partitions that no application member held in a generation).
@@ -59,7 +60,7 @@ from rebalancer_lab.broker import KafkaBroker  # noqa: E402
 from rebalancer_lab.mock_cluster import MockCluster  # noqa: E402
 from rebalancer_lab.producer import ensure_topic  # noqa: E402
 
-sys.path.insert(0, str(ROOT / "tests" / "kafka"))
+sys.path.insert(0, str(ROOT / "tests" / "clients" / "kafka"))
 from kafkajs_support import KafkajsConsumer  # noqa: E402
 
 SESSION_MS = 6000

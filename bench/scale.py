@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.api_faults import Fault, FaultyApi  # noqa: E402
-from tests.e2e.support import free_port  # noqa: E402
+from tests.operator.e2e.support import free_port  # noqa: E402
 
 from rebalancer_lab.controlplane import ControlPlane  # noqa: E402
 from rebalancer_lab.producer import ensure_topic  # noqa: E402

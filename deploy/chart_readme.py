@@ -3,7 +3,7 @@
 values.yaml is the one place a value is described: a `# --` comment documents the key below it
 (and everything nested under it); a plain comment above a mapping titles its section. Run
 `.venv/bin/python deploy/chart_readme.py` after changing values.yaml, or `--check` to fail when
-the README is out of date (tests/chart does the same).
+the README is out of date (tests/deploy/chart does the same).
 """
 
 from __future__ import annotations

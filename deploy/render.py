@@ -1,7 +1,7 @@
 """Render deploy/rebalancer.yaml, the plain install manifests, from the Helm chart.
 
 The chart is the one source: run `.venv/bin/python deploy/render.py` after changing it, or
-`--check` to fail when the committed file is out of date (tests/chart does the same).
+`--check` to fail when the committed file is out of date (tests/deploy/chart does the same).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.e2e.support import free_port
 from tests.lab.support import alive, pid_of, wait_for
+from tests.operator.e2e.support import free_port
 
 from rebalancer_lab.kube.requesting import Api
 from rebalancer_lab.running import Lab, LabConfig

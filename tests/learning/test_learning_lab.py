@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 from kubernetes import client
 from pyspark.sql import SparkSession
-from tests.e2e.support import (
+from tests.operator.e2e.support import (
     consumer_pid,
     events_for,
     eventually,

@@ -1,7 +1,8 @@
 """Write the Grafana dashboard of the operator's metrics to rebalancer.json next to this file.
 
 Run with `.venv/bin/python charts/rebalancer/dashboards/generate.py` after changing a panel or a
-metric; tests/chart/test_dashboard.py fails while the committed JSON differs from this output.
+metric; tests/deploy/chart/test_dashboard.py fails while the committed JSON differs from this
+output.
 The state codes come from rebalancer.metrics so the panel cannot drift from the exporter.
 """
 

@@ -82,8 +82,8 @@ A digest pins the exact image, so it wins over the tag.
 
 {{/*
 What the operator does with ConsumerGroups and the objects they reference: one grant per API
-call it makes, nothing more (tests/chart/test_rbac.py names the code behind each, and
-tests/controlplane/test_rbac_rules.py runs the operator without each). Used in the
+call it makes, nothing more (tests/deploy/chart/test_rbac.py names the code behind each, and
+tests/lab/controlplane/test_rbac_rules.py runs the operator without each). Used in the
 ClusterRole when every namespace is watched, else in a Role per watched namespace.
 */}}
 {{- define "rebalancer.groupRules" -}}

@@ -30,7 +30,7 @@ class KubernetesApi:
 # (connect, read) seconds for every request that does not set its own. The client's default is
 # none: a request that reached an API server while it restarted could then wait forever, and
 # the handler or daemon that made it with it (a rollout stalled that way in
-# tests/reliability/test_control_plane_faults.py). The operator makes no streaming requests
+# tests/operator/reliability/test_control_plane_faults.py). The operator makes no streaming requests
 # through this client (kopf watches with its own), so no answer takes a minute.
 REQUEST_TIMEOUT = (10.0, 60.0)
 

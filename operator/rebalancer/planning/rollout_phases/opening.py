@@ -133,7 +133,7 @@ class OpeningStep(StoppedStep):
         under the same name while its pod watch was down (an API server restart): the relist
         shows it an update of the old, bound pod, and the new one stays Pending with no
         PodScheduled condition (kubernetes/kubernetes#93062; measured with v1.37.2 in
-        tests/reliability/test_control_plane_faults.py). A pod the scheduler did judge
+        tests/operator/reliability/test_control_plane_faults.py). A pod the scheduler did judge
         (PodScheduled False: no room) is left alone: deleting it would not help."""
         stuck = [
             pod

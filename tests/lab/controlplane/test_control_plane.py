@@ -1,0 +1,177 @@
+"""The lab's control plane is Kubernetes' own: controllers, garbage collection, CEL, RBAC."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from tests.lab.controlplane.conftest import Kubectl, eventually, get_json
+
+from rebalancer_lab.controlplane import ControlPlane, building
+
+# A cold build of the control plane runs inside the first test's setup.
+pytestmark = pytest.mark.timeout(3600)
+
+STATEFULSET = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web, namespace: sts}
+spec:
+  serviceName: web
+  replicas: 2
+  podManagementPolicy: Parallel   # OrderedReady would wait for web-0 to be Ready, which never is
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: lab.invalid/web:1}]
+"""
+
+CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: ranges.lab.rebalancer.dev}
+spec:
+  group: lab.rebalancer.dev
+  scope: Namespaced
+  names: {plural: ranges, singular: range, kind: Range}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                min: {type: integer}
+                max: {type: integer}
+              x-kubernetes-validations:
+                - rule: self.min <= self.max
+                  message: min must not exceed max
+"""
+
+
+def test_namespaces_are_listed(kubectl: Kubectl) -> None:
+    names = kubectl("get", "ns", "-o", "name").stdout.split()
+    assert "namespace/default" in names
+    assert "namespace/kube-system" in names
+
+
+def test_statefulset_pods_come_from_the_controller_and_are_collected(kubectl: Kubectl) -> None:
+    kubectl("create", "namespace", "sts")
+    kubectl("apply", "-f", "-", input=STATEFULSET)
+    statefulset = get_json(kubectl, "statefulset", "web", "-n", "sts")
+
+    def pods() -> list[Any]:
+        items: list[Any] = get_json(kubectl, "pods", "-n", "sts", "-l", "app=web")["items"]
+        return items
+
+    eventually(lambda: len(pods()) == 2, "the StatefulSet controller creating web-0 and web-1")
+    for pod in pods():
+        assert pod["metadata"]["name"] in {"web-0", "web-1"}
+        # No Node exists, so nothing can run them; they are only created.
+        assert pod["status"]["phase"] == "Pending"
+        [owner] = pod["metadata"]["ownerReferences"]
+        assert owner["kind"] == "StatefulSet"
+        assert owner["name"] == "web"
+        assert owner["uid"] == statefulset["metadata"]["uid"]
+        assert owner["controller"] is True
+
+    # kubectl deletes with background propagation: the garbage collector removes the pods.
+    kubectl("delete", "statefulset", "web", "-n", "sts", "--wait=true")
+    eventually(lambda: pods() == [], "the garbage collector deleting the StatefulSet's pods")
+
+
+def test_crd_cel_rule_rejects_bad_objects(kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", "-", input=CRD)
+    kubectl("wait", "--for=condition=Established", "crd/ranges.lab.rebalancer.dev")
+
+    def apply(name: str, low: int, high: int) -> Any:
+        document = {
+            "apiVersion": "lab.rebalancer.dev/v1",
+            "kind": "Range",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"min": low, "max": high},
+        }
+        return kubectl("apply", "-f", "-", input=json.dumps(document), check=False)
+
+    good = apply("good", 1, 3)
+    assert good.returncode == 0, good.stderr
+    bad = apply("bad", 5, 2)
+    assert bad.returncode != 0
+    assert "min must not exceed max" in bad.stderr
+    assert "Invalid value" in bad.stderr
+
+
+def test_service_account_token_needs_rbac(control_plane: ControlPlane, kubectl: Kubectl) -> None:
+    kubectl("create", "namespace", "rbac")
+    kubectl("create", "serviceaccount", "reader", "-n", "rbac")
+    token = kubectl("create", "token", "reader", "-n", "rbac").stdout.strip()
+    context = ssl.create_default_context(cafile=str(control_plane.ca_file))
+
+    def list_secrets() -> int:
+        request = urllib.request.Request(
+            f"{control_plane.server}/api/v1/namespaces/rbac/secrets",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=10) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    assert list_secrets() == 403
+    kubectl(
+        "create", "role", "secret-reader", "-n", "rbac", "--verb=get,list", "--resource=secrets"
+    )
+    kubectl(
+        "create",
+        "rolebinding",
+        "reader-reads-secrets",
+        "-n",
+        "rbac",
+        "--role=secret-reader",
+        "--serviceaccount=rbac:reader",
+    )
+    # The RBAC authorizer reads Roles from an informer: a grant takes effect within moments.
+    eventually(lambda: list_secrets() == 200, "the RoleBinding allowing the list", timeout=30)
+
+
+def test_node_identity_may_register_only_its_own_node(
+    control_plane: ControlPlane, kubectl: Kubectl
+) -> None:
+    node = control_plane.node_credentials()
+
+    def register(name: str) -> Any:
+        document = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+        return kubectl(
+            f"--kubeconfig={node.kubeconfig}",
+            "create",
+            "-f",
+            "-",
+            input=json.dumps(document),
+            check=False,
+        )
+
+    own = register(node.name)
+    assert own.returncode == 0, own.stderr
+    # NodeRestriction admission: a kubelet may only create the Node object of its own name.
+    other = register("someone-else")
+    assert other.returncode != 0
+    assert "Forbidden" in other.stderr or "forbidden" in other.stderr
+    kubectl("delete", "node", node.name)
+
+
+def test_the_api_server_reports_the_release_it_was_built_from(kubectl: Kubectl) -> None:
+    # Clients check it: helm against a chart's kubeVersion, kubectl for version skew.
+    major, minor, patch = building.kubernetes_version(building.source_dir())
+    server = json.loads(kubectl("version", "-o", "json").stdout)["serverVersion"]
+    assert server["gitVersion"] == f"v{major}.{minor}.{patch}"
+    assert (server["major"], server["minor"]) == (str(major), str(minor))

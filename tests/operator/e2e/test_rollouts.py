@@ -1,0 +1,309 @@
+"""Staggered rollouts through the operator, on the lab cluster with real consumer pods.
+
+Real parts: Apache Kafka, Kubernetes' control plane (its StatefulSet controller), the lab's
+kubelet (each pod a `rebalancer gate` init container, then a `python -m rebalancer_lab.consumer`
+process), and the
+operator process (`rebalancer operator`), which observes the group from member reports and
+drives the rollout daemon. Pods start seconds apart (the kubelet's jitter).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.operator.e2e.support import (
+    apply,
+    condition,
+    consumer_group,
+    consumer_log_generations,
+    events_for,
+    eventually,
+    get_cg,
+    incarnations,
+    kubectl,
+    restart_operator,
+    running_lab,
+)
+
+from rebalancer.planning.gate_templates import GateOptions, gate_container
+from rebalancer.structs.gates import GATE_BATCH_ANNOTATION
+from rebalancer_lab.kubelet import START_DELAY_REASON
+from rebalancer_lab.producer import ensure_topic
+from rebalancer_lab.running import Lab
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+NS = "default"
+SESSION_MS = 6000  # the least Kafka allows (group.min.session.timeout.ms)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    # Pods wait 0, 2.5 or 5 s in turn before their first container starts, as on a busy node:
+    # a schedule, not a random draw, so that any three pods in a row start at least 5 s apart
+    # whichever tests ran before (a uniform(0,5) draw of four pods spread under 2 s one time
+    # in five).
+    with running_lab(
+        tmp_path_factory.mktemp("lab"),
+        fleet=False,
+        pods=True,
+        jitter="cycle(0,2.5,5)",
+        session_timeout_ms=SESSION_MS,
+    ) as running:
+        yield running
+
+
+def consumers(
+    lab: Lab, name: str, replicas: int, *, gated: bool, version: str = "1"
+) -> dict[str, Any]:
+    """A StatefulSet of lab consumers in group `name`, with the join gate when `gated`."""
+    env = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    env += [
+        {"name": key, "value": value}
+        for key, value in lab.consumer_env(0, group_id=name).items()
+        if key != "POD_NAME"
+    ]
+    env.append({"name": "APP_VERSION", "value": version})
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 10,
+        "containers": [
+            {
+                "name": "consumer",
+                "image": "ghcr.io/rebalancer-dev/rebalancer:0.1.0",
+                "command": ["python", "-m", "rebalancer_lab.consumer"],
+                "env": env,
+            }
+        ],
+    }
+    if gated:
+        spec["initContainers"] = [gate_container(GateOptions(timeout_seconds=300))]
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": f"{name}-consumer", "namespace": NS},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": labels},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+            "template": {"metadata": {"labels": labels}, "spec": spec},
+        },
+    }
+
+
+def managed(lab: Lab, name: str, **rollout: Any) -> dict[str, Any]:
+    body = consumer_group(name, lab.bootstrap)
+    body["spec"]["kafka"]["profile"] = "apache-kafka"
+    body["spec"]["policy"]["rollout"] = {
+        "enabled": True,
+        "settleSeconds": 1,
+        "consumers": {"sessionTimeoutMs": SESSION_MS, "heartbeatIntervalMs": SESSION_MS // 3},
+        **rollout,
+    }
+    return body
+
+
+def rollout_of(lab: Lab, name: str) -> dict[str, Any]:
+    return dict(get_cg(lab, name).get("status", {}).get("rollout") or {})
+
+
+def pods_of(lab: Lab, name: str) -> list[dict[str, Any]]:
+    out = kubectl(lab, "get", "pods", "-n", NS, "-l", f"app={name}", "-o", "json")
+    return list(json.loads(out[: out.rindex("}") + 1])["items"])
+
+
+def pod_logs(lab: Lab, pod: str) -> list[Path]:
+    """Consumer logs of every incarnation of `pod`, oldest first."""
+    root = lab.config.state_dir / "logs" / "pods"
+    dirs = sorted(root.glob(f"{NS}_{pod}_*"), key=lambda path: path.stat().st_mtime)
+    return [log for found in dirs for log in sorted((found / "consumer").glob("*.log"))]
+
+
+def start_delay(lab: Lab, pod: dict[str, Any]) -> float:
+    """The start-up delay the lab kubelet recorded for this incarnation of `pod`."""
+    uid = pod["metadata"]["uid"]
+    for event in events_for(lab, pod["metadata"]["name"]):
+        if event["reason"] == START_DELAY_REASON and event["involvedObject"].get("uid") == uid:
+            return float(event["message"].split()[1])
+    raise AssertionError(f"no {START_DELAY_REASON} event for {pod['metadata']['name']}")
+
+
+def test_a_managed_cold_start_costs_exactly_one_rebalance(lab: Lab) -> None:
+    name = "cold"
+    replicas = 4
+    asyncio.run(ensure_topic(lab.bootstrap, name, 8))
+    apply(lab, managed(lab, name), consumers(lab, name, replicas, gated=True))
+
+    def completed() -> dict[str, Any] | None:
+        rollout = rollout_of(lab, name)
+        return rollout if rollout.get("phase") == "Completed" else None
+
+    rollout = eventually(completed, 90, "the cold start Completed")
+    assert rollout["kind"] == "cold-start"
+    assert rollout["batches"] == 1 and rollout["membersJoined"] == replicas, rollout
+
+    def settled() -> dict[str, Any] | None:
+        group = get_cg(lab, name).get("status", {}).get("group") or {}
+        done = group.get("members") == replicas and group.get("assignedPartitions") == 8
+        return group if done and group.get("state") == "Stable" else None
+
+    group = eventually(settled, 60, "four members, all partitions assigned")
+    pods = pods_of(lab, name)
+    # What the kubelet waited before each pod, as it recorded it: the schedule puts 5 s between
+    # the first and the last of any three pods in a row.
+    delays = sorted(start_delay(lab, pod) for pod in pods)
+    assert delays[-1] - delays[0] >= 4.9, f"the jitter should spread the pods' starts: {delays}"
+    assert {pod["metadata"]["annotations"][GATE_BATCH_ANNOTATION] for pod in pods} == {
+        f"{rollout['rolloutId']}/1"
+    }
+    generations = [
+        consumer_log_generations(log)
+        for pod in pods
+        for log in pod_logs(lab, pod["metadata"]["name"])
+    ]
+    # Every consumer saw one generation, the same one.
+    assert len(generations) == replicas, generations
+    assert len(set().union(*generations)) == 1 and all(len(g) == 1 for g in generations), (
+        generations
+    )
+    rebalances = [e for e in events_for(lab, name) if e["reason"] == "Rebalance"]
+    assert len(rebalances) == 1, [e["message"] for e in rebalances]
+    assert group["rebalances"] == 1, group
+    messages = [str(e["message"]) for e in events_for(lab, name)]
+    assert any("batch 1 of 1 released (4 pods)" in m for m in messages), messages
+    assert any(e["reason"] == "RolloutCompleted" for e in events_for(lab, name)), messages
+    table = kubectl(lab, "get", "cg", name, "-o", "wide")
+    header, row = table.splitlines()[:2]
+    assert "ROLLOUT" in header and "BATCHES" in header, table
+    assert "Completed" in row.split(), table
+
+
+def test_a_policy_that_cannot_be_met_is_degraded_with_the_fix(lab: Lab) -> None:
+    name = "toobig"
+    asyncio.run(ensure_topic(lab.bootstrap, name, 4))
+    # A deadline shorter than a cold start's join window and rebalance (3 s delay, one more
+    # step of it for the second join, the protocol: 6.2 s).
+    apply(lab, managed(lab, name, batchDeadlineSeconds=5), consumers(lab, name, 2, gated=True))
+
+    def degraded() -> dict[str, Any] | None:
+        found = condition(get_cg(lab, name), "Degraded")
+        return found if found.get("status") == "True" else None
+
+    found = eventually(degraded, 60, "a Degraded condition")
+    assert found["reason"] == "PolicyCannotBeMet", found
+    assert "spec.policy.rollout.batchDeadlineSeconds (5) is shorter than" in found["message"]
+    assert "set batchDeadlineSeconds to at least 13" in found["message"], found
+    # The pods wait at their gates: the condition must say how to let them go.
+    assert "rebalancer.dev/resume-rollout" in found["message"], found
+    warnings = [e for e in events_for(lab, name) if e["type"] == "Warning"]
+    assert any("batchDeadlineSeconds" in str(e["message"]) for e in warnings), warnings
+    assert rollout_of(lab, name)["phase"] == "Failed"
+
+    # The fix named in the message lets the held pods join, in one generation.
+    kubectl(
+        lab, "patch", "cg", name, "--type=merge",
+        "-p", '{"spec":{"policy":{"rollout":{"batchDeadlineSeconds":13}}}}',
+    )  # fmt: skip
+
+    def recovered() -> dict[str, Any] | None:
+        body = get_cg(lab, name)
+        rollout = body.get("status", {}).get("rollout") or {}
+        calm = condition(body, "Degraded").get("status") != "True"
+        return body if calm and rollout.get("phase") == "Completed" else None
+
+    eventually(recovered, 60, "the rollout Completed once the policy was fixed")
+
+    # A deadline shorter than a batch needs. Ungated pods join as they start: the second is
+    # started only once the first has been Ready for 8 s (OrderedReady, minReadySeconds), so
+    # the batch cannot settle within the least deadline the CRD allows (5 s), however soon the
+    # planner looks.
+    late = "late"
+    body = managed(
+        lab, late, batchDeadlineSeconds=5,
+        consumers={"sessionTimeoutMs": 20000, "heartbeatIntervalMs": 3000},
+    )  # fmt: skip
+    fleet = consumers(lab, late, 2, gated=False)
+    fleet["spec"]["podManagementPolicy"] = "OrderedReady"
+    fleet["spec"]["minReadySeconds"] = 8
+    apply(lab, body, fleet)
+
+    def late_degraded() -> dict[str, Any] | None:
+        found = condition(get_cg(lab, late), "Degraded")
+        return found if found.get("status") == "True" else None
+
+    found = eventually(late_degraded, 60, "a Degraded condition for the deadline")
+    assert "spec.policy.rollout.batchDeadlineSeconds (5) is shorter than" in found["message"]
+    assert "set batchDeadlineSeconds to at least" in found["message"], found
+    assert any("batchDeadlineSeconds" in str(e["message"]) for e in events_for(lab, late))
+    sts = json.loads(kubectl(lab, "get", "sts", f"{late}-consumer", "-o", "json"))
+    partition = sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"]
+    # Parked (the operator's rest position for a StatefulSet) only with the condition up.
+    assert partition in (0, 2), sts["spec"]["updateStrategy"]
+    assert partition == 0 or condition(get_cg(lab, late), "Degraded")["status"] == "True"
+
+
+def test_the_operator_resumes_a_rollout_after_being_killed(lab: Lab) -> None:
+    name = "resumed"
+    replicas = 3
+    asyncio.run(ensure_topic(lab.bootstrap, name, 6))
+    apply(lab, managed(lab, name), consumers(lab, name, replicas, gated=True))
+
+    def completed() -> dict[str, Any] | None:
+        rollout = rollout_of(lab, name)
+        return rollout if rollout.get("phase") == "Completed" else None
+
+    first = eventually(completed, 90, "the cold start Completed")
+    # A template change in batches of one pod, highest ordinal first.
+    kubectl(
+        lab, "patch", "cg", name, "--type=merge",
+        "-p", '{"spec":{"policy":{"rollout":{"maxBatchSize":1}}}}',
+    )  # fmt: skip
+    # Only the template: an apply of the whole object would also reset the parked partition.
+    env = [{"name": "APP_VERSION", "value": "2"}]
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "consumer", "env": env}]}}}}
+    kubectl(lab, "patch", "sts", f"{name}-consumer", "-p", json.dumps(patch))
+
+    def second_batch() -> dict[str, Any] | None:
+        rollout = rollout_of(lab, name)
+        moving = rollout.get("rolloutId") != first["rolloutId"]
+        return rollout if moving and (rollout.get("batch") or 0) >= 2 else None
+
+    during = eventually(second_batch, 60, "the rolling update at batch 2", every=0.2)
+    assert during["kind"] == "rolling-update" and during["batches"] == replicas, during
+    restart_operator(lab)
+
+    def finished() -> dict[str, Any] | None:
+        rollout = rollout_of(lab, name)
+        done = rollout.get("rolloutId") == during["rolloutId"]
+        return rollout if done and rollout.get("phase") == "Completed" else None
+
+    final = eventually(finished, 120, "the rolling update Completed after the restart")
+    assert final["membersJoined"] == replicas, final
+    pods = {pod["metadata"]["name"]: pod for pod in pods_of(lab, name)}
+    batches = {
+        name_: pod["metadata"]["annotations"].get(GATE_BATCH_ANNOTATION)
+        for name_, pod in pods.items()
+    }
+    rollout_id = final["rolloutId"]
+    # Highest ordinal first, one pod per batch, every batch once.
+    assert batches == {
+        f"{name}-consumer-{replicas - 1 - k}": f"{rollout_id}/{k + 1}" for k in range(replicas)
+    }
+    # Each pod was replaced exactly once: its first incarnation and the updated one.
+    for pod in pods:
+        assert incarnations(lab, pod) == 2, (pod, incarnations(lab, pod))
+    envs = {
+        pod["metadata"]["name"]: {
+            e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]
+        }
+        for pod in pods.values()
+    }
+    assert all(env["APP_VERSION"] == "2" for env in envs.values()), envs
+    group = get_cg(lab, name)["status"]["group"]
+    assert group["members"] == replicas and group["assignedPartitions"] == 6, group

@@ -1,0 +1,244 @@
+"""Another writer changes the workload under a rollout: the planner's part.
+
+A partition moved by another field manager is set back once and said; moved again, it is left to
+that writer for the rest of the rollout (no fight), and the batches go on at their gates. A new
+template or other replicas supersede the rollout, which status and an Event say. The real-cluster
+side is tests/operator/reliability/test_cluster_faults.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+from tests.planning.rollout_world import T0, World, drive, setup_for, with_pods
+
+from rebalancer.planning.rollout_actions import (
+    Action,
+    ForeignWrite,
+    OpenGate,
+    SetStatefulSetPartition,
+)
+from rebalancer.planning.rollout_plans import RolloutSetup
+from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
+from rebalancer.planning.rollouts import step
+from rebalancer.planning.workload_views import view_workload
+from rebalancer.structs.rollout_policy import RolloutPolicy
+from rebalancer.structs.workloads import FIELD_MANAGER
+
+Phase = RolloutPhase
+
+
+def rolling(replicas: int = 3) -> tuple[World, RolloutSetup]:
+    """A parked StatefulSet whose template moved to r2; batches of one."""
+    world = with_pods(World(replicas=replicas, partition=replicas), T0)
+    world.partition_writer = FIELD_MANAGER
+    world.revision = "r2"
+    return world, setup_for(RolloutPolicy(max_batch_size=1, settle_seconds=1))
+
+
+def run(
+    world: World,
+    setup: RolloutSetup,
+    state: RolloutState,
+    start: float,
+    until: Callable[[RolloutState], bool],
+    **options: object,
+) -> tuple[RolloutState, float]:
+    """drive() from `start` until `until`; the state and the time of the step that got there."""
+    after, history = drive(world, setup, start=start, state=state, until=until, **options)  # type: ignore[arg-type]
+    return after, start + len(history) - 2
+
+
+def at(phase: Phase, batch: int) -> Callable[[RolloutState], bool]:
+    return lambda state: state.phase is phase and state.batch == batch
+
+
+def ended(state: RolloutState) -> bool:
+    return state.phase in (Phase.COMPLETED, Phase.FAILED)
+
+
+def logged(world: World, kind: type[Action], since: float = 0.0) -> list[Action]:
+    return [action for moment, action in world.log if moment >= since and isinstance(action, kind)]
+
+
+def opened(world: World) -> list[tuple[str, tuple[str, ...]]]:
+    return [(a.batch.split("/")[1], a.pods) for a in logged(world, OpenGate)]  # type: ignore[attr-defined]
+
+
+def test_a_partition_lowered_mid_batch_is_set_back_once_and_said() -> None:
+    world, setup = rolling()
+    state, now = run(world, setup, RolloutState(), T0, at(Phase.BATCH_JOINING, 1))
+    # Someone applies partition 0: the controller replaces orders-1 ahead of its batch.
+    world.set_partition(0, "someone-else", now + 0.5)
+    state, now = run(world, setup, state, now + 1, ended)
+    assert state.phase is Phase.COMPLETED, state.message
+    [said] = logged(world, ForeignWrite)
+    assert isinstance(said, ForeignWrite)
+    assert said.reason == "PartitionOverridden" and said.warning
+    assert "someone-else set spec.updateStrategy.rollingUpdate.partition to 0" in said.message
+    assert "during batch 1 of 3; set back to 2" in said.message
+    assert "replaced orders-1 meanwhile, which waits at its gate for its own batch" in said.message
+    # Set back, then lowered batch by batch as planned, then parked.
+    partitions = [a.partition for a in logged(world, SetStatefulSetPartition)]  # type: ignore[attr-defined]
+    assert partitions == [2, 2, 1, 0, 3]
+    # The pod the controller took early waited for its own batch: no batch skipped or repeated.
+    assert opened(world) == [("1", ("orders-2",)), ("2", ("orders-1",)), ("3", ("orders-0",))]
+    assert world.incarnations == {"orders-0": 2, "orders-1": 2, "orders-2": 2}
+    assert {pod.revision for pod in world.pods.values()} == {"r2"}
+    assert state.members_joined == 3
+    assert state.contested_by == "someone-else" and not state.yielded
+    assert state.message is not None and said.message in state.message
+
+
+def test_a_writer_that_keeps_moving_the_partition_is_left_to_it() -> None:
+    world, setup = rolling()
+    state, now = run(world, setup, RolloutState(), T0, at(Phase.BATCH_JOINING, 1))
+    world.set_partition(0, "gitops", now + 0.5)
+    state, now = run(world, setup, state, now + 1, lambda s: s.contested_by is not None)
+    assert world.partition == 2 and world.partition_writer == FIELD_MANAGER
+    # It applies its manifest again.
+    world.set_partition(0, "gitops", now + 0.5)
+    yielded_at = now + 1
+    # Through status and back on the way (an operator restart): the truce is remembered.
+    state, now = run(world, setup, state, yielded_at, ended, restart_at=3)
+    assert state.phase is Phase.COMPLETED, state.message
+    reasons = [a.reason for a in logged(world, ForeignWrite)]  # type: ignore[attr-defined]
+    assert reasons == ["PartitionOverridden", "PartitionContested"]
+    contested = logged(world, ForeignWrite)[-1]
+    assert isinstance(contested, ForeignWrite) and contested.warning
+    assert "leaves the partition to gitops for the rest of this rollout" in contested.message
+    # From then on the operator never wrote the partition, nor parked it at the end.
+    assert not logged(world, SetStatefulSetPartition, since=yielded_at)
+    assert world.partition == 0 and world.partition_writer == "gitops"
+    assert state.yielded and not state.parked
+    # Every batch still opened once, in order, at the gates.
+    assert opened(world) == [("1", ("orders-2",)), ("2", ("orders-1",)), ("3", ("orders-0",))]
+    assert {pod.revision for pod in world.pods.values()} == {"r2"}
+    # At rest it stays so: no parking that would start the quarrel again.
+    later, actions = step(state, world.observe(setup, now + 30), now + 30)
+    assert not [a for a in actions if isinstance(a, SetStatefulSetPartition)]
+    assert later.phase is Phase.COMPLETED
+
+
+def test_the_next_rollout_takes_the_partition_back_and_parks_it_again() -> None:
+    world, setup = rolling()
+    state, now = run(world, setup, RolloutState(), T0, at(Phase.BATCH_JOINING, 1))
+    world.set_partition(0, "gitops", now + 0.5)
+    state, now = run(world, setup, state, now + 1, lambda s: s.contested_by is not None)
+    world.set_partition(0, "gitops", now + 0.5)
+    state, now = run(world, setup, state, now + 1, ended)
+    assert state.yielded
+    world.revision = "r3"  # the writer went away; the next template
+    state, now = run(world, setup, state, now + 1, lambda s: s.phase is Phase.BATCH_OPENING)
+    assert not state.yielded and state.contested_by is None
+    state, now = run(world, setup, state, now + 1, ended)
+    assert state.phase is Phase.COMPLETED and state.parked
+    assert world.partition == 3 and world.partition_writer == FIELD_MANAGER
+
+
+@pytest.mark.parametrize("lost", range(0, 40, 3))
+def test_a_partition_the_operator_set_before_losing_its_state_is_not_another_writers(
+    lost: int,
+) -> None:
+    """A crash between acting and saving leaves the partition ahead of the saved state: the
+    value alone would look overridden; its writer says it was the operator."""
+    world, setup = rolling()
+    state, _ = drive(world, setup, seconds=300, until=ended, crash_at=lost)
+    assert state.phase is Phase.COMPLETED, (lost, state.message)
+    assert not logged(world, ForeignWrite), lost
+
+
+def test_a_new_template_mid_rollout_supersedes_it_and_says_so() -> None:
+    world, setup = rolling()
+    state, now = run(world, setup, RolloutState(), T0, at(Phase.BATCH_JOINING, 1))
+    first = state.rollout_id
+    # A new template while batch 1 is out; the controller replaces orders-2 (at the partition)
+    # again at once.
+    world.revision, world.template_writer = "r3", "kubectl-patch"
+    world.pods["orders-2"].deleted_at = now + 0.5
+    state, now = run(world, setup, state, now + 1, ended)
+    assert state.phase is Phase.COMPLETED, state.message
+    assert state.rollout_id != first
+    [said] = logged(world, ForeignWrite)
+    assert isinstance(said, ForeignWrite)
+    assert said.reason == "RolloutSuperseded" and not said.warning
+    assert f"rollout {first} stopped at batch 1 of 3" in said.message
+    assert "the pod template was changed by kubectl-patch (revision r2 to r3)" in said.message
+    assert {pod.revision for pod in world.pods.values()} == {"r3"}
+    # orders-2, replaced by its controller, joined with the new rollout's first batch and is
+    # counted with it.
+    assert state.batches == 2 and state.members_joined == 3
+    ours = [(batch, pods) for batch, pods in opened(world) if batch != "1" or "orders-2" in pods]
+    assert sorted(ours[-2][1]) == ["orders-1", "orders-2"]
+    assert ours[-1][1] == ("orders-0",)
+    assert state.message is not None and said.message in state.message
+
+
+def test_the_writers_are_read_from_managed_fields() -> None:
+    def entry(manager: str, time: str, fields: dict[str, object], **more: str) -> dict[str, object]:
+        return {"manager": manager, "operation": "Update", "time": time, "fieldsV1": fields, **more}
+
+    partition = {"f:spec": {"f:updateStrategy": {"f:rollingUpdate": {"f:partition": {}}}}}
+    template = {"f:spec": {"f:template": {"f:spec": {"f:containers": {}}}}}
+    body = {
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": "orders",
+            "managedFields": [
+                entry("kubectl-client-side-apply", "2026-01-01T00:00:00Z", {**template}),
+                entry("kubectl-patch", "2026-01-01T00:01:00Z", template),
+                # The operator's own entry is newer and owns part of the template (its gate).
+                entry(
+                    FIELD_MANAGER,
+                    "2026-01-01T00:02:00Z",
+                    {"f:spec": {**template["f:spec"], **partition["f:spec"]}},
+                ),
+                entry(
+                    "kubectl",
+                    "2026-01-01T00:03:00Z",
+                    {"f:spec": {"f:replicas": {}}},
+                    subresource="scale",
+                ),
+                entry(
+                    "kube-controller-manager",
+                    "2026-01-01T00:04:00Z",
+                    {"f:status": {}},
+                    subresource="status",
+                ),
+            ],
+        },
+        "spec": {"replicas": 3, "updateStrategy": {"rollingUpdate": {"partition": 3}}},
+        "status": {},
+    }
+    view = view_workload(body, [])
+    assert view.partition_writer == FIELD_MANAGER
+    assert view.template_writer == "kubectl-patch"
+    assert view.replicas_writer == "kubectl"
+    assert view_workload({**body, "metadata": {"name": "orders"}}, []).partition_writer is None
+
+
+def test_a_partition_is_set_back_only_once_its_controller_has_acted_on_it() -> None:
+    # Woken by the other writer's change itself (the workload watch), the planner can look
+    # before the StatefulSet controller has: the pod it is about to delete is still there, and
+    # a partition set back at that moment brought that pod back at the old revision, to be
+    # replaced again in its own batch.
+    world, setup = rolling()
+    state, now = run(world, setup, RolloutState(), T0, at(Phase.BATCH_JOINING, 1))
+    seen = world.observe(setup, now + 0.1)
+    assert seen.workload is not None
+    moved = replace(
+        seen.workload,
+        partition=0,
+        partition_writer="someone-else",
+        generation=2,
+        observed_generation=1,
+    )
+    waited, actions = step(state, replace(seen, workload=moved), now + 0.1)
+    assert not [a for a in actions if isinstance(a, SetStatefulSetPartition | ForeignWrite)]
+    assert waited.contested_by is None
+    acted = replace(moved, observed_generation=2)
+    after, actions = step(waited, replace(seen, workload=acted), now + 0.2)
+    assert SetStatefulSetPartition(2) in actions
+    assert after.contested_by == "someone-else"

@@ -1,0 +1,201 @@
+"""The operator's rollout daemon on the real control plane: woken by a settings write instead of
+waiting out its resting poll, and handing back a Deployment paused for a planner that was
+turned off before it took the hold over (an operator restarted in between). The Deployment
+controller is the real one; the Deployment has no replicas, so no pod runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import kopf
+import pytest
+from tests.reconcilers.rollouts.support import until
+
+from rebalancer.clients.enforcing import SidecarClient
+from rebalancer.clients.kafka_admin import AdminPool
+from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.clients.receiving import ReportHub
+from rebalancer.clients.recommending import RecommendationReader
+from rebalancer.clients.recording import HistoryRecorder
+from rebalancer.operator_settings import OperatorSettings
+from rebalancer.reconcilers import rollouts
+from rebalancer.reconcilers.dependencies import Dependencies
+from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION
+
+NAME, WORKLOAD = "web", "web-consumer"
+GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
+
+
+class Stopped:
+    """What kopf hands a daemon: false until it is to stop, and a wait that ends early then."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def __bool__(self) -> bool:
+        return self.event.is_set()
+
+    async def wait(self, timeout: float | None = None) -> None:  # noqa: ASYNC109  (kopf's own)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.event.wait(), timeout)
+
+
+@pytest.fixture(autouse=True)
+def posted(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The daemon's Events, kept here: posting them needs kopf's running operator."""
+    kept: list[Any] = []
+    monkeypatch.setattr(rollouts, "_post", lambda _body, actions: kept.extend(actions))
+    return kept
+
+
+def dependencies(
+    kube: KubernetesApi, tmp_path: Path, resting_poll_seconds: float = 10.0
+) -> Dependencies:
+    return Dependencies(
+        settings=OperatorSettings(
+            history_dir=str(tmp_path / "history"),
+            rollout_resting_poll_seconds=resting_poll_seconds,
+        ),
+        kube=kube,
+        pool=AdminPool(),
+        hub=ReportHub(),
+        recorder=HistoryRecorder(str(tmp_path / "history")),
+        sidecars=SidecarClient(),
+        recommender=RecommendationReader(None),
+    )
+
+
+async def install(kube: KubernetesApi, ns: str, rollout: dict[str, Any]) -> kopf.Body:
+    container = {"name": "consumer", "image": "x", "command": ["sleep", "3600"]}
+    kube.apps.create_namespaced_deployment(
+        ns,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": WORKLOAD},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": WORKLOAD}},
+                "template": {
+                    "metadata": {"labels": {"app": WORKLOAD}},
+                    "spec": {"containers": [container]},
+                },
+            },
+        },
+    )
+    await caught_up(kube, ns)
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ConsumerGroup",
+        "metadata": {"name": NAME, "namespace": ns},
+        "spec": {
+            "groupId": NAME,
+            "kafka": {"bootstrapServers": ["kafka:9092"]},
+            "subscription": {"topics": [NAME]},
+            "workload": {"kind": "Deployment", "name": WORKLOAD},
+            "policy": {"rollout": rollout},
+        },
+    }
+    created = kube.custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+    return kopf.Body(created)
+
+
+async def hold(kube: KubernetesApi, ns: str, image: str) -> None:
+    """What the settings write does to a Deployment under managed rollouts (rollout_holds)."""
+    patch = {
+        "metadata": {"annotations": {ROLLOUT_HOLD_ANNOTATION: "true"}},
+        "spec": {
+            "paused": True,
+            "template": {"spec": {"containers": [{"name": "consumer", "image": image}]}},
+        },
+    }
+    kube.apps.patch_namespaced_deployment(WORKLOAD, ns, patch)
+    await caught_up(kube, ns)
+
+
+async def caught_up(kube: KubernetesApi, ns: str) -> None:
+    """The Deployment controller has seen the latest spec, as the planner waits for."""
+
+    def observed() -> bool:
+        got = deployment(kube, ns)
+        return bool(
+            got["metadata"]["generation"] == (got.get("status") or {}).get("observedGeneration")
+        )
+
+    await until(observed, "the Deployment controller's observing the spec", 20)
+
+
+def deployment(kube: KubernetesApi, ns: str) -> dict[str, Any]:
+    got = kube.apps.read_namespaced_deployment(WORKLOAD, ns, _preload_content=False)
+    return cast(dict[str, Any], json.loads(got.data))
+
+
+def rollout_status(kube: KubernetesApi, ns: str) -> dict[str, Any]:
+    got = kube.custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME)
+    return dict((got.get("status") or {}).get("rollout") or {})
+
+
+async def seconds_until(probe: Callable[[], bool], limit: float) -> float:
+    started = time.monotonic()
+    while not probe():
+        if time.monotonic() - started > limit:
+            raise AssertionError(f"not within {limit} s")
+        await asyncio.sleep(0.1)
+    return time.monotonic() - started
+
+
+def handed_back(kube: KubernetesApi, ns: str) -> bool:
+    got = deployment(kube, ns)
+    annotations = got["metadata"].get("annotations") or {}
+    return not got["spec"].get("paused") and ROLLOUT_HOLD_ANNOTATION not in annotations
+
+
+async def test_a_deployment_held_for_a_planner_turned_off_meanwhile_is_handed_back(
+    kube: KubernetesApi, ns: str, tmp_path: Path
+) -> None:
+    # Rollouts off (no `enabled`), and a hold the planner never took over: the settings write
+    # paused the Deployment, then the user turned rollouts off while the operator was down.
+    body = await install(kube, ns, {"maxBatchSize": 1})
+    await hold(kube, ns, "y")
+    assert not handed_back(kube, ns)
+    deps = dependencies(kube, tmp_path)
+    stopped = Stopped()
+    daemon = asyncio.create_task(
+        rollouts._roll_out_forever(deps, body, ns, NAME, cast(kopf.DaemonStopped, stopped))
+    )
+    try:
+        await seconds_until(lambda: handed_back(kube, ns), 20)
+        assert deployment(kube, ns)["spec"]["template"]["spec"]["containers"][0]["image"] == "y"
+    finally:
+        stopped.event.set()
+        await asyncio.wait_for(daemon, 10)
+
+
+async def test_a_settings_write_wakes_the_rollout_daemon_at_rest(
+    kube: KubernetesApi, ns: str, tmp_path: Path
+) -> None:
+    # A resting poll far longer than the bound below: only the wake-up can meet it.
+    body = await install(kube, ns, {"enabled": True, "maxBatchSize": 1})
+    deps = dependencies(kube, tmp_path, resting_poll_seconds=120.0)
+    stopped = Stopped()
+    daemon = asyncio.create_task(
+        rollouts._roll_out_forever(deps, body, ns, NAME, cast(kopf.DaemonStopped, stopped))
+    )
+    try:
+        # The first step, then at rest.
+        await seconds_until(lambda: bool(rollout_status(kube, ns)), 20)
+        await asyncio.sleep(1.0)
+        await hold(kube, ns, "y")
+        deps.rollout_wakeup(ns, NAME).set()  # what the settings handler does after its write
+        taken = await seconds_until(lambda: handed_back(kube, ns), 20)
+        assert taken < 10, f"the held Deployment was taken over only after {taken:.1f} s"
+        assert not daemon.done(), daemon
+    finally:
+        stopped.event.set()
+        await asyncio.wait_for(daemon, 10)
