@@ -14,18 +14,29 @@ from rebalancer.planning.recommendation_policies import (
     settings_in_force,
 )
 from rebalancer.planning.recommendations import CurrentSettings, LearningAction, LearningDecision
+from rebalancer.structs.specs import ConsumerGroupSpec, parse_spec
 
 MANAGED: dict[str, Any] = {
-    "policy": {
-        "rollout": {"enabled": True, "maxBatchSize": 4},
-        "settings": {"sessionTimeoutMs": 45000},
-        "brokerDelay": {"delayMs": 3000},
-    }
+    "rollout": {"enabled": True, "maxBatchSize": 4},
+    "settings": {"sessionTimeoutMs": 45000},
+    "brokerDelay": {"delayMs": 3000},
 }
 
 
+def spec_with(policy: dict[str, Any]) -> ConsumerGroupSpec:
+    return parse_spec(
+        {
+            "groupId": "orders",
+            "kafka": {"bootstrapServers": ["kafka:9092"]},
+            "subscription": {"topics": ["orders"]},
+            "workload": {"kind": "StatefulSet", "name": "orders"},
+            "policy": policy,
+        }
+    )
+
+
 @pytest.mark.parametrize(
-    ("spec", "status", "expected"),
+    ("policy", "status", "expected"),
     [
         ({}, {}, CurrentSettings()),
         (MANAGED, {}, CurrentSettings(3000.0, 4, 45000.0)),
@@ -35,18 +46,20 @@ MANAGED: dict[str, Any] = {
             {"settings": {"sessionTimeoutMs": 30000, "brokerDelay": {"clusterMs": 0}}},
             CurrentSettings(0.0, 4, 30000.0),
         ),
-        # Nonsense in status or spec reads as unknown, not as a number.
+        # A block turned on without the value: the default it delivers is in force.
+        ({"settings": {}, "brokerDelay": {}}, {}, CurrentSettings(3000.0, None, 45000.0)),
+        # Nonsense in status reads as unknown, not as a number (the spec's is refused before).
         (
-            {"policy": {"rollout": {"maxBatchSize": True}, "settings": {"sessionTimeoutMs": "x"}}},
-            {"settings": {"brokerDelay": {"clusterMs": None}}},
-            CurrentSettings(),
+            {"settings": {"sessionTimeoutMs": 30000}},
+            {"settings": {"sessionTimeoutMs": "x", "brokerDelay": {"clusterMs": True}}},
+            CurrentSettings(None, None, 30000.0),
         ),
     ],
 )
 def test_settings_in_force(
-    spec: dict[str, Any], status: dict[str, Any], expected: CurrentSettings
+    policy: dict[str, Any], status: dict[str, Any], expected: CurrentSettings
 ) -> None:
-    assert settings_in_force(spec, status) == expected
+    assert settings_in_force(spec_with(policy), status) == expected
 
 
 @pytest.mark.parametrize(
@@ -70,7 +83,7 @@ def decision(settings: CurrentSettings) -> LearningDecision:
 
 
 @pytest.mark.parametrize(
-    ("spec", "wanted", "patch"),
+    ("policy", "wanted", "patch"),
     [
         (
             MANAGED,
@@ -80,25 +93,25 @@ def decision(settings: CurrentSettings) -> LearningDecision:
         ),
         # Only the changes: a None is left alone.
         (MANAGED, CurrentSettings(None, None, 20000.5), {"settings": {"sessionTimeoutMs": 20000}}),
-        # Blocks the user did not turn on are never turned on by learning; rollouts are on
-        # unless turned off.
-        ({}, CurrentSettings(1000.0, 2, 20000.0), {"rollout": {"maxBatchSize": 2}}),
+        # Blocks the user did not turn on are never turned on by learning: rollouts are
+        # managed only when enabled (the CRD's default is off).
+        ({}, CurrentSettings(1000.0, 2, 20000.0), {}),
         (
-            {"policy": {"rollout": {"enabled": False}}},
+            {"rollout": {"enabled": False}},
             CurrentSettings(1000.0, 2, 20000.0),
             {},
         ),
         (
-            {"policy": {"rollout": {"enabled": False}, "settings": {}}},
+            {"rollout": {"enabled": False}, "settings": {}},
             CurrentSettings(None, 2, 20000.0),
             {"settings": {"sessionTimeoutMs": 20000}},
         ),
     ],
 )  # fmt: skip
 def test_the_policy_patch(
-    spec: dict[str, Any], wanted: CurrentSettings, patch: dict[str, Any]
+    policy: dict[str, Any], wanted: CurrentSettings, patch: dict[str, Any]
 ) -> None:
-    assert policy_patch(decision(wanted), spec) == patch
+    assert policy_patch(decision(wanted), spec_with(policy)) == patch
 
 
 def test_an_apply_with_nothing_to_patch_says_so() -> None:

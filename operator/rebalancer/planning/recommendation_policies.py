@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from rebalancer.planning.recommendations import CurrentSettings, LearningAction, LearningDecision
+from rebalancer.structs.specs import ConsumerGroupSpec
 
 
 def _number(value: object) -> float | None:
@@ -23,25 +24,25 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def settings_in_force(spec: Mapping[str, Any], status: Mapping[str, Any]) -> CurrentSettings:
-    """What is in force as far as spec and status tell; None where nobody set it.
+def settings_in_force(spec: ConsumerGroupSpec, status: Mapping[str, Any]) -> CurrentSettings:
+    """What is in force as far as spec and status tell; None where nobody set it (a block of
+    spec.policy the user did not turn on leaves the value to the application or the broker).
 
     The delay the broker-delay decision settled on wins over the one the spec asks for (other
     groups of the cluster may have asked for another); the session timeout the settings
     delivered wins over the spec's, which may still be on its way.
     """
-    policy = spec.get("policy") or {}
+    policy = spec.policy
     delivered = status.get("settings") or {}
     delay = _number((delivered.get("brokerDelay") or {}).get("clusterMs"))
-    if delay is None:
-        delay = _number((policy.get("brokerDelay") or {}).get("delayMs"))
-    session = _number(delivered.get("sessionTimeoutMs")) or _number(
-        (policy.get("settings") or {}).get("sessionTimeoutMs")
-    )
-    batch = (policy.get("rollout") or {}).get("maxBatchSize")
+    if delay is None and policy.broker_delay is not None:
+        delay = float(policy.broker_delay.delay_ms)
+    session = _number(delivered.get("sessionTimeoutMs"))
+    if session is None and policy.settings is not None:
+        session = float(policy.settings.session_timeout_ms)
     return CurrentSettings(
         initial_rebalance_delay_ms=delay,
-        batch_size=batch if isinstance(batch, int) and not isinstance(batch, bool) else None,
+        batch_size=policy.rollout.max_batch_size,
         session_timeout_ms=session,
     )
 
@@ -59,22 +60,21 @@ def applied_at(status: Mapping[str, Any]) -> float | None:
     return None
 
 
-def policy_patch(decision: LearningDecision, spec: Mapping[str, Any]) -> dict[str, Any]:
+def policy_patch(decision: LearningDecision, spec: ConsumerGroupSpec) -> dict[str, Any]:
     """The spec.policy changes that carry a decision out through the existing machinery.
 
     Only the blocks the user turned on are touched: a learned batch size needs managed rollouts
-    (on unless spec.policy.rollout.enabled is false), a session timeout needs managed settings,
-    a delay needs a broker-delay policy.
+    (spec.policy.rollout.enabled), a session timeout managed settings, a delay a broker-delay
+    policy.
     """
-    policy = spec.get("policy") or {}
+    policy = spec.policy
     wanted = decision.settings
     patch: dict[str, Any] = {}
-    rollouts = (policy.get("rollout") or {}).get("enabled", True) is not False
-    if wanted.batch_size is not None and rollouts:
+    if wanted.batch_size is not None and policy.rollout.enabled:
         patch["rollout"] = {"maxBatchSize": int(wanted.batch_size)}
-    if wanted.session_timeout_ms is not None and policy.get("settings") is not None:
+    if wanted.session_timeout_ms is not None and policy.settings is not None:
         patch["settings"] = {"sessionTimeoutMs": int(wanted.session_timeout_ms)}
-    if wanted.initial_rebalance_delay_ms is not None and policy.get("brokerDelay") is not None:
+    if wanted.initial_rebalance_delay_ms is not None and policy.broker_delay is not None:
         patch["brokerDelay"] = {"delayMs": int(wanted.initial_rebalance_delay_ms)}
     return patch
 

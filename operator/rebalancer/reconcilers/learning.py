@@ -50,17 +50,16 @@ async def learning_status(
     """status.learning after reading the latest recommendation, applying it when due, and the
     time of the last apply. `remembered` is the last apply this process made: the body's status
     may not show it yet, and the interval must hold even then."""
-    raw_spec = dict(body.get("spec") or {})
     status = written_status(body)
     recommendation = await deps.recommender.read(namespace, name)
     known = [stamp for stamp in (applied_at(status), remembered) if stamp is not None]
     last = max(known) if known else None
     now = time.time()
     decision = decide_learning(
-        spec.policy.learning, recommendation, settings_in_force(raw_spec, status), last, now
+        spec.policy.learning, recommendation, settings_in_force(spec, status), last, now
     )
     if decision.action is LearningAction.APPLY:
-        patch = policy_patch(decision, raw_spec)
+        patch = policy_patch(decision, spec)
         if patch:
             await patch_policy(deps.kube, namespace, name, patch)
             kopf.info(body, reason="RecommendationApplied", message=decision.message)
