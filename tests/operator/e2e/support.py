@@ -18,6 +18,7 @@ from kubernetes import client
 from tests import polling
 from tests.kafka_brokers import shared_broker
 
+from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer_lab.processes import ChildProcess
 from rebalancer_lab.running import Lab, LabConfig
 
@@ -130,6 +131,58 @@ def consumer_group(
     }
     body["spec"].update(spec)
     return body
+
+
+def consumer_statefulset(
+    lab: Lab,
+    name: str,
+    replicas: int,
+    *,
+    gated: bool,
+    version: str = "1",
+    record_dir: Path | None = None,
+) -> dict[str, Any]:
+    """A Parallel StatefulSet `<name>-consumer` of lab consumers in group and topic `name`, with
+    the join gate when `gated`; with `record_dir`, each pod records what it processes in
+    `<record_dir>/<pod>.tsv`. APP_VERSION changes the template (a rolling update)."""
+    env: list[dict[str, Any]] = [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    ]
+    env += [
+        {"name": key, "value": value}
+        for key, value in lab.consumer_env(0, group_id=name).items()
+        if key != "POD_NAME"
+    ]
+    env.append({"name": "APP_VERSION", "value": version})
+    if record_dir is not None:
+        env.append({"name": "RECORD_FILE", "value": f"{record_dir}/$(POD_NAME).tsv"})
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 10,
+        "containers": [
+            {
+                "name": "consumer",
+                "image": "ghcr.io/rebalancer-dev/rebalancer:0.1.0",
+                "command": ["python", "-m", "rebalancer_lab.consumer"],
+                "env": env,
+            }
+        ],
+    }
+    if gated:
+        spec["initContainers"] = [gate_container(GateOptions(timeout_seconds=300))]
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": f"{name}-consumer", "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": labels},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+            "template": {"metadata": {"labels": labels}, "spec": spec},
+        },
+    }
 
 
 def statefulset(name: str) -> dict[str, Any]:

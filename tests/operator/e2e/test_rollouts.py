@@ -21,6 +21,7 @@ from tests.operator.e2e.support import (
     condition,
     consumer_group,
     consumer_log_generations,
+    consumer_statefulset,
     events_for,
     eventually,
     get_cg,
@@ -30,7 +31,6 @@ from tests.operator.e2e.support import (
     running_lab,
 )
 
-from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer.structs.gates import GATE_BATCH_ANNOTATION
 from rebalancer_lab.kubelet import START_DELAY_REASON
 from rebalancer_lab.producer import ensure_topic
@@ -61,40 +61,7 @@ def consumers(
     lab: Lab, name: str, replicas: int, *, gated: bool, version: str = "1"
 ) -> dict[str, Any]:
     """A StatefulSet of lab consumers in group `name`, with the join gate when `gated`."""
-    env = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
-    env += [
-        {"name": key, "value": value}
-        for key, value in lab.consumer_env(0, group_id=name).items()
-        if key != "POD_NAME"
-    ]
-    env.append({"name": "APP_VERSION", "value": version})
-    spec: dict[str, Any] = {
-        "terminationGracePeriodSeconds": 10,
-        "containers": [
-            {
-                "name": "consumer",
-                "image": "ghcr.io/rebalancer-dev/rebalancer:0.1.0",
-                "command": ["python", "-m", "rebalancer_lab.consumer"],
-                "env": env,
-            }
-        ],
-    }
-    if gated:
-        spec["initContainers"] = [gate_container(GateOptions(timeout_seconds=300))]
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": f"{name}-consumer", "namespace": NS},
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": labels},
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
-            "template": {"metadata": {"labels": labels}, "spec": spec},
-        },
-    }
+    return consumer_statefulset(lab, name, replicas, gated=gated, version=version)
 
 
 def managed(lab: Lab, name: str, **rollout: Any) -> dict[str, Any]:

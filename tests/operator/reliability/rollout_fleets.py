@@ -25,6 +25,7 @@ from tests.operator.e2e.support import (
     condition,
     consumer_group,
     consumer_pid,
+    consumer_statefulset,
     events_for,
     eventually,
     get_cg,
@@ -32,7 +33,6 @@ from tests.operator.e2e.support import (
     running_lab,
 )
 
-from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer.planning.rollout_states import parse_time
 from rebalancer.planning.workload_views import view_workload
 from rebalancer.structs.gates import GATE_BATCH_ANNOTATION, RESUME_ANNOTATION, GateState
@@ -50,45 +50,9 @@ def fleet(
 ) -> dict[str, Any]:
     """A gated StatefulSet of consumers of group and topic `name`; with `record_dir`, each pod
     records what it processes in `<record_dir>/<pod>.tsv`."""
-    env: list[dict[str, Any]] = [
-        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
-    ]
-    env += [
-        {"name": key, "value": value}
-        for key, value in lab.consumer_env(0, group_id=name).items()
-        if key != "POD_NAME"
-    ]
-    env.append({"name": "APP_VERSION", "value": version})
-    if record_dir is not None:
-        env.append({"name": "RECORD_FILE", "value": f"{record_dir}/$(POD_NAME).tsv"})
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {"name": f"{name}-consumer", "namespace": NS},
-        "spec": {
-            "replicas": replicas,
-            "serviceName": name,
-            "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": labels},
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "terminationGracePeriodSeconds": 10,
-                    "initContainers": [gate_container(GateOptions(timeout_seconds=300))],
-                    "containers": [
-                        {
-                            "name": "consumer",
-                            "image": "ghcr.io/rebalancer-dev/rebalancer:0.1.0",
-                            "command": ["python", "-m", "rebalancer_lab.consumer"],
-                            "env": env,
-                        }
-                    ],
-                },
-            },
-        },
-    }
+    return consumer_statefulset(
+        lab, name, replicas, gated=True, version=version, record_dir=record_dir
+    )
 
 
 def deployment_fleet(
