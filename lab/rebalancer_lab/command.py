@@ -178,5 +178,9 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         console.print("stopping the lab ...")
     finally:
+        # A second Ctrl-C or `kill` (a terminal and `make` both pass theirs on) must not cut
+        # the stop short and leave brokers or a control plane behind.
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
         lab.stop()
     return 0
