@@ -41,12 +41,16 @@ Strategies:
 - managed: tuned's consumer settings (static members where tuned has them) on a Parallel
   StatefulSet (the operator refuses OrderedReady, whose controller would wait for each gated pod
   before creating the next), the join gate in the template and a ConsumerGroup whose
-  spec.policy.rollout is enabled (settleSeconds 2, everything else default). The Deployment keeps
-  Kubernetes' default strategy, which the operator paces in batches within maxSurge +
-  maxUnavailable. The operator does not pace scale-downs (its planner sees no rollout when
-  replicas fall and only parks the StatefulSet's partition at the new count), so a managed
-  scale-down is the StatefulSet controller's own, Parallel: it differs from tuned only by the
-  gate in the template and the observing operator.
+  spec.policy.rollout is enabled (settleSeconds 2, everything else default). A Deployment's
+  consumers take their group.instance.id from the identity slot the operator writes on each pod
+  when it opens its gate (rebalancer.dev/instance-id, through the downward API), with the static
+  session below; its strategy is tuned's maxSurge 100 %, maxUnavailable 0 without
+  minReadySeconds, so every new pod waits at its gate at once and the operator swaps them in,
+  a batch at a time, each for an old pod it deletes in the same step, whose slot it takes over
+  (planning/identity_slots.py). The operator does not pace scale-downs (its planner sees no
+  rollout when replicas fall and only parks the StatefulSet's partition at the new count), so a
+  managed scale-down is the StatefulSet controller's own, Parallel: it differs from tuned only
+  by the gate in the template and the observing operator.
 Every run has a ConsumerGroup (observe-only unless managed), so every run has the operator's own
 rebalance count beside the bench's.
 
@@ -137,6 +141,7 @@ from rebalancer.simulation import (
     simulate,
 )
 from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.gates import INSTANCE_ID_ANNOTATION, INSTANCE_ID_FIELD_PATH
 from rebalancer_lab.kubelet import JITTER_ANNOTATION
 from rebalancer_lab.producer import ensure_topic
 from rebalancer_lab.running import Lab, LabConfig
@@ -225,6 +230,9 @@ class Setup:
     max_surge: str | None = None  # a Deployment's rollingUpdate; None: Kubernetes' 25 %
     max_unavailable: str | None = None  # a Deployment's or StatefulSet's rollingUpdate
     min_ready_seconds: int = 0
+    # group.instance.id = the identity slot the operator writes on each pod when it opens its
+    # gate (a managed Deployment: each new pod takes over a leaving pod's slot)
+    slots: bool = False
 
 
 def setup_for(cell: Cell, strategy: str, static_session_ms: int | None) -> Setup:
@@ -236,6 +244,19 @@ def setup_for(cell: Cell, strategy: str, static_session_ms: int | None) -> Setup
     static = cell.scenario == "statefulset-update"
     session = static_session(cell.jitter, static_session_ms) if static else KAFKA_SESSION_MS
     careful = replace(naive, pod_management="Parallel", static=static, session_ms=session)
+    if strategy == "managed" and kind == "Deployment":
+        # Identity slots: each new pod takes over the group.instance.id of an old pod the
+        # operator retires in the same step. maxUnavailable 0 leaves every old pod to the
+        # operator's swaps; maxSurge 100 % has every new pod waiting at its gate at once.
+        slotted = static_session(cell.jitter, static_session_ms)
+        return replace(
+            careful,
+            managed=True,
+            slots=True,
+            session_ms=slotted,
+            max_surge="100%",
+            max_unavailable="0",
+        )
     if strategy == "managed":
         return replace(careful, managed=True)
     if kind == "Deployment":
@@ -411,6 +432,7 @@ class PodLife:
     consumer_at: float | None = None  # the consumer's container running: the pod is Ready
     deleted_at: float | None = None  # deletionTimestamp seen or the pod gone
     gone_at: float | None = None  # the pod gone from the API: its processes are no more
+    slot: str | None = None  # the identity slot the operator gave it (rebalancer.dev/instance-id)
 
 
 class PodWatcher:
@@ -464,6 +486,8 @@ class PodWatcher:
             life.consumer_at = now
         if life.deleted_at is None and meta.get("deletionTimestamp"):
             life.deleted_at = now
+        if life.slot is None:
+            life.slot = (meta.get("annotations") or {}).get(INSTANCE_ID_ANNOTATION)
         return uid
 
 
@@ -496,6 +520,9 @@ def consumer_env(
     env: list[dict[str, Any]] = [{"name": "POD_NAME", **pod_name}]
     if setup.static:
         env.append({"name": "KAFKA_GROUP_INSTANCE_ID", **pod_name})
+    if setup.slots:
+        slot = {"valueFrom": {"fieldRef": {"fieldPath": INSTANCE_ID_FIELD_PATH}}}
+        env.append({"name": "KAFKA_GROUP_INSTANCE_ID", **slot})
     values = {
         "KAFKA_BOOTSTRAP_SERVERS": lab.bootstrap,
         "KAFKA_GROUP_ID": name,  # a fresh group per run: the names are unique
@@ -1100,8 +1127,14 @@ def member_plans(run: Run, settings: ConsumerSettings) -> tuple[list[MemberPlan]
 
     plans: list[MemberPlan] = []
     baseline: list[MemberPlan] = []
+    if run.setup.slots:
+        # A slot is one static member, whichever pods carried it in turn.
+        by_name = {}
+        for life in sorted(run.lives, key=lambda item: item.consumer_at or math.inf):
+            if life.consumer_at is not None:
+                by_name.setdefault(life.slot or life.name, []).append(life)
     for name, lives in sorted(by_name.items()):
-        if run.setup.static:
+        if run.setup.static or run.setup.slots:
             first, *later = lives
             departures: list[Departure] = []
             if later and first.deleted_at is not None and later[0].consumer_at is not None:

@@ -119,11 +119,16 @@ def test_a_new_generation_since_the_release_waits_for_the_group() -> None:
 
 def test_only_static_replacements_with_a_budget_skip_the_settle_between_batches() -> None:
     setup = static_setup()
-    assert advances_on_ready(setup, True, Mechanism.STATEFULSET_REPLACE)
-    assert not advances_on_ready(setup, False, Mechanism.STATEFULSET_REPLACE)
-    assert not advances_on_ready(setup, True, Mechanism.GATE_QUEUE)
+    update = RolloutKind.ROLLING_UPDATE
+    assert advances_on_ready(setup, True, Mechanism.STATEFULSET_REPLACE, update)
+    assert not advances_on_ready(setup, False, Mechanism.STATEFULSET_REPLACE, update)
+    # A Deployment's new pods taking over identity slots replace members as a StatefulSet's do;
+    # static members joining a cold start or scale-up are new members all the same.
+    assert advances_on_ready(setup, True, Mechanism.GATE_QUEUE, update)
+    assert not advances_on_ready(setup, True, Mechanism.GATE_QUEUE, RolloutKind.SCALE_UP)
+    assert not advances_on_ready(setup, True, Mechanism.GATE_QUEUE, RolloutKind.COLD_START)
     redpanda = static_setup(BrokerProfile.REDPANDA)
-    assert advances_on_ready(redpanda, True, Mechanism.STATEFULSET_REPLACE)
+    assert advances_on_ready(redpanda, True, Mechanism.STATEFULSET_REPLACE, update)
     # A session no longer than a heartbeat covers no restart: no budget, the settle check stays.
     short = setup_for(
         replace(
@@ -133,7 +138,7 @@ def test_only_static_replacements_with_a_budget_skip_the_settle_between_batches(
         window_s=3.0,
     )
     assert static_budget_s(short) == 0
-    assert not advances_on_ready(short, True, Mechanism.STATEFULSET_REPLACE)
+    assert not advances_on_ready(short, True, Mechanism.STATEFULSET_REPLACE, update)
 
 
 def test_the_plan_note_says_when_the_next_pod_follows() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rebalancer.planning.consumer_settings import SettingsContext, resolve_settings
+from rebalancer.planning.consumer_settings import SettingsContext, check_settings, resolve_settings
 from rebalancer.planning.consumer_settings_plans import (
     SettingsInputs,
     consumer_timings,
@@ -110,6 +110,21 @@ def test_env_names_follow_the_convention(env: EnvPolicy, session_var: str, stati
     assert variables[session_var] == "6000"
     assert variables[static_var] == {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}
     assert variables["KAFKA_CONFIG_FILE"] == "/etc/rebalancer/consumer.properties"
+
+
+def test_a_gated_deployments_static_members_take_the_identity_slot_annotation() -> None:
+    policy = replace(POLICY, static_membership=True)
+    deployment = SettingsContext(WorkloadKind.DEPLOYMENT, group_active=False, gate_joins=True)
+    assert check_settings(policy, deployment) == []
+    body = patched(workload("Deployment"), rendered(policy, deployment))
+    path = "metadata.annotations['rebalancer.dev/instance-id']"
+    assert env_of(body)["KAFKA_GROUP_INSTANCE_ID"] == {
+        "fieldRef": {"apiVersion": "v1", "fieldPath": path}
+    }
+    # Without the gate nobody hands the slots out: refused, with the fix.
+    ungated = replace(deployment, gate_joins=False)
+    (problem,) = check_settings(policy, ungated)
+    assert problem.path.endswith("staticMembership") and "gateJoins" in problem.fix
 
 
 def test_file_only_convention_sets_no_property_variables() -> None:

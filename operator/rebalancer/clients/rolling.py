@@ -14,7 +14,7 @@ import contextlib
 import functools
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +50,7 @@ from rebalancer.structs.gates import (
     GATE_HELD_ANNOTATION,
     GATE_OPEN,
     GATE_OPEN_AT_ANNOTATION,
+    INSTANCE_ID_ANNOTATION,
 )
 from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView
@@ -144,8 +145,8 @@ class Actuator:
 
     async def _apply(self, action: Action) -> bool:
         match action:
-            case OpenGate(batch=batch, pods=pods):
-                await self.open_gates(batch, pods)
+            case OpenGate(batch=batch, pods=pods, slots=slots):
+                await self.open_gates(batch, pods, dict(slots))
             case HoldGates(pods=pods):
                 await self.hold_gates(pods)
             case NoteBypassedGates(pods=pods):
@@ -175,20 +176,27 @@ class Actuator:
 
     # -- pods -------------------------------------------------------------------------------
 
-    async def open_gates(self, batch: str, pods: Sequence[str]) -> None:
+    async def open_gates(
+        self, batch: str, pods: Sequence[str], slots: Mapping[str, str] | None = None
+    ) -> None:
         """Open every pod's gate at once, for one common release moment.
 
         The moment (rollout_actions.release_moment) lies a little past the patches, and past
         the warm-up of a gate that started only just now, so that pods whose patch arrives
         late or whose gate is still starting let go together with the rest. A single pod has
         nobody to let go with and goes at once (a static member released on arrival, a late
-        batch mate).
+        batch mate). A pod's identity slot goes in the same patch as its `open`, so its
+        consumer, which starts only after the gate, finds it.
         """
         if not pods:
             return
         with self._pool(len(pods)) as run:
             at: str | None = None
-            if len(pods) > 1:
+            given = slots or {}
+            # A pod given a slot goes a little after the patch too, even alone: its consumer's
+            # environment comes from the kubelet's copy of the pod, which the patch must have
+            # reached by the time the gate exits.
+            if len(pods) > 1 or given:
                 started = await asyncio.gather(*(run(self._gate_started, pod) for pod in pods))
                 at = f"{release_moment(self.clock(), started):.3f}"
             annotations = {
@@ -196,8 +204,11 @@ class Actuator:
                 GATE_BATCH_ANNOTATION: batch,
                 GATE_OPEN_AT_ANNOTATION: at,
             }
-            patch = {"metadata": {"annotations": annotations}}
-            await asyncio.gather(*(run(self._patch_pod_now, pod, patch) for pod in pods))
+            patches = {
+                pod: {"metadata": {"annotations": {**annotations, **_slot(given.get(pod))}}}
+                for pod in pods
+            }
+            await asyncio.gather(*(run(self._patch_pod_now, pod, patches[pod]) for pod in pods))
 
     async def hold_gates(self, pods: Sequence[str]) -> None:
         if not pods:
@@ -355,3 +366,7 @@ def _reason(error: ApiException) -> str:
     except (ValueError, AttributeError):
         detail = str(error.body or "")[:300]
     return f"HTTP {error.status}: {detail or error.reason}"
+
+
+def _slot(slot: str | None) -> dict[str, str]:
+    return {INSTANCE_ID_ANNOTATION: slot} if slot else {}

@@ -29,6 +29,7 @@ from rebalancer.structs.consumer_settings_policy import (
     EnvConvention,
     SettingsPolicy,
 )
+from rebalancer.structs.gates import INSTANCE_ID_ANNOTATION, INSTANCE_ID_FIELD_PATH
 from rebalancer.structs.problems import FieldProblem, SpecInvalid
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 
@@ -137,6 +138,8 @@ class SettingsContext:
     rolled_out: bool = True
     # The group has members: a migration matters only then.
     group_active: bool = True
+    # The operator opens the pods' join gates, where it can hand out identity slots.
+    gate_joins: bool = False
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,9 @@ class ResolvedSettings:
     assignor: AssignorStep | None
     heartbeat_interval_ms: int
     notes: tuple[str, ...] = ()
+    # Where each pod's group.instance.id comes from (a downward-API field path) when static:
+    # the pod's name on a StatefulSet, the identity slot the operator writes on a Deployment's.
+    instance_id_field: str = "metadata.name"
 
     def property(self, key: str) -> str | None:
         return dict(self.properties).get(key)
@@ -310,16 +316,22 @@ def _check_timings(
     return problems
 
 
-def _check_delivery(policy: SettingsPolicy, kind: WorkloadKind) -> list[FieldProblem]:
+def _check_delivery(
+    policy: SettingsPolicy, kind: WorkloadKind, gate_joins: bool = False
+) -> list[FieldProblem]:
     problems: list[FieldProblem] = []
     path = f"{SETTINGS_PATH}.staticMembership"
-    if policy.static_membership and kind is WorkloadKind.DEPLOYMENT:
+    if policy.static_membership and kind is WorkloadKind.DEPLOYMENT and not gate_joins:
         problems.append(
             FieldProblem(
                 path,
-                "needs stable pod names, and a Deployment's pods get new names on every restart "
-                "(each old group.instance.id would hold its partitions for a session timeout)",
-                "run the consumers as a StatefulSet, or set staticMembership: false",
+                "on a Deployment needs the join gate: its pods get new names, so each takes the "
+                "identity of a pod that left, which the operator hands out when it opens the "
+                "pod's gate (without it each old group.instance.id would hold its partitions "
+                "for a session timeout)",
+                "set spec.policy.rollout.enabled and gateJoins to true, with the gate in the "
+                "template or spec.policy.rollout.injectGate: true; or run the consumers as a "
+                "StatefulSet; or set staticMembership: false",
             )
         )
     if policy.static_membership and policy.env.effective_prefix is None:
@@ -365,7 +377,7 @@ def check_settings(policy: SettingsPolicy, context: SettingsContext) -> list[Fie
     library = policy.library
     problems = _check_passthrough(policy, protocol)
     problems += _check_timings(policy, protocol, context.limits, library)
-    problems += _check_delivery(policy, context.workload_kind)
+    problems += _check_delivery(policy, context.workload_kind, context.gate_joins)
     if protocol is GroupProtocol.CLASSIC:
         step = _assignor(policy, context)
         if step.problem is not None:
@@ -424,7 +436,15 @@ def resolve_settings(policy: SettingsPolicy, context: SettingsContext) -> Resolv
         properties["partition.assignment.strategy"] = render_strategy(assignor.strategies, library)
         if assignor.note:
             notes.append(assignor.note)
-    if policy.static_membership:
+    instance_id_field = "metadata.name"
+    if policy.static_membership and context.workload_kind is WorkloadKind.DEPLOYMENT:
+        instance_id_field = INSTANCE_ID_FIELD_PATH
+        notes.append(
+            "static membership: group.instance.id is the identity slot the operator writes on "
+            f"each pod ({INSTANCE_ID_ANNOTATION}) when it opens the pod's gate; a new pod takes "
+            "the slot of a pod that left"
+        )
+    elif policy.static_membership:
         notes.append("static membership: group.instance.id is each pod's name")
     if policy.env.convention is EnvConvention.NONE:
         notes.append("settings are delivered in the properties file only")
@@ -433,6 +453,7 @@ def resolve_settings(policy: SettingsPolicy, context: SettingsContext) -> Resolv
         library=library,
         properties=tuple(sorted(properties.items())),
         static_membership=policy.static_membership,
+        instance_id_field=instance_id_field,
         group_configs=tuple(sorted(group_configs.items())),
         assignor=assignor,
         heartbeat_interval_ms=heartbeat,

@@ -81,6 +81,9 @@ class SettingsInputs:
     # Without it a settings change would restart pods as the workload's controller pleases,
     # so the settings are refused instead.
     staggered: bool = True
+    # The operator opens the pods' join gates (spec.policy.rollout.gateJoins): a Deployment's
+    # static members take the identity slots it hands out there (planning.identity_slots).
+    gate_joins: bool = False
     # With it, park a StatefulSet in the same patch (spec.policy.rollout.parkStatefulSets).
     park: bool = True
 
@@ -164,6 +167,7 @@ def plan_settings(inputs: SettingsInputs) -> SettingsPlan:
         current_strategy=strategy,
         rolled_out=strategy_rolled_out,
         group_active=_group_active(inputs.observed),
+        gate_joins=inputs.gate_joins,
     )
     problems = check_settings(inputs.policy, context)
     if not inputs.staggered:

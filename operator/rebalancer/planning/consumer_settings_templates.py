@@ -136,7 +136,10 @@ def render_settings(
         ]
         if resolved.static_membership:
             env.append(
-                EnvVar(env_variable("group.instance.id", prefix), field_path="metadata.name")
+                EnvVar(
+                    env_variable("group.instance.id", prefix),
+                    field_path=resolved.instance_id_field,
+                )
             )
     file_path = f"{policy.mount_path}/{PROPERTIES_FILE}"
     if policy.env.config_file_variable:

@@ -14,10 +14,13 @@ from rebalancer.structs.gates import GATE_OPEN_AT_MAX_WAIT_SECONDS
 
 @dataclass(frozen=True)
 class OpenGate:
-    """Release these pods: write `open` and the batch id on each pod's gate annotation."""
+    """Release these pods: write `open` and the batch id on each pod's gate annotation, and
+    each pod's identity slot where one is given (planning.identity_slots)."""
 
     batch: str  # "<rollout id>/<batch number>"
     pods: tuple[str, ...]
+    # (pod, slot) for pods that join under an identity slot, written in the same patch.
+    slots: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -161,6 +161,9 @@ def resolve_static(
         return True
     if policy.static_membership is StaticMembership.DISABLED:
         return False
+    if workload.kind is WorkloadKind.DEPLOYMENT:
+        # Its consumers join under the identity slots the operator hands out at the gate.
+        return workload.identity_slots and workload.gate_installed
     if workload.kind is not WorkloadKind.STATEFULSET or group is None:
         return False
     details = group.member_details
@@ -241,7 +244,12 @@ def held_template(workload: WorkloadView) -> bool:
     )
 
 
-def advances_on_ready(setup: RolloutSetup, static: bool, mechanism: Mechanism | None) -> bool:
+def advances_on_ready(
+    setup: RolloutSetup,
+    static: bool,
+    mechanism: Mechanism | None,
+    kind: RolloutKind | None,
+) -> bool:
     """Whether a batch of static members is followed by the next once its pods are Ready.
 
     A static member back within its session takes its old assignment without a rebalance
@@ -250,9 +258,14 @@ def advances_on_ready(setup: RolloutSetup, static: bool, mechanism: Mechanism | 
     for Ready alone. Each batch is therefore followed by the next as soon as its pods are Ready
     and were away no longer than their session covers (static_budget_s), as long as the group
     has not moved to a new generation; the full settle check runs after the last batch, or
-    after one that was away longer.
+    after one that was away longer. The same holds for a Deployment's rolling update whose new
+    pods take over the leaving pods' identity slots (planning.identity_slots).
     """
-    return static and mechanism is Mechanism.STATEFULSET_REPLACE and static_budget_s(setup) > 0
+    if not static or static_budget_s(setup) <= 0:
+        return False
+    if mechanism is Mechanism.STATEFULSET_REPLACE:
+        return True
+    return mechanism is Mechanism.GATE_QUEUE and kind is RolloutKind.ROLLING_UPDATE
 
 
 def batch_limit(setup: RolloutSetup, workload: WorkloadView, change: Change, total: int) -> int:
@@ -455,7 +468,16 @@ def plan_notes(setup: RolloutSetup, workload: WorkloadView, change: Change) -> l
             f"static members restart without a rebalance if each is back within "
             f"{static_budget_s(setup):.0f} s"
         )
-    if advances_on_ready(setup, change.static, change.mechanism):
+    if change.static and change.mechanism is Mechanism.GATE_QUEUE and workload.identity_slots:
+        notes.append(
+            "each new pod joins under the group.instance.id (identity slot) of a pod that "
+            "left, so the coordinator hands it that member's partitions without a rebalance; "
+            "where no pod has left, the operator deletes an old pod in the same step. The "
+            "session timeout must cover the time from an old consumer's stop to its "
+            f"successor's join ({static_budget_s(setup):.0f} s now); a scale-down costs a "
+            "session timeout per removed member (a static member sends no LeaveGroup)"
+        )
+    elif advances_on_ready(setup, change.static, change.mechanism, change.kind):
         notes.append(
             "each replaced batch is followed by the next once its pods are Ready, if they were "
             f"back within {static_budget_s(setup):.0f} s and the group kept its generation, "

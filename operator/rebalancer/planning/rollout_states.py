@@ -179,6 +179,9 @@ class RolloutState:
     # SCALE_STEPS: the replicas the user asked for (spec.replicas is ours meanwhile).
     target_replicas: int | None = None
     opened: tuple[str, ...] = ()  # pods released in the current batch
+    # "pod=slot": the identity slots this rollout gave (planning.identity_slots), kept so that
+    # a pod is given its slot again, never another, and no slot twice.
+    slots: tuple[str, ...] = ()
     members_joined: int = 0
     rebalances: int = 0
     rebalances_at_start: int | None = None
@@ -243,8 +246,9 @@ class RolloutState:
                     body[key] = encode_ordinals(value)
             elif item.name == "sizes":
                 body["batchSizes"] = list(value)
-            elif item.name == "opened":
-                body[key] = list(value)
+            elif item.name in ("opened", "slots"):
+                if value or item.name == "opened":
+                    body[key] = list(value)
             elif isinstance(value, StrEnum):
                 body[key] = value.value
             else:
@@ -312,7 +316,7 @@ def _read(raw: Mapping[str, object]) -> RolloutState:
             values[item.name] = Mechanism(_text(value))
         elif item.name == "ordinals":
             values[item.name] = decode_ordinals(_text(value))
-        elif item.name in ("sizes", "opened"):
+        elif item.name in ("sizes", "opened", "slots"):
             if not isinstance(value, list):
                 raise TypeError(f"{key} must be a list")
             convert = int if item.name == "sizes" else str

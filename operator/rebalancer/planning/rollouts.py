@@ -308,7 +308,7 @@ def _gathering(state: RolloutState, observation: Observation) -> bool:
 def _quick(state: RolloutState, observation: Observation) -> bool:
     """Whether the batch out now is followed by the next once its pods are Ready."""
     return state.batch < state.batches and advances_on_ready(
-        observation.setup, state.static, state.mechanism
+        observation.setup, state.static, state.mechanism, state.kind
     )
 
 
@@ -320,7 +320,7 @@ def _next_wake(state: RolloutState, observation: Observation, now: float) -> flo
             moments += [t for t in (state.gather_until, state.deadline) if t is not None]
             # A batch of static members that follows on Ready waits only for the controller
             # to take the partition before its pod is replaced.
-            quick = advances_on_ready(observation.setup, state.static, state.mechanism)
+            quick = advances_on_ready(observation.setup, state.static, state.mechanism, state.kind)
             # A Deployment resumed for this batch goes on replacing pods until it is paused
             # again: pods Ready at once (no readiness probe, no minReadySeconds) would all be
             # replaced within a resting poll.

@@ -22,6 +22,8 @@ from rebalancer.structs.gates import (
     GATE_CONTAINER,
     GATE_HELD_ANNOTATION,
     GATE_OPEN,
+    INSTANCE_ID_ANNOTATION,
+    INSTANCE_ID_FIELD_PATH,
     GateState,
 )
 from rebalancer.structs.specs import WorkloadKind
@@ -152,7 +154,18 @@ def view_pod(pod: Raw, workload: str, kind: WorkloadKind, revision: str) -> PodV
         lifecycle=pod_lifecycle(pod),
         unnoticed=_unnoticed(pod),
         bypassed=_bypassed(pod, annotations),
+        instance_id=annotations.get(INSTANCE_ID_ANNOTATION) or None,
     )
+
+
+def takes_identity_slots(template_spec: object) -> bool:
+    """Whether a container of the template reads INSTANCE_ID_ANNOTATION into its environment."""
+    containers = _get(template_spec, "containers") or []
+    for container in containers if isinstance(containers, list) else []:
+        for variable in _get(container, "env") or []:
+            if _get(variable, "valueFrom", "fieldRef", "fieldPath") == INSTANCE_ID_FIELD_PATH:
+                return True
+    return False
 
 
 def _bypassed(pod: Raw, annotations: Mapping[str, Any]) -> bool:
@@ -231,6 +244,7 @@ def view_workload(body: Raw, pods: Sequence[Raw], replica_sets: Sequence[Raw] = 
         max_surge=max_surge,
         max_unavailable=max_unavailable,
         gate_installed=has_gate(_get(spec, "template", "spec")),
+        identity_slots=takes_identity_slots(_get(spec, "template", "spec")),
         held_for_rollout=ROLLOUT_HOLD_ANNOTATION in (metadata.get("annotations") or {}),
         template_pending=template_pending,
         pods=views,

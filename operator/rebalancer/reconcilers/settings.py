@@ -104,6 +104,7 @@ async def reconcile(
         settings=policy.settings,
         delay=policy.broker_delay,
         staggered=rollout.enabled,
+        gate_joins=rollout.enabled and rollout.gate_joins,
         park=rollout.park_statefulsets,
         sidecar=sidecar_policy,
         # The operator's own image, as for the join gate.

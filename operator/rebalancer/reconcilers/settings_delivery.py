@@ -94,6 +94,9 @@ class SettingsTarget:
     delay: BrokerDelayPolicy | None
     # spec.policy.rollout.enabled: settings are delivered only as staggered rollouts.
     staggered: bool = True
+    # spec.policy.rollout enabled with gateJoins: the operator opens the pods' join gates (and
+    # can hand a Deployment's pods their identity slots there).
+    gate_joins: bool = False
     # spec.policy.rollout.parkStatefulSets: the template patch parks a StatefulSet in the same
     # write, so its controller cannot start replacing pods before the planner plans it.
     park: bool = True
@@ -225,6 +228,7 @@ async def _deliver(
                 observed=observed,
                 limits=limits,
                 staggered=target.staggered,
+                gate_joins=target.gate_joins,
                 park=target.park,
             )
         )

@@ -33,6 +33,13 @@ GATE_HELD_ANNOTATION = "rebalancer.dev/gate-held-at"
 # noticed, so each bypass is told once (an Event, a metric) across operator restarts.
 GATE_BYPASSED_ANNOTATION = "rebalancer.dev/gate-bypassed"
 
+# Written by the operator with GATE_ANNOTATION on a pod of a workload whose consumers take their
+# group.instance.id from it (downward API): the identity slot the pod joins the group under
+# (planning.identity_slots). Never changed once written: the consumer read it when it started.
+INSTANCE_ID_ANNOTATION = "rebalancer.dev/instance-id"
+# The downward-API field path a pod template uses to pass INSTANCE_ID_ANNOTATION to its consumer.
+INSTANCE_ID_FIELD_PATH = f"metadata.annotations['{INSTANCE_ID_ANNOTATION}']"
+
 # Seconds without a sign of the operator after which a gate lets its pod start anyway, unless
 # the ConsumerGroup or the operator (--gate-bypass-after-seconds, the chart's
 # gate.bypassAfterSeconds) says otherwise. Bounded by default: with one operator replica, a

@@ -45,6 +45,8 @@ class PodView:
     # Its gate let it go without being opened (the gate saw no sign of the operator for its
     # bypass time), and the operator has not told it yet (GATE_BYPASSED_ANNOTATION).
     bypassed: bool = False
+    # INSTANCE_ID_ANNOTATION: the identity slot the operator gave it (None: none yet).
+    instance_id: str | None = None
 
     @property
     def sort_key(self) -> tuple[int, float, str]:
@@ -76,6 +78,9 @@ class WorkloadView:
     max_unavailable: int | None = None
     # The pod template has the gate init container.
     gate_installed: bool = False
+    # A container of the pod template takes its group.instance.id from INSTANCE_ID_ANNOTATION:
+    # the operator hands each pod an identity slot when it opens its gate.
+    identity_slots: bool = False
     # Deployment only: ROLLOUT_HOLD_ANNOTATION is set, and the template matches none of its
     # ReplicaSets (a paused Deployment does not create the new one, so no pod looks stale).
     held_for_rollout: bool = False

@@ -19,6 +19,7 @@ from tests import polling
 from tests.kafka_brokers import shared_broker
 
 from rebalancer.planning.gate_templates import GateOptions, gate_container
+from rebalancer.structs.gates import INSTANCE_ID_FIELD_PATH
 from rebalancer_lab.processes import ChildProcess
 from rebalancer_lab.running import Lab, LabConfig
 
@@ -181,6 +182,42 @@ def consumer_statefulset(
             "selector": {"matchLabels": labels},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
             "template": {"metadata": {"labels": labels}, "spec": spec},
+        },
+    }
+
+
+def consumer_deployment(
+    lab: Lab,
+    name: str,
+    replicas: int,
+    *,
+    version: str = "1",
+    session_ms: int | None = None,
+    max_surge: int | str = "100%",
+) -> dict[str, Any]:
+    """A gated Deployment `<name>-consumer` of lab consumers whose group.instance.id is the
+    identity slot the operator writes on each pod (rebalancer.dev/instance-id), rolling with
+    `max_surge` and maxUnavailable 0."""
+    body = consumer_statefulset(lab, name, replicas, gated=True, version=version)
+    spec = body["spec"]
+    env = spec["template"]["spec"]["containers"][0]["env"]
+    slot = {"fieldRef": {"fieldPath": INSTANCE_ID_FIELD_PATH}}
+    env.append({"name": "KAFKA_GROUP_INSTANCE_ID", "valueFrom": slot})
+    if session_ms is not None:
+        env[:] = [e for e in env if e["name"] != "KAFKA_SESSION_TIMEOUT_MS"]
+        env.append({"name": "KAFKA_SESSION_TIMEOUT_MS", "value": str(session_ms)})
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": body["metadata"],
+        "spec": {
+            "replicas": replicas,
+            "selector": spec["selector"],
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": max_surge, "maxUnavailable": 0},
+            },
+            "template": spec["template"],
         },
     }
 

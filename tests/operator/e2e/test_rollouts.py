@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import pytest
 from tests.operator.e2e.support import (
     apply,
     condition,
+    consumer_deployment,
     consumer_group,
     consumer_log_generations,
     consumer_statefulset,
@@ -31,7 +32,7 @@ from tests.operator.e2e.support import (
     running_lab,
 )
 
-from rebalancer.structs.gates import GATE_BATCH_ANNOTATION
+from rebalancer.structs.gates import GATE_BATCH_ANNOTATION, INSTANCE_ID_ANNOTATION
 from rebalancer_lab.kubelet import START_DELAY_REASON
 from rebalancer_lab.producer import ensure_topic
 from rebalancer_lab.running import Lab
@@ -274,3 +275,66 @@ def test_the_operator_resumes_a_rollout_after_being_killed(lab: Lab) -> None:
     assert all(env["APP_VERSION"] == "2" for env in envs.values()), envs
     group = get_cg(lab, name)["status"]["group"]
     assert group["members"] == replicas and group["assignedPartitions"] == 6, group
+
+
+def test_a_deployment_update_hands_each_identity_over_without_a_rebalance(lab: Lab) -> None:
+    """A Deployment's new pods take the group.instance.id of the old pods the operator retires
+    in the same step, so the coordinator swaps the members and the generation stays."""
+    name = "slots"
+    replicas = 3
+    session_ms = 20000  # covers a swap (an old consumer's stop to its successor's join)
+    asyncio.run(ensure_topic(lab.bootstrap, name, 6))
+    body = managed(
+        lab, name, consumers={"sessionTimeoutMs": session_ms, "heartbeatIntervalMs": 3000}
+    )
+    body["spec"]["workload"] = {"kind": "Deployment", "name": f"{name}-consumer"}
+    fleet = consumer_deployment(lab, name, replicas, session_ms=session_ms)
+    apply(lab, body, fleet)
+
+    def completed(kind: str) -> Callable[[], dict[str, Any] | None]:
+        def probe() -> dict[str, Any] | None:
+            rollout = rollout_of(lab, name)
+            done = rollout.get("phase") == "Completed" and rollout.get("kind") == kind
+            return rollout if done else None
+
+        return probe
+
+    eventually(completed("cold-start"), 90, "the cold start Completed")
+
+    def settled() -> dict[str, Any] | None:
+        group = get_cg(lab, name).get("status", {}).get("group") or {}
+        done = group.get("members") == replicas and group.get("assignedPartitions") == 6
+        return group if done and group.get("state") == "Stable" else None
+
+    before = eventually(settled, 60, "three members, every partition assigned")
+    first = {pod["metadata"]["name"]: slot_of(pod) for pod in pods_of(lab, name)}
+    assert sorted(first.values()) == [f"{name}-consumer-{k}" for k in range(replicas)], first
+    rebalances = before["rebalances"]
+
+    env = [{"name": "APP_VERSION", "value": "2"}]
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "consumer", "env": env}]}}}}
+    kubectl(lab, "patch", "deployment", f"{name}-consumer", "-p", json.dumps(patch))
+    rollout = eventually(completed("rolling-update"), 120, "the rolling update Completed")
+    assert rollout.get("static") is True, rollout
+
+    def replaced() -> list[dict[str, Any]] | None:
+        pods = pods_of(lab, name)
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        fresh = all(p["metadata"]["name"] not in first for p in live)
+        return live if len(live) == replicas and fresh else None
+
+    live = eventually(replaced, 60, "only new pods left")
+    after = eventually(settled, 60, "the group settled after the update")
+    # Every identity carried over, none shared, none new.
+    assert sorted(slot_of(pod) for pod in live) == sorted(first.values()), live
+    # No rebalance: the generation the cold start made is the one the new members joined.
+    assert after["rebalances"] == rebalances, (before, after)
+    assert after["generation"] == before["generation"], (before, after)
+    # Each new consumer was assigned its partitions in that very generation.
+    for pod in live:
+        [log] = pod_logs(lab, pod["metadata"]["name"])
+        assert consumer_log_generations(log) == {before["generation"]}, log.read_text()
+
+
+def slot_of(pod: dict[str, Any]) -> str | None:
+    return (pod["metadata"].get("annotations") or {}).get(INSTANCE_ID_ANNOTATION)

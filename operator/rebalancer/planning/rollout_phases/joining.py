@@ -3,6 +3,7 @@ settle by the batch's deadline."""
 
 from __future__ import annotations
 
+from rebalancer.planning.identity_slots import decode_slots
 from rebalancer.planning.rollout_actions import Action, OpenGate
 from rebalancer.planning.rollout_phases.common import Phase
 from rebalancer.planning.rollout_phases.opening import OpeningStep
@@ -76,5 +77,8 @@ class JoiningStep(OpeningStep, SettlingStep):
         else:
             late = ()
         if late:
-            actions.append(OpenGate(label, late))
+            # A pod opened under an identity slot is opened again under the same one.
+            remembered = decode_slots(state.slots)
+            slots = tuple((name, remembered[name]) for name in late if name in remembered)
+            actions.append(OpenGate(label, late, slots))
         return actions

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rebalancer.planning.autoscalers import hpa_quiet_at
+from rebalancer.planning.identity_slots import decode_slots, encode_slots, hand_out
 from rebalancer.planning.rollout_actions import (
     Action,
     DeletePods,
@@ -78,6 +79,8 @@ class OpeningStep(StoppedStep):
         size = self.batch_size()
         need = min(size, remaining)
         waiting = [pod for pod in held_pods(workload) if pod.gate is GateState.WAITING]
+        if workload.identity_slots:
+            return self.open_with_slots(workload, waiting, size, need)
         gathered = len(waiting) >= need
         timed_out = state.gather_until is not None and self.now >= state.gather_until
         if not waiting or not (gathered or timed_out):
@@ -88,6 +91,38 @@ class OpeningStep(StoppedStep):
             return state, []
         chosen = tuple(pod.name for pod in waiting[:size])
         return self.released(state, chosen), [OpenGate(label, chosen)]
+
+    def open_with_slots(
+        self, workload: WorkloadView, waiting: Sequence[PodView], size: int, need: int
+    ) -> tuple[RolloutState, list[Action]]:
+        """Open pods that join under identity slots (planning.identity_slots).
+
+        In a rolling update each new pod takes the identity of a pod that left, or of an old
+        pod deleted in the same step, and the coordinator swaps the member without a
+        rebalance: there is nothing to gather for, so whoever waits goes, up to the batch size.
+        Joins of a cold start or scale-up are new members and gather as usual."""
+        state = self.state
+        swap = state.kind is RolloutKind.ROLLING_UPDATE and state.static
+        if not swap:
+            timed_out = state.gather_until is not None and self.now >= state.gather_until
+            if not waiting or not (len(waiting) >= need or timed_out):
+                return state, []
+            if not timed_out and self.hpa_stepping():
+                return state, []
+        remembered = decode_slots(state.slots)
+        handout = hand_out(workload, waiting[:size], remembered, swap=swap)
+        if not handout.slots:
+            return state, []
+        remembered.update(handout.slots)
+        actions: list[Action] = []
+        if handout.retiring:
+            retiring = handout.retiring
+            actions.append(
+                DeletePods(tuple(p.name for p in retiring), tuple(p.uid for p in retiring))
+            )
+        actions.append(OpenGate(self.label(), handout.pods, handout.slots))
+        released = self.released(state.moved(slots=encode_slots(remembered)), handout.pods)
+        return released, actions
 
     def open_statefulset(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
         state = self.state

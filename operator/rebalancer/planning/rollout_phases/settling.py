@@ -95,7 +95,7 @@ class SettlingStep(PlanningStep):
         settling: every pod of it Ready at the new revision within the static budget of its
         release, and the group still at the generation it had then (advances_on_ready)."""
         state = self.state
-        if not advances_on_ready(self.setup, state.static, state.mechanism):
+        if not advances_on_ready(self.setup, state.static, state.mechanism, state.kind):
             return False
         if state.batch >= state.batches or state.opened_at is None:
             return False
