@@ -86,12 +86,43 @@ def apply(lab: Lab, *documents: dict[str, Any]) -> str:
     return kubectl(lab, "apply", "-f", "-", stdin=yaml.safe_dump_all(documents))
 
 
-def eventually(probe: Callable[[], T | None], timeout: float, what: str, every: float = 0.5) -> T:
+def eventually(
+    probe: Callable[[], T | None],
+    timeout: float,
+    what: str,
+    every: float = 0.5,
+    context: Callable[[], str] | None = None,
+) -> T:
     # An API error (a 404 before the object exists) is "not yet" as a failed assertion is.
     value: T = polling.eventually(
-        probe, what, timeout, every=every, not_yet=(AssertionError, client.ApiException)
+        probe,
+        what,
+        timeout,
+        every=every,
+        not_yet=(AssertionError, client.ApiException),
+        context=context,
     )
     return value
+
+
+def lab_context(lab: Lab, name: str, logs: tuple[str, ...] = ()) -> Callable[[], str]:
+    """What a failed wait on ConsumerGroup `name` should show: its status, the tail of the
+    operator's log and of the named lab process logs (`<state>/logs/<name>.log`)."""
+
+    def describe() -> str:
+        lines = []
+        try:
+            lines.append(f"status: {json.dumps(get_cg(lab, name).get('status'))[:3000]}")
+        except Exception as error:  # the wait failed anyway: show what can be shown
+            lines.append(f"status: unreadable ({error})")
+        root = lab.config.state_dir / "logs"
+        for log in ("operator", *logs):
+            path = root / f"{log}.log"
+            text = path.read_text(errors="replace") if path.exists() else "(none)"
+            lines.append(f"--- {log}.log (tail)\n" + "\n".join(text.splitlines()[-25:]))
+        return "\n".join(lines)
+
+    return describe
 
 
 def get_cg(lab: Lab, name: str, namespace: str = "default") -> dict[str, Any]:

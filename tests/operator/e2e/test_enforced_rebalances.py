@@ -17,6 +17,7 @@ from tests.operator.e2e.support import (
     free_port,
     get_cg,
     kubectl,
+    lab_context,
     statefulset,
 )
 
@@ -73,7 +74,10 @@ def test_changing_the_request_token_costs_exactly_one_generation(lab: Lab, tmp_p
         ready = condition(found, "Ready").get("status") == "True"
         return found if ready and group.get("members") == 2 else None
 
-    before = eventually(settled, 120, "two application members, Ready")["status"]["group"]
+    logs = tuple(f"{name}-consumer-{index}" for index in range(2))
+    before = eventually(
+        settled, 120, "two application members, Ready", context=lab_context(lab, name, logs)
+    )["status"]["group"]
     # The baseline token never enforces; let the group stay quiet for a moment to be sure.
     time.sleep(4)
     quiet = get_cg(lab, name)["status"]["group"]
