@@ -199,3 +199,48 @@ def test_the_planner_swaps_each_waiting_new_pod_for_an_old_one_in_one_step() -> 
     assert actions.index(deletes[0]) < actions.index(opens[0])
     assert decode_slots(state.slots) == {"new-a": "web-0", "new-b": "web-1"}
     assert state.phase is RolloutPhase.BATCH_JOINING
+
+
+def test_an_old_pod_still_listed_after_its_slot_went_to_a_new_pod_is_not_retired_again() -> None:
+    # new-a took old-0's slot a step ago; old-0's deletion is not in this observation yet.
+    fleet = old_fleet()
+    new = waiting("new-a", "new-b")
+    handout = hand_out(deployment(fleet + new), new[1:], {"new-a": "web-0"}, swap=True)
+    assert handout.slots == (("new-b", "web-1"),)
+    assert [p.name for p in handout.retiring] == ["old-1"]
+
+
+def test_a_swap_batch_takes_a_new_pod_in_as_soon_as_one_of_its_pods_is_ready() -> None:
+    fleet = old_fleet(4)
+    first = waiting("new-a", "new-b")
+    view = deployment(fleet + first, replicas=4)
+    observation = Observation(SETUP, view, group(4))
+    state, _ = step(RolloutState(), observation, T0)
+    if state.phase is not RolloutPhase.BATCH_JOINING:
+        state, _ = step(state, observation, T0 + 1)
+    assert state.opened == ("new-a", "new-b")
+    # new-a is Ready under web-0 (old-0 gone); new-b still starting; new-c reached its gate.
+    ready = replace(first[0], gate=GateState.PASSED, ready=True, instance_id="web-0")
+    starting = replace(first[1], gate=GateState.OPEN, instance_id="web-1")
+    later = [fleet[2], fleet[3], ready, starting, *waiting("new-c")]
+    state, actions = step(state, Observation(SETUP, deployment(later, 4), group(4)), T0 + 3)
+    assert state.phase is RolloutPhase.BATCH_JOINING and state.batch == 1
+    opens = [a for a in actions if isinstance(a, OpenGate)]
+    assert [dict(a.slots) for a in opens] == [{"new-c": "web-2"}]
+    deletes = [a for a in actions if isinstance(a, DeletePods)]
+    assert [d.pods for d in deletes] == [("old-2",)]
+    assert state.opened == ("new-a", "new-b", "new-c")
+    # The window is full (new-b and new-c in flight): a fourth pod waits.
+    full = [fleet[3], ready, starting, replace(waiting("new-c")[0], gate=GateState.OPEN)]
+    full.append(waiting("new-d")[0])
+    _, actions = step(state, Observation(SETUP, deployment(full, 4), group(4)), T0 + 4)
+    assert not [a for a in actions if isinstance(a, OpenGate) and "new-d" in a.pods]
+
+
+def test_slots_the_old_pods_were_given_by_an_earlier_rollout_do_not_block_their_swap() -> None:
+    fleet = old_fleet()
+    new = waiting("new-a")
+    remembered = {"old-0": "web-0", "old-1": "web-1", "old-2": "web-2"}
+    handout = hand_out(deployment(fleet + new), new, remembered, swap=True)
+    assert handout.slots == (("new-a", "web-0"),)
+    assert [p.name for p in handout.retiring] == ["old-0"]

@@ -53,6 +53,12 @@ def encode_slots(slots: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(f"{pod}={slot}" for pod, slot in sorted(slots.items()))
 
 
+def remembered_slots(entries: Sequence[str], workload: WorkloadView) -> dict[str, str]:
+    """The rollout state's slots of pods that still exist (a pod that is gone holds none)."""
+    present = {pod.name for pod in workload.pods}
+    return {pod: slot for pod, slot in decode_slots(entries).items() if pod in present}
+
+
 @dataclass(frozen=True)
 class Handout:
     """Slots for pods about to be opened, and the old pods leaving to free theirs."""
@@ -94,12 +100,28 @@ def hand_out(
     """Slots for `pods` (in order), under the rules above; a pod that can have none this step
     is left out (it waits for a slot to be released)."""
     held = held_slots(workload, remembered)
+    # Who holds each slot: an old pod whose slot another pod holds too was retired a step ago
+    # (the observation predates its deletion) and has nothing left to hand over.
+    holders: dict[str, set[str]] = {}
+    for present in workload.pods:
+        if present.instance_id and not present.terminating:
+            holders.setdefault(present.instance_id, set()).add(present.name)
+    for name, slot_given in remembered.items():
+        holders.setdefault(slot_given, set()).add(name)
     below = (
         slot
         for slot in (slot_name(workload.name, k) for k in range(workload.replicas))
         if slot not in held
     )
-    old = iter(swappable(workload) if swap else ())
+    old = iter(
+        [
+            pod
+            for pod in swappable(workload)
+            if pod.instance_id and holders.get(pod.instance_id, set()) <= {pod.name}
+        ]
+        if swap
+        else []
+    )
     above = _free_above(workload, held)
     given: list[tuple[str, str]] = []
     retiring: list[PodView] = []

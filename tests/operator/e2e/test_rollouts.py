@@ -28,6 +28,7 @@ from tests.operator.e2e.support import (
     get_cg,
     incarnations,
     kubectl,
+    lab_context,
     restart_operator,
     running_lab,
 )
@@ -314,7 +315,12 @@ def test_a_deployment_update_hands_each_identity_over_without_a_rebalance(lab: L
     env = [{"name": "APP_VERSION", "value": "2"}]
     patch = {"spec": {"template": {"spec": {"containers": [{"name": "consumer", "env": env}]}}}}
     kubectl(lab, "patch", "deployment", f"{name}-consumer", "-p", json.dumps(patch))
-    rollout = eventually(completed("rolling-update"), 120, "the rolling update Completed")
+    rollout = eventually(
+        completed("rolling-update"),
+        120,
+        "the rolling update Completed",
+        context=lab_context(lab, name),
+    )
     assert rollout.get("static") is True, rollout
 
     def replaced() -> list[dict[str, Any]] | None:

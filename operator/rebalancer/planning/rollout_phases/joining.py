@@ -3,12 +3,18 @@ settle by the batch's deadline."""
 
 from __future__ import annotations
 
-from rebalancer.planning.identity_slots import decode_slots
-from rebalancer.planning.rollout_actions import Action, OpenGate
+from rebalancer.planning.identity_slots import (
+    decode_slots,
+    encode_slots,
+    hand_out,
+    remembered_slots,
+)
+from rebalancer.planning.rollout_actions import Action, DeletePods, OpenGate
 from rebalancer.planning.rollout_phases.common import Phase
 from rebalancer.planning.rollout_phases.opening import OpeningStep
 from rebalancer.planning.rollout_phases.settling import SettlingStep
-from rebalancer.planning.rollout_states import Mechanism, RolloutState
+from rebalancer.planning.rollout_plans import held_pods
+from rebalancer.planning.rollout_states import Mechanism, RolloutKind, RolloutState
 from rebalancer.structs.gates import GateState
 from rebalancer.structs.workloads import WorkloadView
 
@@ -29,6 +35,9 @@ class JoiningStep(OpeningStep, SettlingStep):
         if late:
             # Strays that reached their gates after the release join with the batch.
             state = self.state = state.moved(opened=state.opened + late)
+        state, swaps = self.slide_swaps(workload)
+        self.state = state
+        actions += swaps
         if self.settled(workload):
             settled = state.moved(
                 phase=Phase.BATCH_SETTLING,
@@ -51,6 +60,48 @@ class JoiningStep(OpeningStep, SettlingStep):
                 actions=actions,
             )
         return state, actions
+
+    def slide_swaps(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        """A batch of identity swaps takes new pods in as they reach their gates.
+
+        A swap costs no rebalance (planning.identity_slots), so there is nothing to gather a
+        batch for: the batch size bounds the swaps in flight (pods opened whose consumer is not
+        Ready yet), and a new pod that reaches its gate while there is room is swapped in at
+        once rather than after the whole batch is Ready: a sliding window."""
+        state = self.state
+        swapping = (
+            state.kind is RolloutKind.ROLLING_UPDATE
+            and state.mechanism is Mechanism.GATE_QUEUE
+            and state.static
+            and workload.identity_slots
+        )
+        if not swapping or (state.opened_at is not None and state.opened_at >= self.now):
+            return state, []
+        live = {pod.name: pod for pod in workload.live_pods}
+        in_flight = [name for name in state.opened if name not in live or not live[name].ready]
+        room = self.batch_size() - len(in_flight)
+        opened = set(state.opened)
+        waiting = [
+            pod
+            for pod in held_pods(workload)
+            if pod.gate is GateState.WAITING and pod.name not in opened
+        ]
+        if room <= 0 or not waiting:
+            return state, []
+        remembered = remembered_slots(state.slots, workload)
+        handout = hand_out(workload, waiting[:room], remembered, swap=True)
+        if not handout.slots:
+            return state, []
+        remembered.update(handout.slots)
+        actions: list[Action] = []
+        if handout.retiring:
+            retiring = handout.retiring
+            actions.append(
+                DeletePods(tuple(p.name for p in retiring), tuple(p.uid for p in retiring))
+            )
+        actions.append(OpenGate(self.label(), handout.pods, handout.slots))
+        slid = state.moved(opened=state.opened + handout.pods, slots=encode_slots(remembered))
+        return slid, actions
 
     def keep_released(self, workload: WorkloadView) -> list[Action]:
         """What keeps the batch released, asked again in case a step was lost."""

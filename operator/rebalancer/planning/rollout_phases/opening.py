@@ -6,7 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rebalancer.planning.autoscalers import hpa_quiet_at
-from rebalancer.planning.identity_slots import decode_slots, encode_slots, hand_out
+from rebalancer.planning.identity_slots import (
+    encode_slots,
+    hand_out,
+    remembered_slots,
+)
 from rebalancer.planning.rollout_actions import (
     Action,
     DeletePods,
@@ -109,7 +113,7 @@ class OpeningStep(StoppedStep):
                 return state, []
             if not timed_out and self.hpa_stepping():
                 return state, []
-        remembered = decode_slots(state.slots)
+        remembered = remembered_slots(state.slots, workload)
         handout = hand_out(workload, waiting[:size], remembered, swap=swap)
         if not handout.slots:
             return state, []
