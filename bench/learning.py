@@ -29,7 +29,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -56,6 +55,7 @@ from rebalancer.learning.scoring import (
     session_candidates,
     startup_cost_s,
 )
+from rebalancer_lab.ports import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 FLEETS_PER_SIZE = {100_000: 24, 1_000_000: 80, 10_000_000: 240}
@@ -180,13 +180,6 @@ def run_job(
     summary = json.loads((output / "recommendations.json").read_text())
     log(f"{size:,}: {seconds:.1f} s, peak {peak / 2**20:,.0f} MiB")
     return JobRun(size, records, fleets, seconds, peak, summary)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

@@ -110,7 +110,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -143,6 +142,7 @@ from rebalancer.simulation import (
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.gates import INSTANCE_ID_ANNOTATION, INSTANCE_ID_FIELD_PATH
 from rebalancer_lab.kubelet import JITTER_ANNOTATION
+from rebalancer_lab.ports import free_port
 from rebalancer_lab.producer import ensure_topic
 from rebalancer_lab.running import Lab, LabConfig
 from rollouts_summary import SCENARIOS, STRATEGIES
@@ -501,12 +501,6 @@ def _running(container: dict[str, Any]) -> bool:
 
 
 # -- workloads --------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def topic_of(cell: Cell) -> str:

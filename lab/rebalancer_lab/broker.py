@@ -59,6 +59,7 @@ from rebalancer_lab.broker_security import (
     scram_format_arguments,
 )
 from rebalancer_lab.kafka_jars import KAFKA_VERSION, class_path, data_file, java_binary
+from rebalancer_lab.ports import free_port
 
 logger = logging.getLogger(__name__)
 
@@ -112,12 +113,6 @@ def _ask_coordinator(settings: Mapping[str, str], group_id: str) -> int | None:
 
 class BrokerStartError(RuntimeError):
     """The broker did not start or did not answer; the message quotes the end of its log."""
-
-
-def free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 def port_taken(host: str, port: int) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import http.server
 import json
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ from tests import polling
 from rebalancer.clients.reporting import MemberIdentity, MemberReporter, build_report_body
 from rebalancer.structs.brokers import TopicPartition
 from rebalancer.structs.reports import parse_report
+from rebalancer_lab.ports import free_port
 
 KEYS = {
     "version",
@@ -132,12 +132,6 @@ def test_no_token_no_authorization_header(sink: Sink) -> None:
     wait_for(lambda: len(sink.bodies) == 1)
     sender.close()
     assert "Authorization" not in sink.headers[0]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_operator_down_never_blocks_drops_oldest_logs_once_then_recovers(

@@ -4,7 +4,6 @@ downward API gives that address, probes go to it, and it is free again once the 
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import socket
 import time
@@ -19,6 +18,7 @@ from rebalancer_lab.kubelet.addresses import (
     PodAddresses,
     configured_pod_network,
 )
+from rebalancer_lab.ports import free_port
 
 # Answers every GET with "<pod name> <POD_IP>", listening where $LISTEN says.
 SERVER = python_script(
@@ -36,12 +36,6 @@ SERVER = python_script(
     "http.server.HTTPServer((host, int(port)), Handler).serve_forever()\n"
 )
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def free_port() -> int:
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def server(name: str, port: int, listen: str, **probes: object) -> dict:

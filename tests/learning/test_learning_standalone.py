@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from pyspark.sql import SparkSession
 
 from rebalancer.learning.fleets import Fleet, write_history
 from rebalancer.learning.jobs import LearnOptions, learn
+from rebalancer_lab.ports import free_port
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 REBALANCER = Path(sys.executable).parent / "rebalancer"
@@ -53,13 +53,6 @@ FLEETS = [
 # Fewer simulated start-ups than the default: the comparison holds for any count, and the test
 # stays fast.
 SAMPLES = "4"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def read_json(url: str) -> Any:

@@ -1,21 +1,12 @@
-"""Waiting for the control plane's endpoints: free ports and polling of health URLs."""
+"""Waiting for the control plane's endpoints: polling of health URLs."""
 
 from __future__ import annotations
 
-import socket
 import ssl
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-
-
-def free_port(host: str) -> int:
-    # The port is free when this returns; another process could take it before ours binds it,
-    # which on a test machine is rare enough to surface as a start failure rather than to lock.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 def client_context(

@@ -24,8 +24,9 @@ from pathlib import Path
 from types import TracebackType
 
 from rebalancer_lab.controlplane.building import ensure_control_plane
-from rebalancer_lab.controlplane.health import client_context, free_port, probe, wait_until
+from rebalancer_lab.controlplane.health import client_context, probe, wait_until
 from rebalancer_lab.controlplane.processes import Child, stop_all
+from rebalancer_lab.ports import free_port
 
 Progress = Callable[[str], None]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -17,6 +16,7 @@ from typing import Any, TypeVar
 from tests import polling
 
 import rebalancer
+from rebalancer_lab.ports import free_port
 
 T = TypeVar("T")
 SESSION_TIMEOUT_MS = 6000
@@ -25,12 +25,6 @@ OPERATOR_DIR = str(Path(rebalancer.__file__).resolve().parent.parent)
 
 def fresh(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def eventually(probe: Callable[[], T | None], timeout: float, what: str, every: float = 0.1) -> T:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import socket
 import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,17 +19,12 @@ from tests.kafka_brokers import shared_broker
 
 from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer.structs.gates import INSTANCE_ID_FIELD_PATH
+from rebalancer_lab.ports import free_port
 from rebalancer_lab.processes import ChildProcess
 from rebalancer_lab.running import Lab, LabConfig
 
 T = TypeVar("T")
 KUBECTL = shutil.which("kubectl")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
