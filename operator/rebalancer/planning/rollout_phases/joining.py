@@ -3,13 +3,8 @@ settle by the batch's deadline."""
 
 from __future__ import annotations
 
-from rebalancer.planning.identity_slots import (
-    decode_slots,
-    encode_slots,
-    hand_out,
-    remembered_slots,
-)
-from rebalancer.planning.rollout_actions import Action, DeletePods, OpenGate
+from rebalancer.planning.identity_slots import decode_slots
+from rebalancer.planning.rollout_actions import Action, OpenGate
 from rebalancer.planning.rollout_phases.common import Phase
 from rebalancer.planning.rollout_phases.opening import OpeningStep
 from rebalancer.planning.rollout_phases.settling import SettlingStep
@@ -88,20 +83,11 @@ class JoiningStep(OpeningStep, SettlingStep):
         ]
         if room <= 0 or not waiting:
             return state, []
-        remembered = remembered_slots(state.slots, workload)
-        handout = hand_out(workload, waiting[:room], remembered, swap=True)
-        if not handout.slots:
+        given = self.give_slots(workload, waiting[:room], swap=True)
+        if given is None:
             return state, []
-        remembered.update(handout.slots)
-        actions: list[Action] = []
-        if handout.retiring:
-            retiring = handout.retiring
-            actions.append(
-                DeletePods(tuple(p.name for p in retiring), tuple(p.uid for p in retiring))
-            )
-        actions.append(OpenGate(self.label(), handout.pods, handout.slots))
-        slid = state.moved(opened=state.opened + handout.pods, slots=encode_slots(remembered))
-        return slid, actions
+        pods, slots, actions = given
+        return state.moved(opened=state.opened + pods, slots=slots), actions
 
     def keep_released(self, workload: WorkloadView) -> list[Action]:
         """What keeps the batch released, asked again in case a step was lost."""

@@ -113,10 +113,22 @@ class OpeningStep(StoppedStep):
                 return state, []
             if not timed_out and self.hpa_stepping():
                 return state, []
-        remembered = remembered_slots(state.slots, workload)
-        handout = hand_out(workload, waiting[:size], remembered, swap=swap)
-        if not handout.slots:
+        given = self.give_slots(workload, waiting[:size], swap)
+        if given is None:
             return state, []
+        pods, slots, actions = given
+        return self.released(state.moved(slots=slots), pods), actions
+
+    def give_slots(
+        self, workload: WorkloadView, pods: Sequence[PodView], swap: bool
+    ) -> tuple[tuple[str, ...], tuple[str, ...], list[Action]] | None:
+        """Slots for `pods` (planning.identity_slots): the pods opened, the rollout's slots
+        after it, and the actions (old pods retired first, then the gates opened); None when no
+        pod can have one this step."""
+        remembered = remembered_slots(self.state.slots, workload)
+        handout = hand_out(workload, pods, remembered, swap=swap)
+        if not handout.slots:
+            return None
         remembered.update(handout.slots)
         actions: list[Action] = []
         if handout.retiring:
@@ -125,8 +137,7 @@ class OpeningStep(StoppedStep):
                 DeletePods(tuple(p.name for p in retiring), tuple(p.uid for p in retiring))
             )
         actions.append(OpenGate(self.label(), handout.pods, handout.slots))
-        released = self.released(state.moved(slots=encode_slots(remembered)), handout.pods)
-        return released, actions
+        return handout.pods, encode_slots(remembered), actions
 
     def open_statefulset(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
         state = self.state
