@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from tests.planning.rollout_world import T0, World, drive, setup_for, with_pods
 
-from rebalancer.planning.rollout_actions import DeletePods
+from rebalancer.planning.rollout_actions import DeletePods, SetStatefulSetPartition
 from rebalancer.planning.rollout_plans import (
     Change,
     RolloutSetup,
@@ -110,11 +110,15 @@ def test_a_new_generation_since_the_release_waits_for_the_group() -> None:
     observation = world.observe(setup, later)
     assert observation.group is not None
     moved = replace(observation, group=replace(observation.group, generation=6))
-    after, _ = step(state, moved, later)
-    assert (after.phase, after.batch) == (RolloutPhase.BATCH_JOINING, 1)
+    after, actions = step(state, moved, later)
+    assert (after.phase, after.batch, after.sizes) == (RolloutPhase.BATCH_JOINING, 1, state.sizes)
+    assert not any(isinstance(action, SetStatefulSetPartition) for action in actions)
     same = replace(observation, group=replace(observation.group, generation=5))
-    after, _ = step(state, same, later)
-    assert (after.phase, after.batch) == (RolloutPhase.BATCH_OPENING, 2)
+    after, actions = step(state, same, later)
+    # The window slides: the next ordinal joins the batch and its partition is set.
+    assert (after.phase, after.batch) == (RolloutPhase.BATCH_JOINING, 1)
+    assert after.sizes == (2, 1, 1)
+    assert SetStatefulSetPartition(2) in actions
 
 
 def test_only_static_replacements_with_a_budget_skip_the_settle_between_batches() -> None:
@@ -143,5 +147,40 @@ def test_only_static_replacements_with_a_budget_skip_the_settle_between_batches(
 
 def test_the_plan_note_says_when_the_next_pod_follows() -> None:
     notes = plan_notes(static_setup(), updating_world().workload(T0), STATIC_UPDATE)
-    assert any("followed by the next once its pods are Ready" in note for note in notes)
-    assert any("must settle after the last batch" in note for note in notes)
+    assert any("as each replaced pod is Ready the next is replaced" in note for note in notes)
+    assert any("must settle after the last pod" in note for note in notes)
+
+
+def test_the_window_slides_past_a_slow_restart_and_never_holds_more_than_the_batch() -> None:
+    world = World(
+        replicas=8,
+        gate_installed=False,
+        settle_s=SETTLE_S,
+        restart_s=2.0,
+        # orders-7's new pod takes 12 s to start; every other one 1 s.
+        start_delay=lambda name, n: 12.0 if (name, n) == ("orders-7", 2) else 1.0,
+    )
+    with_pods(world, T0)
+    world.revision = "r2"
+    setup = static_setup()
+    setup = replace(setup, policy=replace(setup.policy, max_batch_size=2))
+    state = RolloutState()
+    away_most = 0
+    for index in range(600):
+        now = T0 + index * 0.5
+        world.tick(now)
+        state, actions = step(state, world.observe(setup, now), now)
+        world.apply(actions, now)
+        view = world.workload(now)
+        back = {pod.name for pod in view.live_pods if pod.updated and pod.ready}
+        replaced = {name for _, names in deletions(world) for name in names}
+        away_most = max(away_most, len(replaced - back))
+        if done(state):
+            break
+    assert state.phase is RolloutPhase.COMPLETED
+    deleted = {name: at for at, names in deletions(world) for name in names}
+    assert sorted(deleted) == [f"orders-{k}" for k in range(8)]
+    # orders-7 is away about 14 s: the window slides on past it, one pod at a time, instead
+    # of waiting for it before orders-5 and the rest (each of which is back in about 4 s).
+    assert deleted["orders-3"] < deleted["orders-7"] + 14.0
+    assert away_most == 2

@@ -61,6 +61,21 @@ def test_conditions_follow_the_phase() -> None:
     assert paused[0].reason == "RolloutPaused"
 
 
+def test_a_statefulset_replacement_says_how_many_pods_are_out() -> None:
+    # A sliding window (static members) gathered two later pods into batch 2.
+    sliding = RolloutState(
+        phase=RolloutPhase.BATCH_JOINING,
+        kind=RolloutKind.ROLLING_UPDATE,
+        mechanism=Mechanism.STATEFULSET_REPLACE,
+        batch=2,
+        sizes=(2, 4, 2),
+        ordinals=(7, 6, 5, 4, 3, 2, 1, 0),
+        opened=("orders-5", "orders-4", "orders-3"),
+    )
+    [progressing] = rollout_conditions(sliding)
+    assert "batch 2 of 3, 5 of 8 pods released (BatchJoining)" in progressing.message
+
+
 def test_the_group_comes_back_from_status() -> None:
     snapshot = GroupSnapshot(
         state="Stable",

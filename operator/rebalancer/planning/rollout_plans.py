@@ -479,11 +479,12 @@ def plan_notes(setup: RolloutSetup, workload: WorkloadView, change: Change) -> l
         )
     elif advances_on_ready(setup, change.static, change.mechanism, change.kind):
         notes.append(
-            "each replaced batch is followed by the next once its pods are Ready, if they were "
-            f"back within {static_budget_s(setup):.0f} s and the group kept its generation, "
-            "without waiting for the group to settle (static members take their assignment "
-            "back without a rebalance); the group must settle after the last batch, or after "
-            "one that was away longer"
+            "pods are replaced in a sliding window of the batch size: as each replaced pod is "
+            "Ready the next is replaced, without waiting for the group to settle (static "
+            "members take their assignment back without a rebalance), as long as the last "
+            f"replacement is no older than {static_budget_s(setup):.0f} s and the group kept "
+            "its generation; the group must settle after the last pod, or when the window "
+            "stops"
         )
     if change.kind is RolloutKind.COLD_START and setup.join_window_s == 0:
         notes.append(

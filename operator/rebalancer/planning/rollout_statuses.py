@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rebalancer.planning.rollout_states import Mechanism as RolloutMechanism
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState, parse_time
 from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
@@ -17,6 +18,11 @@ from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 def rollout_conditions(state: RolloutState) -> list[Condition]:
     """Conditions the rollout imposes now ([] when it has nothing to say)."""
     batch = f"batch {state.batch} of {state.batches}"
+    if state.mechanism is RolloutMechanism.STATEFULSET_REPLACE and state.ordinals:
+        # A static StatefulSet's window slides the later batches into the current one
+        # (rollout_phases.joining.slide_statefulset): the pods tell the progress better.
+        released = sum(state.sizes[: max(state.batch - 1, 0)]) + len(state.opened)
+        batch += f", {min(released, len(state.ordinals))} of {len(state.ordinals)} pods released"
     counts = f"{state.members_joined} members joined, {state.rebalances} rebalances so far"
     if state.phase is RolloutPhase.FAILED:
         reason = state.reason or "RolloutFailed"

@@ -306,10 +306,12 @@ def _gathering(state: RolloutState, observation: Observation) -> bool:
 
 
 def _quick(state: RolloutState, observation: Observation) -> bool:
-    """Whether the batch out now is followed by the next once its pods are Ready."""
-    return state.batch < state.batches and advances_on_ready(
-        observation.setup, state.static, state.mechanism, state.kind
-    )
+    """Whether the batch out now is followed by the next once its pods are Ready, or (a
+    StatefulSet's sliding window, which gathers the later batches into the current one) its
+    window slides on as they are."""
+    if not advances_on_ready(observation.setup, state.static, state.mechanism, state.kind):
+        return False
+    return state.batch < state.batches or state.mechanism is Mechanism.STATEFULSET_REPLACE
 
 
 def _next_wake(state: RolloutState, observation: Observation, now: float) -> float | None:

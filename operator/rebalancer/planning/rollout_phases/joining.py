@@ -8,7 +8,13 @@ from rebalancer.planning.rollout_actions import Action, OpenGate
 from rebalancer.planning.rollout_phases.common import Phase
 from rebalancer.planning.rollout_phases.opening import OpeningStep
 from rebalancer.planning.rollout_phases.settling import SettlingStep
-from rebalancer.planning.rollout_plans import held_pods
+from rebalancer.planning.rollout_plans import (
+    Change,
+    advances_on_ready,
+    batch_limit,
+    held_pods,
+    static_budget_s,
+)
 from rebalancer.planning.rollout_states import Mechanism, RolloutKind, RolloutState
 from rebalancer.structs.gates import GateState
 from rebalancer.structs.workloads import WorkloadView
@@ -33,6 +39,9 @@ class JoiningStep(OpeningStep, SettlingStep):
         state, swaps = self.slide_swaps(workload)
         self.state = state
         actions += swaps
+        state, replacing = self.slide_statefulset(workload)
+        self.state = state
+        actions += replacing
         if self.settled(workload):
             settled = state.moved(
                 phase=Phase.BATCH_SETTLING,
@@ -89,6 +98,57 @@ class JoiningStep(OpeningStep, SettlingStep):
         pods, slots, actions = given
         return state.moved(opened=state.opened + pods, slots=slots), actions
 
+    def slide_statefulset(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
+        """A StatefulSet's static members are replaced in a sliding window.
+
+        A static member back within its session takes its assignment back without a rebalance
+        (advances_on_ready), so nothing but the batch size bounds how many are away at once:
+        as each replaced pod is Ready, the next ordinal of the rollout joins the batch and is
+        replaced, the window never holding more than the batch size in flight, as the
+        StatefulSet controller's own maxUnavailable does. Waiting for a whole batch would wait
+        for its slowest restart. The window stops sliding when the group moved to a new
+        generation or the last release is older than the session covers; the batch then
+        settles as any other."""
+        state = self.state
+        if state.mechanism is not Mechanism.STATEFULSET_REPLACE:
+            return state, []
+        if not advances_on_ready(self.setup, state.static, state.mechanism, state.kind):
+            return state, []
+        if state.batch >= state.batches or state.opened_at is None:
+            return state, []
+        if state.opened_at >= self.now or self.now - state.opened_at > static_budget_s(self.setup):
+            return state, []
+        group = self.obs.group
+        generation = group.generation if group is not None else None
+        if generation is not None and state.generation_at_open not in (None, generation):
+            return state, []
+        live = {pod.ordinal: pod for pod in workload.live_pods if pod.ordinal is not None}
+        chunk = self.chunk()
+        back = [
+            ordinal
+            for ordinal in chunk
+            if ordinal in live
+            and live[ordinal].ready
+            and live[ordinal].updated
+            and live[ordinal].gate.through
+        ]
+        change = Change(state.kind or RolloutKind.ROLLING_UPDATE, state.mechanism, state.static)
+        window = batch_limit(self.setup, workload, change, len(state.ordinals))
+        room = window - (len(chunk) - len(back))
+        if room <= 0:
+            return state, []
+        sizes = widened(state.sizes, state.batch - 1, room)
+        slid = state.moved(sizes=sizes)
+        self.state = slid
+        added = tuple(self.names(workload, self.chunk()[len(chunk) :]))
+        slid = slid.moved(
+            opened=state.opened + added,
+            opened_at=self.now,
+            deadline=self.now + self.policy.batch_deadline_seconds,
+        )
+        self.state = slid
+        return slid, self.replace_chunk(workload, self.chunk())[1]
+
     def keep_released(self, workload: WorkloadView) -> list[Action]:
         """What keeps the batch released, asked again in case a step was lost."""
         state = self.state
@@ -119,3 +179,15 @@ class JoiningStep(OpeningStep, SettlingStep):
             slots = tuple((name, remembered[name]) for name in late if name in remembered)
             actions.append(OpenGate(label, late, slots))
         return actions
+
+
+def widened(sizes: tuple[int, ...], index: int, more: int) -> tuple[int, ...]:
+    """`sizes` with up to `more` pods moved into batch `index` from the batches after it,
+    emptied batches dropped."""
+    grown = list(sizes)
+    for later in range(index + 1, len(grown)):
+        taken = min(grown[later], more)
+        grown[later] -= taken
+        grown[index] += taken
+        more -= taken
+    return tuple(size for size in grown if size > 0)
