@@ -89,6 +89,7 @@ class World:
     ready_s: float = 0.3  # from consumer start until it is Ready
     settle_s: float = 3.5  # from the last join until the group is settled
     names_known: bool = True  # members report their pod names
+    static: bool = False  # members join with their pod's name as group.instance.id
     # Incarnations the scheduler never looks at (kubernetes/kubernetes#93062), per pod name.
     unnoticed: Callable[[str, int], bool] = lambda _name, _incarnation: False
     pods: dict[str, SimPod] = field(default_factory=dict)
@@ -267,7 +268,7 @@ class World:
             MemberSummary(
                 host=name if self.names_known else f"10.0.0.{index}",
                 member_id=f"{name}-id",
-                instance_id=None,
+                instance_id=name if self.static else None,
                 generation=None,
                 partitions=1,
                 source=Source.MEMBER_REPORTS,

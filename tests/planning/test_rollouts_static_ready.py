@@ -44,6 +44,7 @@ def updating_world(start_delay: float = 1.0) -> World:
         settle_s=SETTLE_S,
         restart_s=2.0,
         start_delay=lambda _name, incarnation: start_delay if incarnation > 1 else 1.0,
+        static=True,
     )
     with_pods(world, T0)
     world.revision = "r2"
@@ -159,6 +160,7 @@ def test_the_window_slides_past_a_slow_restart_and_never_holds_more_than_the_bat
         restart_s=2.0,
         # orders-7's new pod takes 12 s to start; every other one 1 s.
         start_delay=lambda name, n: 12.0 if (name, n) == ("orders-7", 2) else 1.0,
+        static=True,
     )
     with_pods(world, T0)
     world.revision = "r2"
@@ -184,3 +186,25 @@ def test_the_window_slides_past_a_slow_restart_and_never_holds_more_than_the_bat
     # of waiting for it before orders-5 and the rest (each of which is back in about 4 s).
     assert deleted["orders-3"] < deleted["orders-7"] + 14.0
     assert away_most == 2
+
+
+def test_dynamic_members_turning_static_are_not_slid_past() -> None:
+    # The settings change that turns static membership on: the pods it replaces are dynamic
+    # members, each of which leaves the group (a rebalance) as it stops.
+    world = updating_world()
+    world.static = False
+    setup = static_setup()
+    state, _ = drive(
+        world,
+        setup,
+        seconds=60,
+        tick=0.5,
+        until=lambda s: s.phase is RolloutPhase.BATCH_JOINING,
+    )
+    assert state.batch == 1
+    later = (state.opened_at or T0) + 6.0  # the replacement is Ready by then
+    world.tick(later - 3.0)
+    world.tick(later)
+    after, actions = step(state, world.observe(setup, later), later)
+    assert after.sizes == state.sizes
+    assert not any(isinstance(action, SetStatefulSetPartition) for action in actions)

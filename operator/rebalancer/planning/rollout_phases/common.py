@@ -132,6 +132,15 @@ class StepBase:
         return self.obs.autoscalers.hpa is not None
 
 
+def dynamic_members(group: GroupSnapshot | None, pods: Sequence[str]) -> list[bool]:
+    """For each pod, whether the group shows its consumer as a member without a
+    group.instance.id (False when it is static or not seen)."""
+    if group is None:
+        return [False for _ in pods]
+    by_host = {member.host: member for member in group.member_details}
+    return [pod in by_host and by_host[pod].instance_id is None for pod in pods]
+
+
 def _also(said: str | None, more: str | None) -> str | None:
     """`more` after what was already said."""
     return "; ".join(text for text in (said, more) if text) or None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rebalancer.planning.identity_slots import decode_slots
 from rebalancer.planning.rollout_actions import Action, OpenGate
-from rebalancer.planning.rollout_phases.common import Phase
+from rebalancer.planning.rollout_phases.common import Phase, dynamic_members
 from rebalancer.planning.rollout_phases.opening import OpeningStep
 from rebalancer.planning.rollout_phases.settling import SettlingStep
 from rebalancer.planning.rollout_plans import (
@@ -135,9 +135,15 @@ class JoiningStep(OpeningStep, SettlingStep):
         change = Change(state.kind or RolloutKind.ROLLING_UPDATE, state.mechanism, state.static)
         window = batch_limit(self.setup, workload, change, len(state.ordinals))
         room = window - (len(chunk) - len(back))
-        if room <= 0:
+        later = state.ordinals[sum(state.sizes[: state.batch]) :][: max(room, 0)]
+        # A pod whose consumer is a dynamic member leaves the group when it stops (a
+        # rebalance): the settings change that turns static membership on replaces such pods,
+        # and its batches settle one by one.
+        dynamic = dynamic_members(group, self.names(workload, later))
+        taken = next((index for index, leaves in enumerate(dynamic) if leaves), len(later))
+        if taken <= 0:
             return state, []
-        sizes = widened(state.sizes, state.batch - 1, room)
+        sizes = widened(state.sizes, state.batch - 1, taken)
         slid = state.moved(sizes=sizes)
         self.state = slid
         added = tuple(self.names(workload, self.chunk()[len(chunk) :]))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rebalancer.planning.rollout_actions import Action, ResumeDeployment
-from rebalancer.planning.rollout_phases.common import Phase, _also, _plural
+from rebalancer.planning.rollout_phases.common import Phase, _also, _plural, dynamic_members
 from rebalancer.planning.rollout_phases.planning import PlanningStep
 from rebalancer.planning.rollout_plans import (
     advances_on_ready,
@@ -110,6 +110,13 @@ class SettlingStep(PlanningStep):
         names = self.batch_names(workload)
         if not names or any(name not in live for name in names):
             return False
+        if state.mechanism is Mechanism.STATEFULSET_REPLACE:
+            # The next batch's dynamic members leave the group as they stop (a rebalance):
+            # the group settles first (rollout_phases.joining.slide_statefulset says why).
+            start = sum(state.sizes[: state.batch])
+            following = state.ordinals[start : start + state.sizes[state.batch]]
+            if any(dynamic_members(group, self.names(workload, following))):
+                return False
         return all(
             live[name].ready and live[name].updated and live[name].gate.through for name in names
         )
