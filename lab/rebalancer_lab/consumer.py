@@ -68,6 +68,7 @@ class LabConsumer:
         self.member_id = ""
         self.generation = -1
         self.stopping = False
+        self.closing = False  # inside close(): nothing more is asked (_remember_position)
         self.reporter: MemberReporter | None = None
         if settings.report_url:
             self.reporter = MemberReporter(
@@ -95,13 +96,24 @@ class LabConsumer:
     def say(self, text: str) -> None:
         print(f"[{self.settings.host}] {text}", file=self.out, flush=True)
 
+    def _remember_position(self) -> int:
+        """Member id and generation as the consumer has them, kept when it has none; returns
+        the consumer's own generation (-1: not in a group, or not asked).
+
+        Not asked while closing: close() runs the revoke callback, and librdkafka (2.16) can
+        block a memberid() asked from there until the process is killed (measured: 4 closes in
+        48 hung, each until the kubelet's SIGKILL); what was known last is as good. Leaving
+        the group also clears the member id before that last callback."""
+        if self.closing:
+            return -1
+        member_id, generation = consumer_position(self.consumer)
+        self.member_id = member_id or self.member_id
+        self.generation = generation if generation >= 0 else self.generation
+        return generation
+
     def _report(self, event: ReportEvent) -> None:
         if self.reporter is None:
             return
-        member_id, generation = consumer_position(self.consumer)
-        # Leaving the group (close) clears the member id before the last revoke callback.
-        self.member_id = member_id or self.member_id
-        self.generation = generation if generation >= 0 else self.generation
         lag = self.lag if event is ReportEvent.HEARTBEAT else None
         self.reporter.report(
             event,
@@ -112,10 +124,10 @@ class LabConsumer:
         )
 
     def _event(self, event: ReportEvent, changed: set[TopicPartition]) -> None:
-        _, generation = consumer_position(self.consumer)
+        self._remember_position()
         sign = "+" if event is ReportEvent.ASSIGNED else "-"
         self.say(
-            f"{event.value} generation={generation} {sign}[{_listed(changed)}] "
+            f"{event.value} generation={self.generation} {sign}[{_listed(changed)}] "
             f"now [{_listed(self.owned)}]"
         )
         self._report(event)
@@ -222,7 +234,7 @@ class LabConsumer:
                 self._process(self.consumer.consume(num_messages=_BATCH, timeout=0.5))
                 if time.monotonic() >= next_heartbeat:
                     next_heartbeat = time.monotonic() + self.settings.heartbeat_seconds
-                    if self.owned or consumer_position(self.consumer)[1] >= 0:
+                    if self._remember_position() >= 0 or self.owned:
                         self._report(ReportEvent.HEARTBEAT)
         finally:
             self.close()
@@ -230,6 +242,7 @@ class LabConsumer:
 
     def close(self) -> None:
         # close() leaves the group (LeaveGroup), running the revoke callback on the way out.
+        self.closing = True
         try:
             self.consumer.close()
         except (KafkaException, RuntimeError) as error:

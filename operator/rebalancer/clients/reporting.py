@@ -90,7 +90,10 @@ def build_report_body(
 
 
 def consumer_position(consumer: Any) -> tuple[str, int]:
-    """(member id, generation) of a confluent-kafka Consumer; ("", -1) when not in a group yet."""
+    """(member id, generation) of a confluent-kafka Consumer; ("", -1) when not in a group yet.
+
+    Not from the revoke callback that close() raises: librdkafka can block memberid() there
+    until the process is killed (docs/member-reports.md); use the values from before."""
     try:
         member_id = consumer.memberid() or ""
     except Exception:  # raises when the consumer is closed or not subscribed
