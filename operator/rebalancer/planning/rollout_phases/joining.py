@@ -165,10 +165,14 @@ class JoiningStep(OpeningStep, SettlingStep):
         if state.mechanism is Mechanism.STATEFULSET_REPLACE:
             chunk = set(self.chunk())
             actions = self.replace_chunk(workload, sorted(chunk))[1]
+            # A static member is released as soon as its pod exists: nothing is gathered for
+            # it, and a gate opened before it starts lets the consumer go at once, where one
+            # opened once seen waiting costs a look of the planner on every replacement's path.
+            ready = (GateState.WAITING, GateState.PENDING) if state.static else (GateState.WAITING,)
             late = tuple(
                 pod.name
                 for pod in workload.live_pods
-                if pod.ordinal in chunk and pod.updated and pod.gate is GateState.WAITING
+                if pod.ordinal in chunk and pod.updated and pod.gate in ready
             ) + self.strays(workload)
         elif state.mechanism is Mechanism.GATE_QUEUE:
             opened = set(state.opened)
