@@ -1387,7 +1387,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     listed(
         "--plots",
         default=str(Path(__file__).with_name("rollouts")),
-        help="plot path prefix: PREFIX-rebalances.png, PREFIX-stable.png, "
+        help="plot path prefix: PREFIX-rebalances.png, PREFIX-stable.png, PREFIX-wall.png, "
         "PREFIX-partition-seconds.png ('' for none)",
     )
     listed(
