@@ -244,7 +244,8 @@ def at_phase(
         fresh = rollout.get("rolloutId") != before
         return rollout if fresh and rollout.get("phase") in phases else None
 
-    return eventually(probe, 90, f"{name}: rollout at {' or '.join(phases)}", every=0.1)
+    # Generous: the slowest tests run beside each other on a 2-core CI machine at its end.
+    return eventually(probe, 150, f"{name}: rollout at {' or '.join(phases)}", every=0.1)
 
 
 def observed_since(lab: Lab, name: str, moment: float) -> bool:

@@ -70,7 +70,8 @@ def test_every_produced_message_is_processed(lab: Lab, tmp_path: Path) -> None:
         ready = condition(found, "Ready").get("status") == "True"
         return found if ready and found["status"]["group"].get("members") == 2 else None
 
-    generation = eventually(settled, 120, "two members, Ready")["status"]["group"]["generation"]
+    # Generous: on CI this test runs beside the Spark standalone cluster's (two JVMs more).
+    generation = eventually(settled, 240, "two members, Ready")["status"]["group"]["generation"]
 
     producer = numbered_producer(lab, "ledger-producer", name, RATE, COUNT)
     producer.start()
