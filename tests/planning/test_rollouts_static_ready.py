@@ -59,6 +59,23 @@ def deletions(world: World) -> list[tuple[float, tuple[str, ...]]]:
     return [(at, a.pods) for at, a in world.log if isinstance(a, DeletePods)]
 
 
+def first_batch_ready(world: World, setup: RolloutSetup) -> tuple[RolloutState, float]:
+    """The rollout with its first batch out, and a moment at which its replacement is Ready
+    (the world ticked up to it)."""
+    state, _ = drive(
+        world,
+        setup,
+        seconds=60,
+        tick=0.5,
+        until=lambda s: s.phase is RolloutPhase.BATCH_JOINING,
+    )
+    assert state.batch == 1
+    later = (state.opened_at or T0) + 6.0
+    world.tick(later - 3.0)
+    world.tick(later)
+    return state, later
+
+
 def test_each_pod_follows_the_last_once_it_is_ready_and_the_group_settles_at_the_end() -> None:
     world = updating_world()
     state, _ = drive(world, static_setup(), seconds=300, tick=0.5, until=done)
@@ -96,18 +113,8 @@ def test_a_pod_away_longer_than_its_session_covers_waits_for_the_group() -> None
 def test_a_new_generation_since_the_release_waits_for_the_group() -> None:
     world = updating_world()
     setup = static_setup()
-    state, _ = drive(
-        world,
-        setup,
-        seconds=30,
-        tick=0.5,
-        until=lambda s: s.phase is RolloutPhase.BATCH_JOINING,
-    )
-    assert state.batch == 1
+    state, later = first_batch_ready(world, setup)
     state = state.moved(generation_at_open=5)
-    later = (state.opened_at or T0) + 6.0  # the replacement is Ready by then
-    world.tick(later - 3.0)
-    world.tick(later)
     observation = world.observe(setup, later)
     assert observation.group is not None
     moved = replace(observation, group=replace(observation.group, generation=6))
@@ -194,17 +201,7 @@ def test_dynamic_members_turning_static_are_not_slid_past() -> None:
     world = updating_world()
     world.static = False
     setup = static_setup()
-    state, _ = drive(
-        world,
-        setup,
-        seconds=60,
-        tick=0.5,
-        until=lambda s: s.phase is RolloutPhase.BATCH_JOINING,
-    )
-    assert state.batch == 1
-    later = (state.opened_at or T0) + 6.0  # the replacement is Ready by then
-    world.tick(later - 3.0)
-    world.tick(later)
+    state, later = first_batch_ready(world, setup)
     after, actions = step(state, world.observe(setup, later), later)
     assert after.sizes == state.sizes
     assert not any(isinstance(action, SetStatefulSetPartition) for action in actions)
