@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from typing import Protocol, cast
@@ -41,7 +42,10 @@ def _load(name: str, plugins: dict[str, str]) -> _Command | None:
     return cast(_Command, module)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand's parser, or `only` that one's: a subcommand's module imports what it
+    runs (the sidecar's Kafka client, the simulator), and the gate, which starts in every gated
+    pod before its consumer, should pay for its own imports only."""
     parser = argparse.ArgumentParser(
         prog="rebalancer",
         description="Tune and enforce Kafka consumer-group rebalances on Kubernetes.",
@@ -49,15 +53,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rebalancer {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     plugins = {entry.name: entry.value for entry in entry_points(group=PLUGIN_GROUP)}
-    for name in SUBCOMMANDS:
+    for name in SUBCOMMANDS if only is None else (only,):
         command = _load(name, plugins)
         if command is not None:
             command.add_parser(subparsers)
     return parser
 
 
+def chosen_subcommand(argv: Sequence[str]) -> str | None:
+    """The subcommand `argv` names, if it names one: its first word that is not an option (the
+    top-level options take no value). None for `--help`, `--version` or a misspelt name, which
+    the whole parser answers (listing every subcommand)."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in SUBCOMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only=chosen_subcommand(words))
+    args = parser.parse_args(words)
     run = cast(_Command, args.command_module).run
     return run(args)

@@ -1,5 +1,5 @@
-"""kopf registration for the workloads ConsumerGroups name: a change to one's spec wakes the
-rollout planner of every ConsumerGroup that claims it (reconcilers.workloads).
+"""kopf registration for the workloads ConsumerGroups name: a change to one's spec or to its
+pods wakes the rollout planner of every ConsumerGroup that claims it (reconcilers.workloads).
 
 Registered at start, for each kind the operator may list and watch (handlers.startup): kopf
 stops the whole operator when a watch stays refused, and the planner's resting poll sees the
@@ -18,11 +18,15 @@ from rebalancer.reconcilers.ownership import ClaimIndex
 
 
 def _claimed_and_changed(
-    body: kopf.Body, namespace: str | None, claims: ClaimIndex | None = None, **_: Any
+    body: kopf.Body,
+    namespace: str | None,
+    memo: kopf.Memo,
+    claims: ClaimIndex | None = None,
+    **_: Any,
 ) -> bool:
     # A filter, so that the many events of workloads no ConsumerGroup names (and the status
-    # updates of those it does) neither run the handler nor log its success.
-    return workloads.claimed_and_changed(body, namespace, claims)
+    # updates of those it does that change no pod) neither run the handler nor log its success.
+    return workloads.claimed_and_changed(getattr(memo, "deps", None), body, namespace, claims)
 
 
 def workload_changed(

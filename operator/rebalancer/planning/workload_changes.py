@@ -5,6 +5,11 @@ replacing pods the moment a new template is stored, and either controller starts
 moment the replica count grows; a change seen only at the next look may have gone past the
 first batch by then. A change to the spec is one its controller has not observed yet: the
 stored generation is ahead of status.observedGeneration.
+
+During a rollout the planner also waits on pods: the next batch goes when the last one is Ready.
+Its controller counts them in the workload's status as they change, so a change of those counts
+wakes the planner too, instead of its next look a second later (a StatefulSet replaced a pod at a
+time pays that second once per pod).
 """
 
 from __future__ import annotations
@@ -23,3 +28,24 @@ def spec_unobserved(body: Mapping[str, Any]) -> bool:
     if not isinstance(generation, int):
         return False
     return not isinstance(observed, int) or observed < generation
+
+
+# The status counts the controllers keep for both kinds (StatefulSet and Deployment), and the
+# revisions a StatefulSet rolls between.
+_PROGRESS_FIELDS = (
+    "replicas",
+    "readyReplicas",
+    "availableReplicas",
+    "updatedReplicas",
+    "currentReplicas",
+    "unavailableReplicas",
+    "currentRevision",
+    "updateRevision",
+)
+
+
+def pod_progress(body: Mapping[str, Any]) -> tuple[object, ...]:
+    """What the workload's status says of its pods: equal between two events when no pod was
+    added, removed, replaced or became (un)ready in between."""
+    status = body.get("status") or {}
+    return tuple(status.get(name) for name in _PROGRESS_FIELDS)

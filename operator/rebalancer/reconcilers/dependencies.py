@@ -31,6 +31,9 @@ class Dependencies:
     # Set when a settings write changed what the rollout planner looks at (a Deployment paused
     # for it, say): its daemon then steps at once instead of at its next resting poll.
     rollout_wakeups: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
+    # Each claimed workload's pod counts at its last event (reconcilers.workloads): a change
+    # wakes its rollout planner.
+    workload_progress: dict[tuple[str, ...], tuple[object, ...]] = field(default_factory=dict)
     # What the Kubernetes API refused, for the groups' Degraded condition (reconcilers.permissions).
     denials: DenialBook = field(default_factory=DenialBook)
     # The check of what every group needs (clients.permissions.follow_permissions).

@@ -1,12 +1,12 @@
-"""A change to a workload's spec wakes the rollout planner of every ConsumerGroup that claims it
-(planning.workload_changes says which changes count)."""
+"""A change to a workload's spec, or to the pods its status counts, wakes the rollout planner of
+every ConsumerGroup that claims it (planning.workload_changes says which changes count)."""
 
 from __future__ import annotations
 
 import kopf
 
 from rebalancer.planning.ownership import workload_key
-from rebalancer.planning.workload_changes import spec_unobserved
+from rebalancer.planning.workload_changes import pod_progress, spec_unobserved
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.ownership import ClaimIndex
 
@@ -15,9 +15,22 @@ def _key(body: kopf.Body, namespace: str | None) -> tuple[str, ...]:
     return workload_key(namespace or "default", str(body.get("kind")), body.metadata.name or "")
 
 
-def claimed_and_changed(body: kopf.Body, namespace: str | None, claims: ClaimIndex | None) -> bool:
-    """Whether a ConsumerGroup names this workload and its spec changed since last observed."""
-    return claims is not None and _key(body, namespace) in claims and spec_unobserved(body)
+def claimed_and_changed(
+    deps: Dependencies | None, body: kopf.Body, namespace: str | None, claims: ClaimIndex | None
+) -> bool:
+    """Whether a ConsumerGroup names this workload and its spec changed since last observed, or
+    its pods since this operator's last event of it."""
+    if claims is None:
+        return False
+    key = _key(body, namespace)
+    if key not in claims:
+        return False
+    progress = pod_progress(body)
+    moved = False
+    if deps is not None:
+        moved = deps.workload_progress.get(key) != progress
+        deps.workload_progress[key] = progress
+    return spec_unobserved(body) or moved
 
 
 def wake_claimants(

@@ -88,12 +88,12 @@ ALLOWED: dict[Grant, Use] = {
     ),
     ("apps", "statefulsets", "list"): Use("kopf lists StatefulSets before each watch", KOPF_WATCH),
     ("apps", "statefulsets", "watch"): Use(
-        "a change to a StatefulSet's spec wakes its rollout planner",
+        "a change to a StatefulSet's spec or pods wakes its rollout planner",
         "rebalancer.handlers.workloads:workload_changed",
     ),
     ("apps", "deployments", "list"): Use("kopf lists Deployments before each watch", KOPF_WATCH),
     ("apps", "deployments", "watch"): Use(
-        "a change to a Deployment's spec wakes its rollout planner",
+        "a change to a Deployment's spec or pods wakes its rollout planner",
         "rebalancer.handlers.workloads:workload_changed",
     ),
     ("", "pods", "list"): Use(
