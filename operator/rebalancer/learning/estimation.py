@@ -19,6 +19,11 @@ from rebalancer.learning.scoring import DOWNTIME_POINTS, QUANTILE_SHARES
 from rebalancer.structs.history import HISTORY_SCHEMA_VERSION
 
 KEY = ["cluster", "namespace", "name", "group_id"]
+# Every aggregation groups by a 64-bit hash of KEY rather than its four strings, and by hashes of
+# a batch's and a member's ids: hashing and shuffling a long costs a fraction of four strings'
+# (the pod/batch pairing shuffles 4 million rows at 1e7 records). group_overall checks that no
+# two groups share a hash, and it alone carries the strings.
+GROUP = "group"
 # A member that is not back within this long was scaled away or lost, not restarted.
 RETURN_WINDOW_S = 1800.0
 # The history's columns any estimate reads (record_key only to drop repeated facts).
@@ -49,8 +54,8 @@ WANTED = [
 
 @dataclass(frozen=True)
 class Estimates:
-    profiles: DataFrame
-    spreads: DataFrame
+    profiles: DataFrame  # KEY and GROUP among the columns
+    spreads: DataFrame  # GROUP, not KEY: profiles has the KEY of each GROUP
     events: DataFrame  # persisted: unpersist when done
 
 
@@ -62,11 +67,11 @@ def estimate(
     per_batch = batch_joins(events)
     profiles = (
         group_overall(events)
-        .join(startup_latencies(events), on=KEY, how="left")
-        .join(join_offsets(per_batch), on=KEY, how="left")
-        .join(bursts(per_batch), on=KEY, how="left")
-        .join(rebalance_costs(events), on=KEY, how="left")
-        .join(departures(events), on=KEY, how="left")
+        .join(startup_latencies(events), on=GROUP, how="left")
+        .join(join_offsets(per_batch), on=GROUP, how="left")
+        .join(bursts(per_batch), on=GROUP, how="left")
+        .join(rebalance_costs(events), on=GROUP, how="left")
+        .join(departures(events), on=GROUP, how="left")
     )
     return Estimates(profiles=profiles, spreads=join_spreads(per_batch), events=events)
 
@@ -86,6 +91,11 @@ def history_events(
     events = events.drop("record_key")  # nothing below reads it: not cached
     for column in ("namespace", "name"):
         events = events.withColumn(column, sf.coalesce(sf.col(column), sf.lit("")))
+    events = events.withColumn(GROUP, sf.xxhash64(*KEY))
+    for column, hashed in (("batch_id", "batch"), ("member", "pod"), ("rollout_id", "rollout")):
+        # xxhash64 of a null is its seed: a null id stays null.
+        present = sf.col(column).isNotNull()
+        events = events.withColumn(hashed, sf.when(present, sf.xxhash64(column))).drop(column)
     # Five aggregations read the same rows: read the files once, and before they start (adaptive
     # execution runs their first stages side by side, each waiting on the same cache blocks).
     if partitions is not None:
@@ -99,7 +109,7 @@ def history_events(
 
 def startup_latencies(events: DataFrame) -> DataFrame:
     """Per group: quantiles of pod start to JoinGroup (latency_q) and how many (join_samples)."""
-    batch_key = [*KEY, "batch_id", "member"]
+    pod_in_batch = [GROUP, "batch", "pod"]
     # A pod the stagger released has two starts in its batch: its release (source
     # "operator"), which its latency counts from, and its container's start (source
     # "kubernetes"); a pod started outside the stagger has the container's start only.
@@ -110,10 +120,10 @@ def startup_latencies(events: DataFrame) -> DataFrame:
     is_start = sf.col("record_type") == "pod-start"
     operator_start = sf.col("source") == "operator"
     tiers = (operator_start, ~operator_start, operator_start.isNull())
-    in_batch = sf.col("batch_id").isNotNull() & sf.col("member").isNotNull()
+    in_batch = sf.col("batch").isNotNull() & sf.col("pod").isNotNull()
     paired = (
         events.filter(in_batch & (is_start | (sf.col("record_type") == "member-join")))
-        .groupBy(*batch_key)
+        .groupBy(*pod_in_batch)
         .agg(
             *(
                 sf.min(sf.when(is_start & tier, sf.col("detected_at"))).alias(f"tier_{number}")
@@ -123,14 +133,14 @@ def startup_latencies(events: DataFrame) -> DataFrame:
             sf.collect_list(sf.when(~is_start, sf.col("detected_at"))).alias("join_times"),
         )
         .select(
-            *KEY,
+            GROUP,
             sf.coalesce("tier_0", "tier_1", "tier_2").alias("start_at"),
             sf.explode("join_times").alias("join_at"),
         )
         .withColumn("latency_ms", (sf.col("join_at") - sf.col("start_at")) * 1000.0)
         .filter(sf.col("latency_ms") >= 0)
     )
-    return paired.groupBy(*KEY).agg(
+    return paired.groupBy(GROUP).agg(
         sf.percentile_approx("latency_ms", list(QUANTILE_SHARES), 10000).alias("latency_q"),
         sf.count(sf.lit(1)).alias("join_samples"),
     )
@@ -139,13 +149,13 @@ def startup_latencies(events: DataFrame) -> DataFrame:
 def batch_joins(events: DataFrame) -> DataFrame:
     """One row per batch of a group: its joins' times, spread and whether a rollout made it."""
     joins = events.filter(sf.col("record_type") == "member-join")
-    batched = joins.filter(sf.col("batch_id").isNotNull())
-    return batched.groupBy(*KEY, "batch_id").agg(
+    batched = joins.filter(sf.col("batch").isNotNull())
+    return batched.groupBy(GROUP, "batch").agg(
         ((sf.max("detected_at") - sf.min("detected_at")) * 1000.0).alias("spread_ms"),
         sf.count(sf.lit(1)).alias("batch_members"),
         sf.min("detected_at").alias("first_join_at"),
         # Whether the batch was a rollout's: a flag hashes, a string's max needs a sort.
-        sf.max(sf.col("rollout_id").isNotNull()).alias("of_rollout"),
+        sf.max(sf.col("rollout").isNotNull()).alias("of_rollout"),
         sf.collect_list("detected_at").alias("join_times"),
     )
 
@@ -163,9 +173,9 @@ def join_offsets(per_batch: DataFrame) -> DataFrame:
     """
     return (
         _shared(per_batch)
-        .select(*KEY, "first_join_at", sf.explode("join_times").alias("joined_at"))
+        .select(GROUP, "first_join_at", sf.explode("join_times").alias("joined_at"))
         .withColumn("offset_ms", (sf.col("joined_at") - sf.col("first_join_at")) * 1000.0)
-        .groupBy(*KEY)
+        .groupBy(GROUP)
         .agg(
             sf.percentile_approx("offset_ms", list(QUANTILE_SHARES), 10000).alias("offset_q"),
             sf.count(sf.lit(1)).alias("offset_samples"),
@@ -178,19 +188,19 @@ def bursts(per_batch: DataFrame) -> DataFrame:
     return (
         _shared(per_batch)
         .filter(~sf.col("of_rollout"))
-        .groupBy(*KEY)
+        .groupBy(GROUP)
         .agg(sf.count(sf.lit(1)).alias("bursts"))
     )
 
 
 def join_spreads(per_batch: DataFrame) -> DataFrame:
     """Per group and batch size: how many batches, and their joins' spread (p50, p90)."""
-    spreads = per_batch.groupBy(*KEY, "batch_members").agg(
+    spreads = per_batch.groupBy(GROUP, "batch_members").agg(
         sf.count(sf.lit(1)).alias("batches"),
         sf.percentile_approx("spread_ms", [0.5, 0.9], 1000).alias("spread_q"),
     )
     return spreads.select(
-        *KEY,
+        GROUP,
         "batch_members",
         "batches",
         sf.col("spread_q")[0].alias("spread_p50_ms"),
@@ -202,7 +212,7 @@ def rebalance_costs(events: DataFrame) -> DataFrame:
     """Per group: how long a Stable group's rebalance took, with how many members."""
     rebalances = events.filter(sf.col("record_type") == "rebalance")
     of_stable_group = sf.col("previous_generation").isNotNull()
-    return rebalances.groupBy(*KEY).agg(
+    return rebalances.groupBy(GROUP).agg(
         sf.count(sf.lit(1)).alias("rebalance_samples"),
         sf.percentile_approx(
             sf.when(of_stable_group, sf.col("time_to_stable_ms")), 0.5, 1000
@@ -217,13 +227,17 @@ def rebalance_costs(events: DataFrame) -> DataFrame:
 def group_overall(events: DataFrame) -> DataFrame:
     """Per group: the history's span, size, rollouts, and the settings it last recorded."""
     latest = sf.col("detected_at")
-    return events.groupBy(*KEY).agg(
+    return events.groupBy(GROUP).agg(
+        *(sf.first(column).alias(column) for column in KEY),
+        # Two groups whose KEYs hash alike would be one here: a second, independent hash of
+        # the KEY differs within the group if so (the job refuses such a history).
+        (sf.min(sf.hash(*KEY)) != sf.max(sf.hash(*KEY))).alias("key_collision"),
         sf.min("detected_at").alias("first_at"),
         sf.max("detected_at").alias("last_at"),
         sf.count(sf.lit(1)).alias("records"),
         # The same count as countDistinct, without the row-doubling Expand Spark plans for a
         # distinct count next to other aggregates.
-        sf.size(sf.collect_set("rollout_id")).alias("rollouts"),
+        sf.size(sf.collect_set("rollout")).alias("rollouts"),
         sf.percentile_approx("members", 0.95, 1000).alias("members_p95"),
         sf.max("partitions").alias("partitions"),
         sf.max_by("initial_rebalance_delay_ms", latest).alias("current_delay_ms"),
@@ -241,13 +255,13 @@ def departures(events: DataFrame) -> DataFrame:
     # Each stop's next join of the same member: the nearest later join, found by a running
     # frame over time descending (an unbounded-following frame would be quadratic).
     later = (
-        Window.partitionBy(*KEY, "member")
+        Window.partitionBy(GROUP, "pod")
         .orderBy(sf.col("detected_at").desc())
         .rowsBetween(Window.unboundedPreceding, -1)
     )
     stops = (
         events.filter(sf.col("record_type").isin("pod-stop", "member-join"))
-        .filter(sf.col("member").isNotNull())
+        .filter(sf.col("pod").isNotNull())
         .withColumn(
             "join_at", sf.when(sf.col("record_type") == "member-join", sf.col("detected_at"))
         )
@@ -261,7 +275,7 @@ def departures(events: DataFrame) -> DataFrame:
         .withColumn("kind", sf.coalesce(sf.col("departure"), sf.lit("crash")))
     )
     return (
-        stops.groupBy(*KEY, "kind")
+        stops.groupBy(GROUP, "kind")
         .agg(
             sf.count(sf.lit(1)).alias("stops"),
             sf.sum(sf.col("back").cast("int")).alias("returned"),
@@ -269,7 +283,7 @@ def departures(events: DataFrame) -> DataFrame:
                 sf.when(sf.col("back"), sf.col("downtime_ms")), list(DOWNTIME_POINTS), 1000
             ).alias("downtime_q"),
         )
-        .groupBy(*KEY)
+        .groupBy(GROUP)
         .agg(
             sf.collect_list(sf.struct("kind", "stops", "returned", "downtime_q")).alias(
                 "departures"

@@ -38,7 +38,7 @@ from pyspark.sql import types as st
 from rebalancer.clients.recording import JSON_SUFFIX, PARQUET_SUFFIX, partition_of
 from rebalancer.learning.choosing import GroupFacts, GroupScores, choose
 from rebalancer.learning.compaction import compact
-from rebalancer.learning.estimation import KEY, estimate
+from rebalancer.learning.estimation import GROUP, KEY, estimate
 from rebalancer.learning.history_table import (
     FILE_SCHEMA,
     TABLE_SCHEMA,
@@ -497,8 +497,7 @@ def learn(
                     keys_unique=inputs.keys_unique,
                 )
                 profiles_frame: Any = estimates.profiles.toPandas()
-                spreads_frame: Any = estimates.spreads.toPandas()
-                spread_rows = spreads_frame.to_dict("records")
+                spread_rows = keyed_spreads(profiles_frame, estimates.spreads.toPandas())
                 estimates.events.unpersist()
                 estimated = [profile_from_row(row) for row in profiles_frame.to_dict("records")]
                 if inputs.listed_by_spark:
@@ -543,6 +542,25 @@ def learn(
     lap("write")
     progress(f"      run {run_id}: {len(choices)} groups, {len(clusters)} clusters")
     return result
+
+
+def keyed_spreads(profiles: pd.DataFrame, spreads: pd.DataFrame) -> list[dict[str, Any]]:
+    """The spreads with their groups' KEY, in KEY order; refuses a history where two groups'
+    KEYs hashed alike (estimation groups by the hash)."""
+    collided = profiles[profiles["key_collision"].astype(bool)] if len(profiles) else profiles
+    if len(collided):
+        names = ", ".join(
+            "/".join(str(row[column]) for column in KEY) for _, row in collided.iterrows()
+        )
+        raise RuntimeError(
+            f"two consumer groups hash to the same key ({names}): rename one of them, or learn "
+            "from a history that holds one of them only"
+        )
+    keys = profiles[[GROUP, *KEY]]
+    joined = spreads.merge(keys, on=GROUP, how="inner").drop(columns=[GROUP])
+    joined = joined.sort_values([*KEY, "batch_members"], kind="stable")
+    records: list[dict[str, Any]] = joined.to_dict("records")
+    return records
 
 
 def _score(
