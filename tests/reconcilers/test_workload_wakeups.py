@@ -61,3 +61,19 @@ def test_pod_progress_reads_the_counts_both_controllers_keep() -> None:
     deployment = {"status": {"replicas": 3, "updatedReplicas": 1, "unavailableReplicas": 1}}
     assert pod_progress(deployment) != pod_progress({"status": {"replicas": 3}})
     assert pod_progress({}) == pod_progress({"status": None})
+
+
+def test_a_deleted_or_unclaimed_workload_s_counts_are_forgotten() -> None:
+    deps = cast(Dependencies, SimpleNamespace(workload_progress={}))
+    orders = workload_key("team", "StatefulSet", "orders")
+    claims = cast(ClaimIndex, {orders: ()})
+    body = statefulset("orders", 3, 3, replicas=4, readyReplicas=4)
+    assert claimed_and_changed(deps, body, "team", claims, "ADDED")
+    assert orders in deps.workload_progress
+    assert not claimed_and_changed(deps, body, "team", claims, "DELETED")
+    assert deps.workload_progress == {}
+    # Recreated under the same name: its first event counts again.
+    assert claimed_and_changed(deps, body, "team", claims, "ADDED")
+    # The ConsumerGroup that named it is gone: the entry goes with the claim.
+    assert not claimed_and_changed(deps, body, "team", cast(ClaimIndex, {}), "MODIFIED")
+    assert deps.workload_progress == {}

@@ -22,11 +22,13 @@ def _claimed_and_changed(
     namespace: str | None,
     memo: kopf.Memo,
     claims: ClaimIndex | None = None,
+    type: str | None = None,  # kopf passes the watch event's type by this name
     **_: Any,
 ) -> bool:
     # A filter, so that the many events of workloads no ConsumerGroup names (and the status
     # updates of those it does that change no pod) neither run the handler nor log its success.
-    return workloads.claimed_and_changed(getattr(memo, "deps", None), body, namespace, claims)
+    deps = getattr(memo, "deps", None)
+    return workloads.claimed_and_changed(deps, body, namespace, claims, type)
 
 
 def workload_changed(

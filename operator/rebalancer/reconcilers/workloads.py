@@ -16,14 +16,23 @@ def _key(body: kopf.Body, namespace: str | None) -> tuple[str, ...]:
 
 
 def claimed_and_changed(
-    deps: Dependencies | None, body: kopf.Body, namespace: str | None, claims: ClaimIndex | None
+    deps: Dependencies | None,
+    body: kopf.Body,
+    namespace: str | None,
+    claims: ClaimIndex | None,
+    event_type: str | None = None,
 ) -> bool:
     """Whether a ConsumerGroup names this workload and its spec changed since last observed, or
-    its pods since this operator's last event of it."""
+    its pods since this operator's last event of it.
+
+    The counts of a workload that is deleted or no longer claimed are forgotten: an operator
+    that runs for months sees many workloads come and go."""
     if claims is None:
         return False
     key = _key(body, namespace)
-    if key not in claims:
+    if key not in claims or event_type == "DELETED":
+        if deps is not None:
+            deps.workload_progress.pop(key, None)
         return False
     progress = pod_progress(body)
     moved = False

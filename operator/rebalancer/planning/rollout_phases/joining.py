@@ -145,7 +145,7 @@ class JoiningStep(OpeningStep, SettlingStep):
             return state, []
         sizes = widened(state.sizes, state.batch - 1, taken)
         slid = state.moved(sizes=sizes)
-        self.state = slid
+        self.state = slid  # chunk() reads the widened batch from self.state
         added = tuple(self.names(workload, self.chunk()[len(chunk) :]))
         slid = slid.moved(
             opened=state.opened + added,
