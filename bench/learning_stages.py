@@ -20,7 +20,13 @@ from pyspark.sql import DataFrame
 
 from rebalancer.learning import estimation
 from rebalancer.learning.inputs import find_inputs
-from rebalancer.learning.jobs import LearnOptions, build_session, read_history_frame
+from rebalancer.learning.jobs import (
+    LearnOptions,
+    build_session,
+    configure_estimation,
+    read_history_frame,
+    shuffle_partitions,
+)
 
 
 def timed(label: str, work: Callable[[], object]) -> None:
@@ -39,14 +45,8 @@ def main() -> None:
         LearnOptions(history=args.history, output="", master=args.master, driver_memory="2g")
     )
     inputs = find_inputs(args.history)
-    # The settings the job makes for a history it listed itself (learning.jobs.learn).
-    cores = spark.sparkContext.defaultParallelism
-    shuffle = max(2 * cores, min(400, inputs.rows // 250_000))
-    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle))
-    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
-    spark.conf.set("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "100000")
-    threshold = str(len(inputs.files) + len(inputs.json_files) + 1)
-    spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", threshold)
+    configure_estimation(spark, inputs)
+    shuffle = shuffle_partitions(spark)
     print(f"{inputs.rows:,} records in {len(inputs.files):,} files", flush=True)
     history = read_history_frame(spark, inputs)
     events: list[DataFrame] = []

@@ -227,11 +227,13 @@ def rebalance_costs(events: DataFrame) -> DataFrame:
 def group_overall(events: DataFrame) -> DataFrame:
     """Per group: the history's span, size, rollouts, and the settings it last recorded."""
     latest = sf.col("detected_at")
-    return events.groupBy(GROUP).agg(
+    # Two groups whose KEYs hash alike would be one here: a second, independent hash of the KEY
+    # differs within the group if so (the job refuses such a history). Projected once per row,
+    # for both its minimum and its maximum.
+    checked = events.withColumn("key_check", sf.hash(*KEY))
+    return checked.groupBy(GROUP).agg(
         *(sf.first(column).alias(column) for column in KEY),
-        # Two groups whose KEYs hash alike would be one here: a second, independent hash of
-        # the KEY differs within the group if so (the job refuses such a history).
-        (sf.min(sf.hash(*KEY)) != sf.max(sf.hash(*KEY))).alias("key_collision"),
+        (sf.min("key_check") != sf.max("key_check")).alias("key_collision"),
         sf.min("detected_at").alias("first_at"),
         sf.max("detected_at").alias("last_at"),
         sf.count(sf.lit(1)).alias("records"),

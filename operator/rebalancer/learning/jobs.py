@@ -219,6 +219,41 @@ def read_history_frame(spark: SparkSession, inputs: HistoryInputs) -> DataFrame:
     return spark.createDataFrame(whole.to_pandas(), schema=schema)
 
 
+def configure_estimation(session: SparkSession, inputs: HistoryInputs) -> None:
+    """The session settings estimation runs under, sized to the history `inputs` found."""
+    cores = session.sparkContext.defaultParallelism
+    # Unknown up front when Spark lists the files: Spark's default, which adaptive
+    # execution coalesces.
+    if not inputs.listed_by_spark:
+        shuffle = max(2 * cores, min(400, inputs.rows // 250_000))
+        session.conf.set("spark.sql.shuffle.partitions", str(shuffle))
+        # Sized to the history already: adaptive execution would merge them into
+        # fewer tasks than cores (its measure is bytes, and the bytes are few: the
+        # work is percentile summaries and lists per group), leaving a core idle.
+        session.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    # percentile_approx, max_by and collect_set keep a buffer per group; past 128
+    # groups in a task Spark falls back to sorting every row by group instead (240
+    # groups sorted 1e7 rows several times over). Groups number in the thousands at
+    # most, and their buffers are small.
+    session.conf.set("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "100000")
+    # A file whose footer reads but whose pages are damaged is skipped, not fatal.
+    session.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
+    if inputs.protocol in ("file", "local") and not inputs.listed_by_spark:
+        # Above 32 paths Spark lists files with a job of one task per path (10,000
+        # tasks for a year of daily files); the driver stats local files faster
+        # than the executors can be scheduled.
+        session.conf.set(
+            "spark.sql.sources.parallelPartitionDiscovery.threshold",
+            str(len(inputs.files) + len(inputs.json_files) + 1),
+        )
+
+
+def shuffle_partitions(session: SparkSession) -> int:
+    """The shuffle partitions configure_estimation chose (Spark's default if it did not)."""
+    cores = session.sparkContext.defaultParallelism
+    return int(session.conf.get("spark.sql.shuffle.partitions") or 2 * cores)
+
+
 def _union(frames: Iterator[DataFrame] | list[DataFrame]) -> DataFrame:
     listed = list(frames)
     whole = listed[0]
@@ -459,42 +494,13 @@ def learn(
                     f"reading and estimating on {options.master if owned else 'the given session'}",
                 )
                 tracker.label = "estimating"
-                # Spark's 200 shuffle partitions cost more than they save on small histories.
-                cores = session.sparkContext.defaultParallelism
-                # Unknown up front when Spark lists the files: Spark's default, which adaptive
-                # execution coalesces.
-                if not inputs.listed_by_spark:
-                    shuffle = max(2 * cores, min(400, inputs.rows // 250_000))
-                    session.conf.set("spark.sql.shuffle.partitions", str(shuffle))
-                    # Sized to the history already: adaptive execution would merge them into
-                    # fewer tasks than cores (its measure is bytes, and the bytes are few: the
-                    # work is percentile summaries and lists per group), leaving a core idle.
-                    session.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
-                # percentile_approx, max_by and collect_set keep a buffer per group; past 128
-                # groups in a task Spark falls back to sorting every row by group instead (240
-                # groups sorted 1e7 rows several times over). Groups number in the thousands at
-                # most, and their buffers are small.
-                session.conf.set(
-                    "spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "100000"
-                )
-                # A file whose footer reads but whose pages are damaged is skipped, not fatal.
-                session.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
-                if inputs.protocol in ("file", "local") and not inputs.listed_by_spark:
-                    # Above 32 paths Spark lists files with a job of one task per path (10,000
-                    # tasks for a year of daily files); the driver stats local files faster
-                    # than the executors can be scheduled.
-                    session.conf.set(
-                        "spark.sql.sources.parallelPartitionDiscovery.threshold",
-                        str(len(inputs.files) + len(inputs.json_files) + 1),
-                    )
+                configure_estimation(session, inputs)
                 history = read_history_frame(session, inputs)
                 if inputs.listed_by_spark:
                     # Spark's own listing, for the summary's file count.
                     inputs = dataclasses.replace(inputs, files=tuple(history.inputFiles()))
                 estimates = estimate(
-                    history,
-                    int(session.conf.get("spark.sql.shuffle.partitions") or 2 * cores),
-                    keys_unique=inputs.keys_unique,
+                    history, shuffle_partitions(session), keys_unique=inputs.keys_unique
                 )
                 profiles_frame: Any = estimates.profiles.toPandas()
                 spread_rows = keyed_spreads(profiles_frame, estimates.spreads.toPandas())
