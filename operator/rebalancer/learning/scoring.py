@@ -38,6 +38,7 @@ from rebalancer.simulation import (
     Scenario,
     SimulationResult,
     simulate,
+    simulate_stagger,
 )
 
 DEFAULT_DELAY_MS = 3000.0
@@ -250,28 +251,21 @@ def _startup_cost_s(
     total = 0.0
     for sample in range(samples):
         latencies = drawn[sample]
+        # The first batch meets an Empty group: time counts from its fastest pod's join.
         origin = min(latencies[:batch])
-        offsets: list[float] = []
-        release = 0.0
-        result: SimulationResult | None = None
-        for first in range(0, profile.members, batch):
-            chunk = latencies[first : first + batch]
-            offsets.extend(release + latency - (origin if first == 0 else 0.0) for latency in chunk)
-            result = simulate(
-                Scenario(
-                    members=members[: len(offsets)],
-                    starts=FixedOffsets(tuple(offsets)),
-                    coordinator=coordinator,
-                    consumer=consumer,
-                    partitions=profile.partitions,
-                    seed=seed * 7919 + sample,
-                )
-            )
-            if result.time_to_stable_s is None:
-                break
-            # The stagger releases the next batch once the group is Stable again.
-            release = result.time_to_stable_s * 1000.0
-        assert result is not None
+        offsets = [latency - origin for latency in latencies[:batch]]
+        offsets.extend(latencies[batch:])  # each after its own batch's release
+        result = simulate_stagger(
+            Scenario(
+                members=members,
+                starts=FixedOffsets(tuple(offsets)),
+                coordinator=coordinator,
+                consumer=consumer,
+                partitions=profile.partitions,
+                seed=seed * 7919 + sample,
+            ),
+            batch,
+        )
         total += objective_s(result, profile.partitions)
     return total / samples
 

@@ -10,7 +10,8 @@ group_models).
     result = simulate(Scenario(members=plan_members(6), starts=Uniform(2000.0)))
     result.rebalance_count, result.time_to_stable_s
 
-Public API: `simulate(scenario)`, `join_window(settings, profile, consumer)`, the scenario inputs
+Public API: `simulate(scenario)`, `simulate_stagger(scenario, batch)` (a start-up released in
+batches), `join_window(settings, profile, consumer)`, the scenario inputs
 (`Scenario`, `MemberPlan`, `ConsumerSettings`, `CoordinatorSettings`, `Departure`,
 `TopicCreation`, `plan_members`), the start-time distributions (`FixedOffsets`, `Staggered`,
 `Uniform`, `Exponential`, `Normal`), the outputs (`SimulationResult`, `Rebalance`) and the preset
@@ -27,7 +28,7 @@ from rebalancer.simulation.distributions import (
 )
 from rebalancer.simulation.presets import build_kafka_7126_scenario
 from rebalancer.simulation.results import Cause, Rebalance, SimulationResult
-from rebalancer.simulation.runs import simulate
+from rebalancer.simulation.runs import simulate, simulate_stagger
 from rebalancer.simulation.scenarios import (
     ASSIGNORS,
     TOPIC_NOTICES,
@@ -69,4 +70,5 @@ __all__ = [
     "join_window",
     "plan_members",
     "simulate",
+    "simulate_stagger",
 ]

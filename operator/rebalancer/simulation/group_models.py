@@ -84,15 +84,38 @@ class GroupModel(ABC):
     # -- the run ---------------------------------------------------------------------------
 
     def run(self) -> SimulationResult:
-        for consumer in self.consumers:
+        self.start_members(self.consumers)
+        self.schedule_topic_creation()
+        return self.play()
+
+    def start_members(self, consumers: list[Consumer]) -> None:
+        """Schedule these members' starts (at their start_ms) and planned departures."""
+        for consumer in consumers:
             self.agenda.schedule(consumer.start_ms, Start(consumer.index))
             for departure in consumer.departures:
                 self.agenda.schedule(departure.at_ms, Depart(consumer.index, departure))
+
+    def schedule_topic_creation(self) -> None:
         creation = self.scenario.topic_creation
         if creation is not None:
             self.agenda.schedule(creation.at_ms, TopicCreated())
             if creation.notice == "enforced":
                 self.agenda.schedule(creation.at_ms, Enforce())
+
+    def release(self, consumers: list[Consumer], at_ms: float) -> None:
+        """Start these members `at_ms` plus their start_ms, after a run that has played out.
+
+        For the stagger's next batch: `at_ms` is when the group settled (Ledger.settled_at_ms).
+        Nothing the run did after that changed the group (its last events were timers that
+        found nothing to do), so the run goes on from `at_ms` as if these starts had been on
+        its agenda all along."""
+        self.ledger.resume_at(at_ms)
+        for consumer in consumers:
+            consumer.start_ms += at_ms
+        self.start_members(consumers)
+
+    def play(self) -> SimulationResult:
+        """Handle the agenda's events until none is left (or the horizon); the result so far."""
         # The hot loop: locals rather than attribute look-ups, and a handler per event type.
         handlers = self.dispatch_table()
         entries = self.agenda.entries

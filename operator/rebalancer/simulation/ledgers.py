@@ -48,6 +48,13 @@ class Ledger:
         if self._first_start_ms is not None:
             self._clock_ms = now_ms
 
+    def resume_at(self, now_ms: float) -> None:
+        """Go on from `now_ms`, the run's last activity, as if the events after it (timers that
+        changed nothing) had not been handled yet."""
+        if self._clock_ms is not None:
+            self._clock_ms = now_ms
+            self._unserved_partition_ms = self._unserved_at_activity
+
     def note_start(self, now_ms: float) -> None:
         if self._first_start_ms is None:
             self._first_start_ms = now_ms
@@ -121,6 +128,14 @@ class Ledger:
         if everyone_assigned:
             self._last_full_stable_ms = now_ms
             self._touch()
+
+    @property
+    def settled_at_ms(self) -> float | None:
+        """When every running member last held its assignment, if nothing happened since."""
+        stable = self._last_full_stable_ms
+        if stable is None or self._last_activity_ms > stable:
+            return None
+        return stable
 
     # -- result ----------------------------------------------------------------------------
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
 from rebalancer.simulation.consumers import Consumer
-from rebalancer.simulation.distributions import sample_start_times
+from rebalancer.simulation.distributions import FixedOffsets, sample_start_times
 from rebalancer.simulation.group_models import GroupModel
 from rebalancer.simulation.kafka_groups import KafkaGroupModel
 from rebalancer.simulation.results import SimulationResult
@@ -41,6 +42,34 @@ def simulate(scenario: Scenario) -> SimulationResult:
     # dynamic setting, which matters to the operator, not to the timing.
     model: GroupModel = KafkaGroupModel(scenario, consumers, rng)
     return model.run()
+
+
+def simulate_stagger(scenario: Scenario, batch: int) -> SimulationResult:
+    """`scenario`'s members released `batch` at a time in member order, as the operator's
+    stagger does: the first batch at 0 ms, each next one when the group has settled (every
+    released member Stable in the latest generation, nothing happening since). Each member
+    starts its FixedOffsets offset after its batch's release.
+
+    One run, where simulating each batch's prefix of the fleet from the start would replay the
+    earlier batches once per later one. A batch after which the group never settles holds the
+    rest back for good: the result then has no time to Stable."""
+    if not isinstance(scenario.starts, FixedOffsets):
+        raise ValueError("a staggered start-up takes FixedOffsets (each relative to its batch)")
+    if batch <= 0:
+        raise ValueError("batch must be positive")
+    rng = seeded_random(scenario.seed)
+    consumers = build_consumers(scenario, rng)
+    model: GroupModel = KafkaGroupModel(scenario, consumers, rng)
+    model.start_members(consumers[:batch])
+    model.schedule_topic_creation()
+    result = model.play()
+    for first in range(batch, len(consumers), batch):
+        settled_at_ms = model.ledger.settled_at_ms
+        if settled_at_ms is None:
+            return dataclasses.replace(result, time_to_stable_s=None)
+        model.release(consumers[first : first + batch], settled_at_ms)
+        result = model.play()
+    return result
 
 
 def build_consumers(scenario: Scenario, rng: random.Random) -> list[Consumer]:
