@@ -56,13 +56,7 @@ WANTED = [
 class Estimates:
     profiles: DataFrame  # KEY and GROUP among the columns
     spreads: DataFrame  # GROUP, not KEY: profiles has the KEY of each GROUP
-    events: DataFrame  # persisted
-    batches: DataFrame  # persisted: batch_joins, which profiles and spreads both read
-
-    def unpersist(self) -> None:
-        """Free the cached events and batches (once profiles and spreads are collected)."""
-        self.batches.unpersist()
-        self.events.unpersist()
+    events: DataFrame  # persisted: unpersist when done
 
 
 def estimate(
@@ -70,9 +64,7 @@ def estimate(
 ) -> Estimates:
     """Per-group statistics the scoring needs (one row per group) and join spreads per batch."""
     events = history_events(history, partitions, keys_unique=keys_unique)
-    # The profiles and the spreads are two queries: without the cache the second would
-    # aggregate every join again (a tenth of the estimation at 1e7 records). One row per batch.
-    per_batch = batch_joins(events).persist(StorageLevel.MEMORY_AND_DISK)
+    per_batch = batch_joins(events)
     profiles = (
         group_overall(events)
         .join(startup_latencies(events), on=GROUP, how="left")
@@ -81,9 +73,7 @@ def estimate(
         .join(rebalance_costs(events), on=GROUP, how="left")
         .join(departures(events), on=GROUP, how="left")
     )
-    return Estimates(
-        profiles=profiles, spreads=join_spreads(per_batch), events=events, batches=per_batch
-    )
+    return Estimates(profiles=profiles, spreads=join_spreads(per_batch), events=events)
 
 
 def history_events(

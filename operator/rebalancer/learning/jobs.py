@@ -504,7 +504,7 @@ def learn(
                 )
                 profiles_frame: Any = estimates.profiles.toPandas()
                 spread_rows = keyed_spreads(profiles_frame, estimates.spreads.toPandas())
-                estimates.unpersist()
+                estimates.events.unpersist()
                 estimated = [profile_from_row(row) for row in profiles_frame.to_dict("records")]
                 if inputs.listed_by_spark:
                     records = int(profiles_frame["records"].sum()) if len(profiles_frame) else 0
