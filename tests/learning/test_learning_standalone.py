@@ -160,6 +160,8 @@ def recommendations(output: Path) -> dict[str, Any]:
     return {"clusters": summary["clusters"], "groups": summary["groups"]}
 
 
+# Above the suite's 300 s: the cluster's start, the job's guard below and local mode's run.
+@pytest.mark.timeout(600)
 def test_the_job_on_a_standalone_cluster_recommends_what_local_mode_does(
     standalone: Standalone, spark: SparkSession, tmp_path: Path
 ) -> None:
