@@ -11,6 +11,7 @@ import random
 from dataclasses import replace
 
 import pytest
+from tests.stagger_replays import replayed
 
 from rebalancer.learning.scoring import (
     DEPARTURE_AT_MS,
@@ -39,7 +40,6 @@ from rebalancer.simulation import (
 )
 
 DELAYS = (0.0, 1500.0, 5000.0)
-NOT_YET_MS = 1e12
 SESSIONS = (10000.0, 45000.0)
 SAMPLES = 2
 SEED = 3
@@ -133,11 +133,8 @@ def test_scores_are_those_recorded_before_the_sharing(profile: GroupProfile) -> 
 
 
 def plain_startup_cost_s(profile: GroupProfile, delay_ms: float, batch_size: int) -> float:
-    """The start-up written out on `simulate`, drawing its own latencies: each batch's pods
-    start after the moment the group settled with the batches before it, found by replaying
-    them (the later batches held past the horizon, so never started)."""
-    consumer = _consumer(profile)
-    members = _members(profile.members, profile.static)
+    """The start-up written out on `simulate` (tests/stagger_replays.py), drawing its own
+    latencies."""
     batch = max(1, min(batch_size, profile.members))
     total = 0.0
     for sample in range(SAMPLES):
@@ -146,28 +143,16 @@ def plain_startup_cost_s(profile: GroupProfile, delay_ms: float, batch_size: int
             latency_at(profile.latency_quantiles_ms, rng.random()) for _ in range(profile.members)
         ]
         origin = min(latencies[:batch])
-        starts = [NOT_YET_MS] * profile.members
-        release = 0.0
-        result: SimulationResult | None = None
-        for first in range(0, profile.members, batch):
-            for index in range(first, min(first + batch, profile.members)):
-                starts[index] = release + latencies[index] - (origin if first == 0 else 0.0)
-            result = simulate(
-                Scenario(
-                    members=members,
-                    starts=FixedOffsets(tuple(starts)),
-                    coordinator=CoordinatorSettings(initial_rebalance_delay_ms=delay_ms),
-                    consumer=consumer,
-                    partitions=profile.partitions,
-                    seed=SEED * 7919 + sample,
-                    horizon_ms=NOT_YET_MS / 10,
-                )
-            )
-            if result.time_to_stable_s is None:
-                break
-            release = result.time_to_stable_s * 1000.0
-        assert result is not None
-        total += objective_s(result, profile.partitions)
+        offsets = [latency - origin for latency in latencies[:batch]] + latencies[batch:]
+        scenario = Scenario(
+            members=_members(profile.members, profile.static),
+            starts=FixedOffsets(tuple(offsets)),
+            coordinator=CoordinatorSettings(initial_rebalance_delay_ms=delay_ms),
+            consumer=_consumer(profile),
+            partitions=profile.partitions,
+            seed=SEED * 7919 + sample,
+        )
+        total += objective_s(replayed(scenario, batch), profile.partitions)
     return total / SAMPLES
 
 

@@ -1,52 +1,26 @@
 """simulate_stagger: a start-up released in batches, each once the group has settled, in one run.
 
-The run must be the one `simulate` plays when every member's start is known up front. The
-replay below finds those starts with `simulate` alone: each batch's members start at the moment
-the group settled with the batches before it (the later ones held past the horizon), and the
-final replay has every start in place."""
+The run must be the one `simulate` plays when every member's start is known up front, which
+tests/stagger_replays.py finds with `simulate` alone."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 
 import pytest
+from tests.stagger_replays import replayed
 
 from rebalancer.simulation import (
     ConsumerSettings,
     CoordinatorSettings,
     FixedOffsets,
     Scenario,
-    SimulationResult,
     Staggered,
     plan_members,
     simulate,
     simulate_stagger,
 )
-
-NOT_YET_MS = 1e12  # a start the replay holds back: past its horizon, so never played
-
-
-def replayed(scenario: Scenario, batch: int) -> SimulationResult:
-    assert isinstance(scenario.starts, FixedOffsets)
-    offsets = scenario.starts.offsets_ms
-    starts = [NOT_YET_MS] * len(offsets)
-    release = 0.0
-    result: SimulationResult | None = None
-    for first in range(0, len(offsets), batch):
-        for index in range(first, min(first + batch, len(offsets))):
-            starts[index] = release + offsets[index]
-        result = simulate(
-            dataclasses.replace(
-                scenario, starts=FixedOffsets(tuple(starts)), horizon_ms=NOT_YET_MS / 10
-            )
-        )
-        if result.time_to_stable_s is None:
-            break
-        release = min(starts) + result.time_to_stable_s * 1000.0
-    assert result is not None
-    return result
 
 
 def random_scenario(rng: random.Random) -> tuple[Scenario, int]:
