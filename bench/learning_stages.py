@@ -1,8 +1,9 @@
 """Where the learning job's estimation spends its time: each estimate alone, then all together.
 
-Caches a history's events as `rebalancer learn` does (rebalancer.learning.estimation), then
-collects each estimate by itself (the listed number of passes; the first pays for the JVM's
-warm-up), then all of them in one query as the job runs them, and prints seconds for each.
+Prepares a history's events as `rebalancer learn` does (rebalancer.learning.estimation: cached
+only when they need de-duplicating), then collects each estimate by itself (the listed number
+of passes; the first pays for the JVM's warm-up), then all of them in one query as the job runs
+them, and prints seconds for each.
 
     .venv/bin/python bench/learning_stages.py \
         --history /tmp/rebalancer-bench-learning/history-10000000
@@ -51,28 +52,28 @@ def main() -> None:
     history = read_history_frame(spark, inputs)
     events: list[DataFrame] = []
     timed(
-        "cache the events",
+        "prepare the events",
         lambda: events.append(
             estimation.history_events(history, shuffle, keys_unique=inputs.keys_unique)
         ),
     )
-    cached = events[0]
-    per_batch = estimation.batch_joins(cached)
+    prepared = events[0]
+    per_batch = estimation.batch_joins(prepared)
     estimates: dict[str, Callable[[], DataFrame]] = {
-        "group overall": lambda: estimation.group_overall(cached),
-        "start-up latencies": lambda: estimation.startup_latencies(cached),
+        "group overall": lambda: estimation.group_overall(prepared),
+        "start-up latencies": lambda: estimation.startup_latencies(prepared),
         "join offsets": lambda: estimation.join_offsets(per_batch),
         "start-ups outside rollouts": lambda: estimation.bursts(per_batch),
         "join spreads": lambda: estimation.join_spreads(per_batch),
-        "rebalance cost": lambda: estimation.rebalance_costs(cached),
-        "departures": lambda: estimation.departures(cached),
+        "rebalance cost": lambda: estimation.rebalance_costs(prepared),
+        "departures": lambda: estimation.departures(prepared),
     }
     for number in range(1, args.passes + 1):
         for name, build in estimates.items():
             timed(f"pass {number}: {name}", lambda build=build: build().collect())
     whole = estimation.estimate(history, shuffle, keys_unique=inputs.keys_unique)
     timed(
-        "all in one query (events cached)",
+        "all in one query",
         lambda: (whole.profiles.collect(), whole.spreads.collect()),
     )
     spark.stop()

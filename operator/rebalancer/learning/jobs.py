@@ -60,7 +60,6 @@ SPARK_SCHEMES = ("file", "local", "hdfs", "s3a", "gs", "abfs", "abfss", "wasb", 
 # Fewer start-up latencies than this and the group's start-ups are not scored.
 MIN_LATENCY_SAMPLES = 5
 PROTOCOL_MS = 200.0  # the simulator's JoinGroup + SyncGroup round trips
-THROUGHPUT_GC = "-XX:+UseParallelGC"
 
 Progress = Callable[[str], None]
 
@@ -102,11 +101,6 @@ def build_session(options: LearnOptions) -> SparkSession:
         SparkSession.builder.master(options.master)
         .appName(options.app_name)
         .config("spark.driver.memory", options.driver_memory)
-        # A batch job wants throughput, not short pauses: the parallel collector fills the
-        # events' cache about a fifth faster than the default G1 (BENCHMARKS.md). In local mode
-        # the driver's JVM runs the tasks; on a cluster the executors' do.
-        .config("spark.driver.extraJavaOptions", THROUGHPUT_GC)
-        .config("spark.executor.extraJavaOptions", THROUGHPUT_GC)
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")

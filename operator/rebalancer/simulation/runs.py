@@ -36,12 +36,16 @@ def seeded_random(seed: int) -> random.Random:
 
 def simulate(scenario: Scenario) -> SimulationResult:
     """Play `scenario` on its broker profile; the same scenario always gives the same result."""
+    return model_of(scenario).run()
+
+
+def model_of(scenario: Scenario) -> GroupModel:
+    """A run of `scenario` not yet started: its generator seeded, its members built."""
     rng = seeded_random(scenario.seed)
     consumers = build_consumers(scenario, rng)
     # Redpanda follows Kafka's coordinator, initial delay included; it only makes the delay a
     # dynamic setting, which matters to the operator, not to the timing.
-    model: GroupModel = KafkaGroupModel(scenario, consumers, rng)
-    return model.run()
+    return KafkaGroupModel(scenario, consumers, rng)
 
 
 def simulate_stagger(scenario: Scenario, batch: int) -> SimulationResult:
@@ -57,9 +61,8 @@ def simulate_stagger(scenario: Scenario, batch: int) -> SimulationResult:
         raise ValueError("a staggered start-up takes FixedOffsets (each relative to its batch)")
     if batch <= 0:
         raise ValueError("batch must be positive")
-    rng = seeded_random(scenario.seed)
-    consumers = build_consumers(scenario, rng)
-    model: GroupModel = KafkaGroupModel(scenario, consumers, rng)
+    model = model_of(scenario)
+    consumers = model.consumers
     model.start_members(consumers[:batch])
     model.schedule_topic_creation()
     result = model.play()
