@@ -1,9 +1,8 @@
 """Where the learning job's estimation spends its time: each estimate alone, then all together.
 
-Prepares a history's events as `rebalancer learn` does (rebalancer.learning.estimation: cached
-only when they need de-duplicating), then collects each estimate by itself (the listed number
-of passes; the first pays for the JVM's warm-up), then all of them in one query as the job runs
-them, and prints seconds for each.
+Caches a history's events as `rebalancer learn` does (rebalancer.learning.estimation), then
+collects each estimate by itself (the listed number of passes; the first pays for the JVM's
+warm-up), then all of them in one query as the job runs them, and prints seconds for each.
 
     .venv/bin/python bench/learning_stages.py \
         --history /tmp/rebalancer-bench-learning/history-10000000
@@ -52,28 +51,28 @@ def main() -> None:
     history = read_history_frame(spark, inputs)
     events: list[DataFrame] = []
     timed(
-        "prepare the events",
+        "cache the events",
         lambda: events.append(
             estimation.history_events(history, shuffle, keys_unique=inputs.keys_unique)
         ),
     )
-    prepared = events[0]
-    per_batch = estimation.batch_joins(prepared)
+    cached = events[0]
+    per_batch = estimation.batch_joins(cached)
     estimates: dict[str, Callable[[], DataFrame]] = {
-        "group overall": lambda: estimation.group_overall(prepared),
-        "start-up latencies": lambda: estimation.startup_latencies(prepared),
+        "group overall": lambda: estimation.group_overall(cached),
+        "start-up latencies": lambda: estimation.startup_latencies(cached),
         "join offsets": lambda: estimation.join_offsets(per_batch),
         "start-ups outside rollouts": lambda: estimation.bursts(per_batch),
         "join spreads": lambda: estimation.join_spreads(per_batch),
-        "rebalance cost": lambda: estimation.rebalance_costs(prepared),
-        "departures": lambda: estimation.departures(prepared),
+        "rebalance cost": lambda: estimation.rebalance_costs(cached),
+        "departures": lambda: estimation.departures(cached),
     }
     for number in range(1, args.passes + 1):
         for name, build in estimates.items():
             timed(f"pass {number}: {name}", lambda build=build: build().collect())
     whole = estimation.estimate(history, shuffle, keys_unique=inputs.keys_unique)
     timed(
-        "all in one query",
+        "all in one query (events cached)",
         lambda: (whole.profiles.collect(), whole.spreads.collect()),
     )
     spark.stop()

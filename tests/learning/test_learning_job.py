@@ -15,8 +15,6 @@ from pyspark.sql import SparkSession
 
 from rebalancer.clients.recording import HistoryRecorder
 from rebalancer.learning import outputs
-from rebalancer.learning.compaction import compact
-from rebalancer.learning.estimation import history_events
 from rebalancer.learning.fleets import Fleet, fleet_history, true_profile, write_history
 from rebalancer.learning.history_table import FILE_SCHEMA, VERSION_KEY, read_history, write_table
 from rebalancer.learning.inputs import HistoryInputs, find_inputs
@@ -247,29 +245,6 @@ def test_a_history_as_the_operator_writes_it_learns_as_its_compaction_does(
     partitions = {path.parent for path in files}
     assert len(files) == len(partitions)  # one file per day and namespace
     assert sorted(map(repr, read_history(as_json))) == sorted(map(repr, before))
-
-
-def test_only_rows_that_need_de_duplicating_are_cached(spark: SparkSession, tmp_path: Path) -> None:
-    # A compacted history's rows are read by each estimate from the files (a cache of every
-    # column costs more than the reads it saves); the operator's own files need de-duplicating,
-    # a shuffle of every row done once and cached.
-    compacted, as_written = tmp_path / "compacted", tmp_path / "as-written"
-    write_history(str(compacted), FLEETS[:1], days=2, seed=3, as_written=True)
-    compact(str(compacted), progress=lambda _: None)
-    write_history(str(as_written), FLEETS[:1], days=2, seed=3, as_written=True)
-    prepared = {}
-    for root in (compacted, as_written):
-        inputs = find_inputs(str(root))
-        prepared[root] = history_events(
-            read_history_frame(spark, inputs), 4, keys_unique=inputs.keys_unique
-        )
-    try:
-        assert not prepared[compacted].is_cached
-        assert prepared[as_written].is_cached
-        assert prepared[compacted].count() == prepared[as_written].count() > 50
-    finally:
-        for events in prepared.values():
-            events.unpersist()
 
 
 def test_an_empty_history_gives_an_empty_valid_set(spark: SparkSession, tmp_path: Path) -> None:

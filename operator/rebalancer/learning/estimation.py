@@ -1,7 +1,7 @@
 # mypy: disable-error-code="import-untyped"
 """Estimation: what the history says about each group, as Spark aggregations.
 
-One function per statistic, each a DataFrame over the history's events (`history_events`):
+One function per statistic, each a DataFrame over the cached history events (`history_events`):
 start-up latencies (pod start to JoinGroup), join offsets and spreads per batch, the cost of a
 rebalance, the group's size and current settings, and how members leave and come back.
 `estimate` joins them into one row per group; the job turns each row into a simulator profile.
@@ -68,7 +68,7 @@ SETTINGS = (
 class Estimates:
     profiles: DataFrame  # KEY and GROUP among the columns
     spreads: DataFrame  # GROUP, not KEY: profiles has the KEY of each GROUP
-    events: DataFrame  # perhaps persisted (history_events): unpersist when done
+    events: DataFrame  # persisted: unpersist when done
 
 
 def estimate(
@@ -91,7 +91,7 @@ def estimate(
 def history_events(
     history: DataFrame, partitions: int | None = None, *, keys_unique: bool = False
 ) -> DataFrame:
-    """The rows every estimate reads (the caller unpersists them: they may be cached)."""
+    """The rows every estimate reads, persisted and counted (the caller unpersists them)."""
     events = history.filter(sf.col("schema_version") <= HISTORY_SCHEMA_VERSION).select(*WANTED)
     events = events.filter(sf.col("group_id").isNotNull() & sf.col("cluster").isNotNull())
     # A fact written twice (an operator that restarted before it knew it had written it) has
@@ -108,15 +108,8 @@ def history_events(
         # xxhash64 of a null is its seed: a null id stays null.
         present = sf.col(column).isNotNull()
         events = events.withColumn(hashed, sf.when(present, sf.xxhash64(column))).drop(column)
-    if keys_unique:
-        # Each aggregation reads the files itself, only the columns it needs. Filling a cache of
-        # every column costs more than the reads it saves: at 1e7 records the estimates took
-        # 56 s without a cache against 68 s with one, filling it included (BENCHMARKS.md), and
-        # the cache held every row in memory.
-        return events
-    # The de-duplication is a shuffle of every row: do it once, not once per aggregation. Read
-    # the files once, and before the aggregations start (adaptive execution runs their first
-    # stages side by side, each waiting on the same cache blocks).
+    # Five aggregations read the same rows: read the files once, and before they start (adaptive
+    # execution runs their first stages side by side, each waiting on the same cache blocks).
     if partitions is not None:
         # One cached partition per file split would make every aggregation below a stage of
         # that many tasks (781 at 1e7 records, seven times over): a few per core do the same.
