@@ -253,7 +253,14 @@ class KafkaNode:
         self._log.write(f"--- starting node {self.node_id}: {' '.join(command[-2:])}\n".encode())
         self._log.flush()
         self.process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            # Ctrl-C in the lab's terminal must reach the lab alone: it stops the broker last,
+            # after the consumers have closed against it (a broker gone first holds each
+            # consumer's close for its whole grace period).
+            start_new_session=True,
         )
         _running.add(self)
 

@@ -36,6 +36,9 @@ class Child:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env={**os.environ, **self.env},
+            # Ctrl-C in the lab's terminal must reach the lab alone: it stops the control plane
+            # after the operator and the pods, which need the API server to stop promptly.
+            start_new_session=True,
         )
 
     @property

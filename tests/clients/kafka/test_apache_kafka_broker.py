@@ -7,6 +7,7 @@ Brokers of their own here (these tests stop them); the session's shared broker i
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,9 @@ def test_the_broker_runs_with_the_production_delay_and_keeps_data_across_restart
         topic = fresh("kept")
         create_topic(broker.bootstrap, topic)
         port, first_pid = broker.port, broker.pid
+        # Its own session: a Ctrl-C in the lab's terminal reaches the lab, which stops the
+        # broker after the consumers, not the broker before them.
+        assert first_pid is not None and os.getsid(first_pid) == first_pid != os.getsid(0)
         broker.restart()
         assert (broker.port, broker.starts) == (port, 2) and broker.pid != first_pid
         assert topic in topics(broker.bootstrap)

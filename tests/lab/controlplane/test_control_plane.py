@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import urllib.error
 import urllib.request
@@ -167,6 +168,16 @@ def test_node_identity_may_register_only_its_own_node(
     assert other.returncode != 0
     assert "Forbidden" in other.stderr or "forbidden" in other.stderr
     kubectl("delete", "node", node.name)
+
+
+def test_a_ctrl_c_in_the_labs_terminal_reaches_the_lab_alone(control_plane: ControlPlane) -> None:
+    # The terminal signals its foreground process group; each of the control plane's processes
+    # leads a session of its own, so the lab stops them after the operator and the pods, which
+    # need the API server to stop promptly.
+    assert {child.name for child in control_plane.children} >= {"etcd", "kube-apiserver"}
+    for child in control_plane.children:
+        assert child.pid is not None
+        assert os.getsid(child.pid) == child.pid != os.getsid(0), child.name
 
 
 def test_the_api_server_reports_the_release_it_was_built_from(kubectl: Kubectl) -> None:
