@@ -52,13 +52,14 @@ e2e: kafka controlplane
 	$(BIN)/pytest -q tests/lab/controlplane tests/operator/e2e
 
 # Tests that run real brokers and processes on a shared 2-core machine can lose a race to load;
-# one rerun keeps CI honest (the rerun is reported as R) without hiding a real failure.
+# one rerun keeps CI honest (the rerun is reported as R, with the traceback of the attempt
+# that failed) without hiding a real failure.
 # The end-to-end tests mostly wait on brokers and controllers (the CPU is three-quarters idle in
 # one stream), so TEST_WORKERS streams run side by side, a test module per worker at a time,
 # each with labs, brokers and control planes of its own (tests/conftest.py).
 TEST_WORKERS ?= 2
 test: system-deps kafka controlplane lint
-	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --reruns 1 --reruns-delay 2 --durations=30 tests
+	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --reruns 1 --reruns-delay 2 --rerun-show-tracebacks --durations=30 tests
 
 # The chart as a package plus a chart repository index (helm lint, package, repo index) in
 # CHART_DIST; CHART_REPO_URL, when set, is the address the index's entries point at.

@@ -14,13 +14,18 @@ from dataclasses import dataclass, field, replace
 
 from rebalancer.planning.rollout_actions import (
     Action,
+    ClearDegraded,
     DeletePods,
+    ForeignWrite,
     HoldGates,
+    MarkDegraded,
     OpenGate,
     PauseDeployment,
+    RecordProgress,
     ResumeDeployment,
     ScaleWorkload,
     SetStatefulSetPartition,
+    refused,
 )
 from rebalancer.planning.rollout_plans import RolloutSetup
 from rebalancer.planning.rollout_states import RolloutState
@@ -33,6 +38,8 @@ from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import FIELD_MANAGER, PodView, WorkloadView
 
 T0 = 1_700_000_000.0
+# What the reconciler posts (Events, conditions) rather than writes to the workload.
+SAID = (ForeignWrite, RecordProgress, MarkDegraded, ClearDegraded)
 
 
 def setup_for(
@@ -95,6 +102,11 @@ class World:
     pods: dict[str, SimPod] = field(default_factory=dict)
     incarnations: dict[str, int] = field(default_factory=dict)
     log: list[tuple[float, Action]] = field(default_factory=list)
+    # metadata.resourceVersion: every write to the workload (spec or status) moves it on.
+    version: int = 1
+    # Called between a step's look and its writes, with the step's actions: what happens to the
+    # workload meanwhile (a controller pass, another writer).
+    meanwhile: Callable[[World, Sequence[Action], float], None] | None = None
 
     # -- the controller -------------------------------------------------------------------
 
@@ -124,21 +136,29 @@ class World:
             if name not in self.pods:
                 self.create(name, ordinal, now, self.revision_for(ordinal))
 
-    def set_partition(self, partition: int, writer: str, now: float) -> None:
-        """Another writer sets the partition; the controller then replaces the highest pod
-        below the old partition that is not at the new revision yet (one at a time, as the
-        StatefulSet controller does while the replaced pod is not Ready)."""
+    def set_partition(self, partition: int, writer: str, now: float, *, acted: bool = True) -> None:
+        """Another writer sets the partition; the controller then (unless not `acted`: its
+        pass has not seen the batch's pods Ready yet) makes a pass over it."""
         self.partition, self.partition_writer = partition, writer
+        self.version += 1
+        if acted:
+            self.controller_pass(now)
+
+    def controller_pass(self, now: float) -> None:
+        """The controller replaces the highest pod at or above the partition that is not at
+        the new revision yet (one at a time, as the StatefulSet controller does while the
+        replaced pod is not Ready), and writes its status."""
         stale = [
             pod
             for pod in self.pods.values()
             if pod.ordinal is not None
-            and pod.ordinal >= partition
+            and pod.ordinal >= (self.partition or 0)
             and pod.revision != self.revision
             and pod.deleted_at is None
         ]
         if stale:
             max(stale, key=lambda pod: pod.ordinal or 0).deleted_at = now
+            self.version += 1
 
     def revision_for(self, ordinal: int) -> str:
         return self.revision if ordinal >= (self.partition or 0) else self.current_revision
@@ -150,11 +170,18 @@ class World:
                 del self.pods[name]
                 if pod.ordinal is not None and pod.ordinal < self.replicas:
                     self.create(name, pod.ordinal, now, self.revision_for(pod.ordinal))
+                self.version += 1
         if all(p.revision == self.revision for p in self.pods.values()):
             self.current_revision = self.revision
 
-    def apply(self, actions: Sequence[Action], now: float) -> None:
-        for action in actions:
+    def apply(self, actions: Sequence[Action], now: float) -> list[Action]:
+        """Carry out `actions`; those carried out (a write conditional on a resourceVersion
+        the workload has moved past is not, and a step with such a write posts nothing)."""
+        done = [action for action in actions if not self.outdated(action)]
+        silent = refused(actions, done)
+        for action in done:
+            if silent and isinstance(action, SAID):
+                continue
             self.log.append((now, action))
             match action:
                 case OpenGate(batch=batch, pods=names):
@@ -169,6 +196,7 @@ class World:
                 case SetStatefulSetPartition(partition=partition):
                     if partition != self.partition:
                         self.partition, self.partition_writer = partition, FIELD_MANAGER
+                        self.version += 1
                 case DeletePods(pods=names, uids=uids):
                     for index, name in enumerate(names):
                         pod = self.pods.get(name)
@@ -185,6 +213,13 @@ class World:
                     self.paused = False
                 case _:
                     pass
+        return done
+
+    def outdated(self, action: Action) -> bool:
+        return isinstance(action, SetStatefulSetPartition) and action.resource_version not in (
+            None,
+            str(self.version),
+        )
 
     # -- what the operator sees -------------------------------------------------------------
 
@@ -235,6 +270,7 @@ class World:
             paused=self.paused,
             gate_installed=self.gate_installed,
             pods=tuple(sorted(views, key=lambda v: v.name)),
+            resource_version=str(self.version),
         )
 
     def members(self, now: float) -> list[tuple[str, float]]:
@@ -333,8 +369,11 @@ def drive(
         if index == restart_at:
             state = roundtrip(state)
         after, actions = step(state, world.observe(setup, now), now)
-        world.apply(actions, now)
-        if index != crash_at:
+        if world.meanwhile is not None:
+            world.meanwhile(world, actions, now)
+        done = world.apply(actions, now)
+        # A refused conditional write: the reconciler neither saves the step nor posts it.
+        if index != crash_at and not refused(actions, done):
             state = after
         history.append(state)
         if until is not None and until(state):

@@ -8,7 +8,7 @@ side is tests/operator/reliability/test_cluster_faults.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import pytest
@@ -240,5 +240,35 @@ def test_a_partition_is_set_back_only_once_its_controller_has_acted_on_it() -> N
     assert waited.contested_by is None
     acted = replace(moved, observed_generation=2)
     after, actions = step(waited, replace(seen, workload=acted), now + 0.2)
-    assert SetStatefulSetPartition(2) in actions
+    assert SetStatefulSetPartition(2, acted.resource_version) in actions
     assert after.contested_by == "someone-else"
+
+
+def test_a_set_back_outrun_by_the_controller_waits_for_the_pod_it_took() -> None:
+    # The controller's pass over the other writer's partition had not seen orders-2 Ready yet,
+    # so it took no pod; the pass that does takes orders-1 between the planner's look and its
+    # set-back. Landed after that, the set-back brought orders-1 back at the old revision, to
+    # be replaced again in its own batch; written on condition, it is refused instead.
+    world, setup = rolling()
+    state, now = run(world, setup, RolloutState(), T0, at(Phase.BATCH_JOINING, 1))
+    world.set_partition(0, "someone-else", now + 0.5, acted=False)
+    raced: list[float] = []
+
+    def controller_pass(world: World, actions: Sequence[Action], moment: float) -> None:
+        if not raced and any(isinstance(a, SetStatefulSetPartition) for a in actions):
+            raced.append(moment)
+            world.controller_pass(moment)
+
+    world.meanwhile = controller_pass
+    state, now = run(world, setup, state, now + 1, ended)
+    assert raced, "the planner never set the partition back"
+    assert state.phase is Phase.COMPLETED, state.message
+    # Said once, after the pod the controller took was back, at the new revision.
+    [said] = logged(world, ForeignWrite)
+    assert isinstance(said, ForeignWrite) and said.reason == "PartitionOverridden"
+    assert "set back to 2" in said.message
+    assert "replaced orders-1 meanwhile, which waits at its gate for its own batch" in said.message
+    # Every pod replaced once: orders-1 by the controller ahead of its batch, not twice.
+    assert world.incarnations == {"orders-0": 2, "orders-1": 2, "orders-2": 2}
+    assert opened(world) == [("1", ("orders-2",)), ("2", ("orders-1",)), ("3", ("orders-0",))]
+    assert {pod.revision for pod in world.pods.values()} == {"r2"}

@@ -151,8 +151,8 @@ class Actuator:
                 await self.hold_gates(pods)
             case NoteBypassedGates(pods=pods):
                 await self.note_bypasses(pods)
-            case SetStatefulSetPartition(partition=partition):
-                await self.set_partition(partition)
+            case SetStatefulSetPartition(partition=partition, resource_version=version):
+                return await self.set_partition(partition, version)
             case DeletePods(pods=pods, uids=uids):
                 await self.delete_pods(pods, uids)
             case ScaleWorkload(replicas=replicas):
@@ -302,9 +302,19 @@ class Actuator:
 
     # -- the workload -----------------------------------------------------------------------
 
-    async def set_partition(self, partition: int) -> None:
-        patch = {"spec": {"updateStrategy": {"rollingUpdate": {"partition": partition}}}}
-        await self._patch_workload(patch)
+    async def set_partition(self, partition: int, resource_version: str | None = None) -> bool:
+        """Whether the partition was written: with `resource_version`, only if the StatefulSet
+        is still at it (the API server answers 409 Conflict otherwise)."""
+        patch: Body = {"spec": {"updateStrategy": {"rollingUpdate": {"partition": partition}}}}
+        if resource_version is not None:
+            patch["metadata"] = {"resourceVersion": resource_version}
+        try:
+            await self._patch_workload(patch)
+        except ApiException as error:
+            if error.status == 409 and resource_version is not None:
+                return False
+            raise
+        return True
 
     async def scale(self, replicas: int) -> None:
         await self._patch_workload({"spec": {"replicas": replicas}})

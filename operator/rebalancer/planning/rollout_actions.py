@@ -54,9 +54,11 @@ class NoteBypassedGates:
 
 @dataclass(frozen=True)
 class SetStatefulSetPartition:
-    """spec.updateStrategy.rollingUpdate.partition = partition."""
+    """spec.updateStrategy.rollingUpdate.partition = partition; with `resource_version`, only
+    if the StatefulSet is still at it (not carried out otherwise, and the step not taken)."""
 
     partition: int
+    resource_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,18 @@ Action = (
     | RecordProgress
     | ForeignWrite
 )
+
+
+def refused(actions: Sequence[Action], done: Sequence[Action]) -> bool:
+    """Whether a write made only if the workload was still as the step saw it was not carried
+    out: the step is then not taken (its state not saved, nothing it says posted), and the next
+    one decides again on what the workload has become."""
+    return any(
+        isinstance(action, SetStatefulSetPartition)
+        and action.resource_version is not None
+        and action not in done
+        for action in actions
+    )
 
 
 # A batch's gates let go together at one moment this far past the start of opening them, so

@@ -251,6 +251,9 @@ def view_workload(body: Raw, pods: Sequence[Raw], replica_sets: Sequence[Raw] = 
         partition_writer=field_writer(body, PARTITION_FIELD),
         template_writer=field_writer(body, TEMPLATE_FIELD, skip=FIELD_MANAGER),
         replicas_writer=field_writer(body, REPLICAS_FIELD, skip=FIELD_MANAGER),
+        resource_version=str(metadata["resourceVersion"])
+        if metadata.get("resourceVersion")
+        else None,
     )
 
 

@@ -26,6 +26,7 @@ from rebalancer.planning.rollout_actions import (
     RecordProgress,
     ResumeScaledObject,
     Wait,
+    refused,
 )
 from rebalancer.planning.rollout_plans import RolloutSetup
 from rebalancer.planning.rollout_progress import gate_waits
@@ -178,6 +179,10 @@ async def _step_once(
     except ActuationFailed as error:
         # The state does not advance: the next step asks for the same end state again.
         kopf.warn(body, reason="RolloutActionFailed", message=str(error))
+        return None
+    if refused(moves, done):
+        # The workload changed since it was read: the step is taken again on what it is now.
+        logger.info("%s/%s: %s changed since it was read", namespace, name, workload_name)
         return None
     if deps.denials.clear(namespace, name, "rollouts"):
         deps.hub.wakeup(spec.group_id).set()  # the observer takes the condition back

@@ -92,6 +92,8 @@ class WorkloadView:
     partition_writer: str | None = None
     template_writer: str | None = None
     replicas_writer: str | None = None
+    # metadata.resourceVersion: a write conditional on nothing having changed since this view.
+    resource_version: str | None = None
 
     @property
     def caught_up(self) -> bool:

@@ -11,6 +11,7 @@ nothing held without a condition saying why, and a status that tells the truth.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -202,25 +203,25 @@ def written(lab: Lab) -> Iterator[dict[str, Any]]:
     """The fleet the writer tests change under their rollouts, cold-started once; a watch on
     holds over all of them."""
     cold = cold_started(lab, WRITTEN, settleSeconds=2)
-    shared: dict[str, Any] = {"before": cold["rolloutId"], "replicas": REPLICAS}
+    shared: dict[str, Any] = {"name": WRITTEN, "before": cold["rolloutId"], "replicas": REPLICAS}
     with HoldWatch(lab, WRITTEN) as watch:
         shared["watch"] = watch
         yield shared
     watch.assert_clean()
 
 
-def apply_as(lab: Lab, manager: str, spec: dict[str, Any]) -> None:
-    """Server-side apply of `spec` to the fleet's StatefulSet as field manager `manager`, taking
-    the fields over from whoever owns them (--force-conflicts), as a GitOps tool does."""
+def apply_as(lab: Lab, name: str, manager: str, spec: dict[str, Any]) -> None:
+    """Server-side apply of `spec` to fleet `name`'s StatefulSet as field manager `manager`,
+    taking the fields over from whoever owns them (--force-conflicts), as a GitOps tool does."""
     assert lab.api_client is not None
     body = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": {"name": f"{WRITTEN}-consumer", "namespace": NS},
+        "metadata": {"name": f"{name}-consumer", "namespace": NS},
         "spec": spec,
     }
     client.AppsV1Api(lab.api_client).patch_namespaced_stateful_set(
-        f"{WRITTEN}-consumer",
+        f"{name}-consumer",
         NS,
         body,
         field_manager=manager,
@@ -229,18 +230,18 @@ def apply_as(lab: Lab, manager: str, spec: dict[str, Any]) -> None:
     )
 
 
-def partition_of(lab: Lab) -> tuple[int, str | None]:
+def partition_of(lab: Lab, name: str) -> tuple[int, str | None]:
     """The StatefulSet's partition and the field manager that last wrote it."""
-    body = workload_body(lab, WRITTEN)
+    body = workload_body(lab, name)
     partition = body["spec"]["updateStrategy"]["rollingUpdate"].get("partition", 0)
     return int(partition), field_writer(body, PARTITION_FIELD)
 
 
-def posted(lab: Lab, reason: str, seen: set[str]) -> dict[str, Any] | None:
-    """The `reason` Event on the fleet's ConsumerGroup that is not in `seen` (Event names)."""
+def posted(lab: Lab, name: str, reason: str, seen: set[str]) -> dict[str, Any] | None:
+    """The `reason` Event on fleet `name`'s ConsumerGroup not in `seen` (Event names)."""
     found = [
         event
-        for event in events_for(lab, WRITTEN)
+        for event in events_for(lab, name)
         if event["reason"] == reason and event["metadata"]["name"] not in seen
     ]
     assert len(found) <= 1, [event["message"] for event in found]
@@ -249,29 +250,29 @@ def posted(lab: Lab, reason: str, seen: set[str]) -> dict[str, Any] | None:
 
 def joining_first(lab: Lab, shared: dict[str, Any]) -> dict[str, Any]:
     """status.rollout once the next rollout's first batch is out (its pod replaced)."""
-    rollout = at_phase(lab, WRITTEN, BATCH_OUT, shared["before"])
+    rollout = at_phase(lab, shared["name"], BATCH_OUT, shared["before"])
     assert rollout["batch"] == 1, rollout
     return rollout
 
 
-def assert_all_current(lab: Lab, replicas: int) -> None:
+def assert_all_current(lab: Lab, name: str, replicas: int) -> None:
     """Every pod runs the StatefulSet's latest template, and the controller says so."""
-    body = workload_body(lab, WRITTEN)
+    body = workload_body(lab, name)
     status = body["status"]
     revision = status["updateRevision"]
     assert status.get("currentRevision") == revision, status
     pods = {
         pod["metadata"]["name"]: pod["metadata"]["labels"].get("controller-revision-hash")
-        for pod in pods_of(lab, WRITTEN)
+        for pod in pods_of(lab, name)
         if not pod["metadata"].get("deletionTimestamp")
     }
     assert len(pods) == replicas and set(pods.values()) == {revision}, (revision, pods)
 
 
-def batch_labels(lab: Lab) -> dict[str, str | None]:
+def batch_labels(lab: Lab, name: str) -> dict[str, str | None]:
     return {
         pod["metadata"]["name"]: pod["metadata"].get("annotations", {}).get(GATE_BATCH_ANNOTATION)
-        for pod in pods_of(lab, WRITTEN)
+        for pod in pods_of(lab, name)
     }
 
 
@@ -288,8 +289,8 @@ def test_a_new_template_mid_rollout_supersedes_it_and_every_pod_gets_the_newest(
     bump_template(lab, name, "3")
     final = finished(lab, name, first["rolloutId"], 150)
     assert_truthful_end(lab, name, replicas)
-    assert_all_current(lab, replicas)
-    superseded = posted(lab, "RolloutSuperseded", seen)
+    assert_all_current(lab, name, replicas)
+    superseded = posted(lab, name, "RolloutSuperseded", seen)
     assert superseded is not None, [e["reason"] for e in events_for(lab, name)]
     said = superseded["message"]
     print("RolloutSuperseded:", said)
@@ -299,7 +300,7 @@ def test_a_new_template_mid_rollout_supersedes_it_and_every_pod_gets_the_newest(
     # The new rollout replaced what was left: pods the first rollout had not reached once,
     # the one it had replaced (orders-2, at the partition) once more, by its controller.
     assert final["kind"] == "rolling-update", final
-    labels = batch_labels(lab)
+    labels = batch_labels(lab, name)
     assert {label.split("/")[0] for label in labels.values() if label} == {final["rolloutId"]}
     numbers = [int(str(labels[pod]).split("/")[1]) for pod in reversed(pods)]
     assert numbers == sorted(numbers), f"batches out of ordinal order: {labels}"
@@ -325,8 +326,8 @@ def test_a_scale_up_mid_rollout_supersedes_it_and_says_who(
     final = finished(lab, name, first["rolloutId"], 150)
     written["replicas"] = replicas + 1
     assert_truthful_end(lab, name, replicas + 1)
-    assert_all_current(lab, replicas + 1)
-    superseded = posted(lab, "RolloutSuperseded", seen)
+    assert_all_current(lab, name, replicas + 1)
+    superseded = posted(lab, name, "RolloutSuperseded", seen)
     assert superseded is not None
     said = superseded["message"]
     print("RolloutSuperseded:", said)
@@ -334,7 +335,7 @@ def test_a_scale_up_mid_rollout_supersedes_it_and_says_who(
     assert f"the replicas were changed by {scaler} from {replicas} to {replicas + 1}" in said
     # The first rollout's batch keeps its label; the new pod joined the new rollout's first
     # batch, and is counted with it.
-    labels = batch_labels(lab)
+    labels = batch_labels(lab, name)
     assert labels[pods[-1]] == f"{first['rolloutId']}/1", labels
     assert labels[f"{name}-consumer-{replicas}"] == f"{final['rolloutId']}/1", labels
     assert final["membersJoined"] == replicas, final  # the two old pods left and the new one
@@ -344,20 +345,40 @@ def test_a_scale_up_mid_rollout_supersedes_it_and_says_who(
     written["before"] = final["rolloutId"]
 
 
+@pytest.fixture
+def contested(lab: Lab) -> Iterator[dict[str, Any]]:
+    """A fleet of its own for each attempt of the partition test, cold-started: a rerun starts
+    from a partition no other writer holds, not from the one a failed attempt left."""
+    name = f"contested-{next(ATTEMPTS)}"
+    cold = cold_started(lab, name, settleSeconds=2)
+    shared: dict[str, Any] = {"name": name, "before": cold["rolloutId"], "replicas": REPLICAS}
+    with HoldWatch(lab, name) as watch:
+        yield shared
+    watch.assert_clean()
+    for kind in ("consumergroup", "statefulset"):
+        what = name if kind == "consumergroup" else f"{name}-consumer"
+        kubectl(lab, "delete", kind, what, "--wait=false")
+
+
+ATTEMPTS = itertools.count(1)
+
+
 def test_a_partition_moved_by_another_writer_is_set_back_once_then_left_to_it(
-    lab: Lab, written: dict[str, Any]
+    lab: Lab, contested: dict[str, Any]
 ) -> None:
-    name, replicas = WRITTEN, written["replicas"]
+    name, replicas = contested["name"], contested["replicas"]
     seen = event_names(lab, name)
     pods = [f"{name}-consumer-{k}" for k in range(replicas)]
     lives = {pod: incarnations(lab, pod) for pod in pods}
     bump_template(lab, name, "5")
-    joining_first(lab, written)
+    joining_first(lab, contested)
     # A GitOps tool re-applies its manifest, which says partition 0 (Kubernetes' default).
     gitops = {"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}}
-    apply_as(lab, "someone-else", gitops)
+    apply_as(lab, name, "someone-else", gitops)
     overridden = eventually(
-        lambda: posted(lab, "PartitionOverridden", seen), 60, "the operator to say who moved it"
+        lambda: posted(lab, name, "PartitionOverridden", seen),
+        60,
+        "the operator to say who moved it",
     )
     assert overridden["type"] == "Warning", overridden
     assert (
@@ -366,29 +387,30 @@ def test_a_partition_moved_by_another_writer_is_set_back_once_then_left_to_it(
     )
     wanted = replicas - 1
     assert f"set back to {wanted}" in overridden["message"], overridden
-    assert partition_of(lab)[1] == "rebalancer", partition_of(lab)
+    assert partition_of(lab, name)[1] == "rebalancer", partition_of(lab, name)
     # And again: the operator gives way instead of setting it back for good.
-    apply_as(lab, "someone-else", gitops)
-    contested = eventually(
-        lambda: posted(lab, "PartitionContested", seen),
+    apply_as(lab, name, "someone-else", gitops)
+    given = eventually(
+        lambda: posted(lab, name, "PartitionContested", seen),
         60,
         "the operator to leave it to the writer",
     )
-    assert contested["type"] == "Warning", contested
-    assert "leaves the partition to someone-else" in contested["message"], contested
-    final = finished(lab, name, written["before"], 180)
+    assert given["type"] == "Warning", given
+    assert "leaves the partition to someone-else" in given["message"], given
+    final = finished(lab, name, contested["before"], 180)
     print("PartitionOverridden:", overridden["message"])
-    print("PartitionContested:", contested["message"])
+    print("PartitionContested:", given["message"])
     print("status.rollout.message:", final["message"])
     # The operator parks a StatefulSet in the very step that completes its rollout (before it
     # writes Completed): the partition is still the other writer's. (The steps at rest after
     # it are the planner's unit tests'.)
-    assert partition_of(lab) == (0, "someone-else")
+    assert partition_of(lab, name) == (0, "someone-else")
     assert_truthful_end(lab, name, replicas)
-    assert_all_current(lab, replicas)
+    assert_all_current(lab, name, replicas)
     assert final["contestedBy"] == "someone-else" and final["yielded"], final
     # Said once each: no quarrel went on (posted() refuses a second Event of a reason).
-    assert posted(lab, "PartitionOverridden", seen) and posted(lab, "PartitionContested", seen)
+    assert posted(lab, name, "PartitionOverridden", seen)
+    assert posted(lab, name, "PartitionContested", seen)
     assert "leaves the partition to someone-else" in final["message"], final
     # No batch repeated or skipped, each pod replaced once, in order: the pods the controller
     # replaced ahead of their batches waited at their gates for them.

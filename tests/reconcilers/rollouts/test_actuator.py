@@ -201,6 +201,27 @@ async def test_actions_are_carried_out_and_can_be_repeated(kube: KubernetesApi, 
     assert held["rebalancer.dev/gate-held-at"] == "2023-11-14T22:13:20.000Z"
 
 
+async def test_a_partition_written_on_condition_is_not_written_over_a_change(
+    kube: KubernetesApi, ns: str
+) -> None:
+    await parked_statefulset(kube, ns)
+    actuator = Actuator(kube, ns, WorkloadKind.STATEFULSET, "orders")
+    seen = await read_workload(kube, ns, WorkloadKind.STATEFULSET, "orders")
+    assert seen is not None and seen.resource_version
+    # Someone (here a label; for the contest, the controller's status) changes it after the read.
+    patch = {"metadata": {"labels": {"touched": "yes"}}}
+    kube.apps.patch_namespaced_stateful_set("orders", ns, patch, _preload_content=False)
+    assert seen.partition == 0
+    stale = SetStatefulSetPartition(2, seen.resource_version)
+    assert await actuator.apply([stale]) == []
+    assert read_sts(kube, ns)["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 0
+    now = await read_workload(kube, ns, WorkloadKind.STATEFULSET, "orders")
+    assert now is not None and now.resource_version != seen.resource_version
+    fresh = SetStatefulSetPartition(2, now.resource_version)
+    assert await actuator.apply([fresh]) == [fresh]
+    assert read_sts(kube, ns)["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 2
+
+
 async def test_the_gate_is_installed_once(kube: KubernetesApi, ns: str) -> None:
     kube.apps.create_namespaced_stateful_set(ns, statefulset(), _preload_content=False)
     # The controller's status writes right after the create would make the guarded patch lose

@@ -84,8 +84,13 @@ class WritersStep(StepBase):
                     f"which {held} own {'batch' if one else 'batches'})"
                 )
             after = state.moved(contested_by=writer, interference=_also(state.interference, note))
+            # Only if the StatefulSet is still as seen: the controller's pass over the other
+            # writer's partition may not have seen this batch's pods Ready yet, and the pass
+            # that does deletes a later batch's pod under that partition and writes the new
+            # ready count to status. Set back after it, the pod would come back at the old
+            # revision; that status write makes this one fail, and the next look waits above.
             return after, [
-                SetStatefulSetPartition(wanted),
+                SetStatefulSetPartition(wanted, workload.resource_version),
                 ForeignWrite("PartitionOverridden", note, warning=True),
             ]
         note = (
