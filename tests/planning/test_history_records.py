@@ -139,10 +139,12 @@ def track(
             [("a", "start-100000", 0.0, 1), ("b", "start-100000", 20000.0, 2),
              ("c", "start-100000", 40000.0, 3)],
         ),
-        # A member whose clock runs behind never gets a negative offset.
+        # Reports that arrive out of the order the members stamped them (by milliseconds on
+        # a busy machine): the offsets count from the earliest stamp all the same.
         (
-            [join(1, "a", 1, 100.0), join(2, "b", 1, 99.9)],
-            [("a", "start-100000", 0.0, 1), ("b", "start-100000", 0.0, 1)],
+            [join(1, "a", 1, 100.002), join(2, "b", 1, 100.0), join(3, "c", 1, 100.007)],
+            [("b", "start-100000", 0.0, 1), ("a", "start-100000", 2.0, 1),
+             ("c", "start-100000", 7.0, 1)],
         ),
     ],
 )  # fmt: skip
@@ -151,6 +153,15 @@ def test_joins_outside_rollouts_are_grouped_by_start_up(
 ) -> None:
     rows, _ = track(joins)
     assert rows == expected
+
+
+def test_a_member_whose_clock_runs_behind_never_gets_a_negative_offset() -> None:
+    # Its join, stamped before the start-up's first, reaches a later pass: it is at 0.
+    first, tracking = track([join(1, "a", 1, 100.0)])
+    later, tracking = track([join(2, "b", 1, 99.9)], tracking)
+    assert first == [("a", "start-100000", 0.0, 1)]
+    assert later == [("b", "start-100000", 0.0, 1)]
+    assert tracking.sequence == 2
 
 
 def test_recorded_joins_are_not_recorded_again() -> None:

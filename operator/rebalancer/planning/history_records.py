@@ -146,9 +146,10 @@ def track_joins(
     """A member-join record per join not recorded yet, and the tracking to keep."""
     events: list[RebalanceEvent] = []
     recent = list(tracking.recent)
-    for join in sorted(joins, key=lambda item: item.sequence):
-        if join.sequence <= tracking.sequence:
-            continue
+    fresh = [join for join in joins if join.sequence > tracking.sequence]
+    # In the order the members stamped them, not the order their reports arrived in (which
+    # can differ by milliseconds): each offset then counts from the earliest join of a pass.
+    for join in sorted(fresh, key=lambda item: (item.at, item.sequence)):
         batch_id, rollout_id, batch_size = rollout_batch(rollout, join.identity)
         if batch_id is not None:
             if tracking.burst_id != batch_id:
@@ -198,7 +199,7 @@ def track_joins(
             )
         tracking = replace(
             tracking,
-            sequence=join.sequence,
+            sequence=max(tracking.sequence, join.sequence),
             burst_first_at=first_at,
             burst_last_at=max(tracking.burst_last_at, join.at),
         )

@@ -17,6 +17,7 @@ The tests share one fleet and run in the file's order.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from tests.operator.e2e.support import (
     restart_operator,
 )
 from tests.operator.reliability.rollout_fleets import (
+    BATCH_OUT,
     PARTITIONS,
     HoldWatch,
     assert_truthful_end,
@@ -84,8 +86,12 @@ def settings(fetch_wait_ms: int) -> dict[str, Any]:
     }
 
 
-def change_settings(lab: Lab, fetch_wait_ms: int) -> None:
-    patch = {"spec": {"policy": {"settings": settings(fetch_wait_ms)}}}
+# A new value for each change, a rerun's included: each is a new template, so a new rollout.
+FETCH_WAITS = itertools.count(100, 10)
+
+
+def change_settings(lab: Lab) -> None:
+    patch = {"spec": {"policy": {"settings": settings(next(FETCH_WAITS))}}}
     kubectl(lab, "patch", "cg", NAME, "--type=merge", "-p", json.dumps(patch))
 
 
@@ -99,7 +105,7 @@ def fleet(lab: Lab) -> Iterator[dict[str, Any]]:
     group["spec"]["workload"] = {"kind": KIND, "name": f"{NAME}-consumer"}
     apply(lab, group, deployment_fleet(lab, NAME, REPLICAS))
     settled(lab, NAME, REPLICAS)
-    shared: dict[str, Any] = {"before": rollout_of(lab, NAME).get("rolloutId")}
+    shared: dict[str, Any] = {}
     with HoldWatch(lab, NAME, kind=KIND) as watch:
         shared["watch"] = watch
         yield shared
@@ -167,19 +173,28 @@ def assert_rolled_once(
     )
 
 
-def starting(lab: Lab, fleet: dict[str, Any]) -> dict[str, Any]:
-    """What a rollout is measured against: Event names, pods and pod runs before it."""
+def starting(lab: Lab) -> dict[str, Any]:
+    """What a rollout is measured against, taken with the fleet at rest (a rerun waits out the
+    rollout its failed attempt left): Event names, pods, pod runs and the last rollout."""
+
+    def at_rest() -> tuple[dict[str, Any]] | None:
+        rollout = rollout_of(lab, NAME)
+        idle = rollout.get("phase") in (None, "Idle", "Completed", "Failed")
+        return (rollout,) if idle and len(live_pods(lab)) == REPLICAS else None
+
+    (last,) = eventually(at_rest, 180, f"{NAME} at rest before the rollout")
+    settled(lab, NAME, REPLICAS)
     return {
         "seen": event_names(lab, NAME),
         "pods": set(live_pods(lab)),
         "runs": pod_runs(lab),
-        "rolloutId": fleet["before"],
+        "rolloutId": last.get("rolloutId"),
     }
 
 
 def test_the_operator_killed_and_restarted_mid_rollout(lab: Lab, fleet: dict[str, Any]) -> None:
-    before = starting(lab, fleet)
-    change_settings(lab, 100)
+    before = starting(lab)
+    change_settings(lab)
     kills: list[tuple[str, int | None]] = []
 
     def kill(phase: str | None, min_batch: int = 0) -> dict[str, Any]:
@@ -220,7 +235,6 @@ def test_the_operator_killed_and_restarted_mid_rollout(lab: Lab, fleet: dict[str
     )
     assert final["rolloutId"] == opening["rolloutId"], (opening, final)
     assert_rolled_once(lab, before, before["runs"], final)
-    fleet["before"] = final["rolloutId"]
 
 
 def restarts(lab: Lab, pod: str) -> int:
@@ -230,8 +244,8 @@ def restarts(lab: Lab, pod: str) -> int:
 
 
 def test_a_consumer_hard_killed_during_a_batch(lab: Lab, fleet: dict[str, Any]) -> None:
-    before = starting(lab, fleet)
-    change_settings(lab, 200)
+    before = starting(lab)
+    change_settings(lab)
     joining = at_phase(lab, NAME, "BatchJoining", before["rolloutId"])
     assert joining["batch"] == 1, joining
     assert_stepped(lab, before, joining)
@@ -242,11 +256,13 @@ def test_a_consumer_hard_killed_during_a_batch(lab: Lab, fleet: dict[str, Any]) 
                 return pod, pid
         return None
 
-    # Batch 1's new consumer is killed once it runs, before the group has settled with it: no
-    # LeaveGroup, no last commit; the kubelet restarts it after its back-off, as it would a
-    # crashed container. The Deployment is paused meanwhile: no other pod comes or goes.
+    # Batch 1's new consumer is killed once it runs, while its batch is out (joining, or on a
+    # busy machine already joined and held for the settle time): no LeaveGroup, no last
+    # commit; the kubelet restarts it after its back-off, as it would a crashed container. The
+    # Deployment is paused meanwhile: no other pod comes or goes.
     victim, pid = eventually(new_consumer, 60, "batch 1's new consumer", every=0.1)
-    assert rollout_of(lab, NAME)["phase"] == "BatchJoining", "the batch settled before the kill"
+    at_kill = rollout_of(lab, NAME)
+    assert at_kill["phase"] in BATCH_OUT and at_kill["batch"] == 1, at_kill
     hard_kill(lab, victim)
     # And an old member that holds partitions meanwhile, in the middle of its work.
     bystander = sorted(before["pods"])[0]
@@ -259,7 +275,6 @@ def test_a_consumer_hard_killed_during_a_batch(lab: Lab, fleet: dict[str, Any]) 
     assert final["rolloutId"] == joining["rolloutId"], (joining, final)
     assert_rolled_once(lab, before, before["runs"], final)
     assert consumer_pid(lab, victim) not in (None, pid), "the killed consumer did not come back"
-    fleet["before"] = final["rolloutId"]
 
 
 def test_the_deployment_was_never_held_unexplained(fleet: dict[str, Any]) -> None:
