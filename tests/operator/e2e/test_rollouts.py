@@ -162,9 +162,12 @@ def test_a_policy_that_cannot_be_met_is_degraded_with_the_fix(lab: Lab) -> None:
 
     def degraded() -> dict[str, Any] | None:
         found = condition(get_cg(lab, name), "Degraded")
-        return found if found.get("status") == "True" else None
+        # Applied with the StatefulSet, the ConsumerGroup can be seen first: Degraded with
+        # WorkloadNotFound until the StatefulSet is there.
+        missing = found.get("reason") == "WorkloadNotFound"
+        return found if found.get("status") == "True" and not missing else None
 
-    found = eventually(degraded, 60, "a Degraded condition")
+    found = eventually(degraded, 60, "a Degraded condition other than WorkloadNotFound")
     assert found["reason"] == "PolicyCannotBeMet", found
     assert "spec.policy.rollout.batchDeadlineSeconds (5) is shorter than" in found["message"]
     assert "set batchDeadlineSeconds to at least 13" in found["message"], found
