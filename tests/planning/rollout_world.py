@@ -97,6 +97,8 @@ class World:
     settle_s: float = 3.5  # from the last join until the group is settled
     names_known: bool = True  # members report their pod names
     static: bool = False  # members join with their pod's name as group.instance.id
+    protocol: str = "classic"  # what the broker says of the group: classic or consumer (KIP-848)
+    assignor: str = "range"
     # Incarnations the scheduler never looks at (kubernetes/kubernetes#93062), per pod name.
     unnoticed: Callable[[str, int], bool] = lambda _name, _incarnation: False
     pods: dict[str, SimPod] = field(default_factory=dict)
@@ -313,8 +315,8 @@ class World:
         )
         return GroupSnapshot(
             state=state,
-            protocol="classic",
-            assignor="range",
+            protocol=self.protocol,
+            assignor=self.assignor,
             generation=None,
             members=len(members),
             member_details=details,

@@ -20,11 +20,13 @@ not gated.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rebalancer.planning.rollout_states import Mechanism, RolloutKind
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.gates import GateState
+from rebalancer.structs.plan_costs import ArrivalQuestion, PlanCost
 from rebalancer.structs.problems import FieldProblem
 from rebalancer.structs.rollout_policy import PATH, RolloutPolicy, StaticMembership
 from rebalancer.structs.snapshots import GroupSnapshot
@@ -48,6 +50,9 @@ class RolloutSetup:
     # simulation.join_window(CoordinatorSettings(policy.initial_rebalance_delay_ms), profile,
     # ConsumerSettings(policy.consumers...)): how long an Empty group gathers joins.
     join_window_s: float
+    # The coordinator model's cost of each arrival plan (simulation.estimate_arrival_plans);
+    # None: no model, every batch is gathered.
+    estimate: Callable[[ArrivalQuestion], tuple[PlanCost, ...]] | None = None
 
     @property
     def session_s(self) -> float:

@@ -216,6 +216,13 @@ class RolloutState:
     interference: str | None = None
     # The autoscaler on the workload and what rollouts do about it (planning.autoscalers).
     autoscaler: str | None = None
+    # A cold start's or scale-up's arrival plan (structs.plan_costs.ArrivalPlan), its predicted
+    # cost beside the runner-up's, and why (planning.rollout_choices).
+    plan: str | None = None
+    plan_cost: int | None = None
+    runner_up: str | None = None
+    runner_up_cost: int | None = None
+    plan_reason: str | None = None
 
     @property
     def batches(self) -> int:
@@ -290,6 +297,9 @@ _TEXTS = frozenset(
         "contested_by",
         "interference",
         "autoscaler",
+        "plan",
+        "runner_up",
+        "plan_reason",
     }
 )
 

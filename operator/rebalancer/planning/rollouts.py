@@ -38,6 +38,7 @@ from rebalancer.planning.rollout_actions import (
     RecordProgress,
     Wait,
 )
+from rebalancer.planning.rollout_choices import released_on_arrival
 from rebalancer.planning.rollout_phases.common import (
     PENDING_REVISION,
     POLICY_PROBLEM,
@@ -314,6 +315,12 @@ def _quick(state: RolloutState, observation: Observation) -> bool:
     return state.batch < state.batches or state.mechanism is Mechanism.STATEFULSET_REPLACE
 
 
+def _arriving(state: RolloutState) -> bool:
+    """Whether a batch released on arrival still has pods to open as they appear."""
+    size = state.sizes[state.batch - 1] if 0 < state.batch <= len(state.sizes) else 0
+    return released_on_arrival(state.plan) and len(state.opened) < size
+
+
 def _next_wake(state: RolloutState, observation: Observation, now: float) -> float | None:
     """The next moment a timer changes something, if any comes before the group does."""
     moments: list[float] = []
@@ -331,7 +338,7 @@ def _next_wake(state: RolloutState, observation: Observation, now: float) -> flo
                 moments.append(now + GATHER_RECHECK_SECONDS)
         case Phase.BATCH_JOINING:
             moments += [state.deadline] if state.deadline is not None else []
-            if _quick(state, observation):
+            if _quick(state, observation) or _arriving(state):
                 # The replaced pod's Ready is what the next batch waits for, as when gathering.
                 moments.append(now + GATHER_RECHECK_SECONDS)
         case Phase.BATCH_SETTLING:

@@ -26,6 +26,7 @@ from rebalancer.structs.gates import (
     INSTANCE_ID_FIELD_PATH,
     GateState,
 )
+from rebalancer.structs.kafka_properties import env_properties
 from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import (
     FIELD_MANAGER,
@@ -168,6 +169,22 @@ def takes_identity_slots(template_spec: object) -> bool:
     return False
 
 
+def template_property(template_spec: object, name: str) -> str | None:
+    """The value a container of the template gives Kafka client property `name` through its
+    KAFKA_* variable (literal values only; the first container that sets it)."""
+    containers = _get(template_spec, "containers") or []
+    for container in containers if isinstance(containers, list) else []:
+        literal = {
+            str(_get(variable, "name")): str(_get(variable, "value"))
+            for variable in _get(container, "env") or []
+            if isinstance(_get(variable, "value"), str)
+        }
+        value = env_properties(literal).get(name)
+        if value:
+            return value
+    return None
+
+
 def _bypassed(pod: Raw, annotations: Mapping[str, Any]) -> bool:
     """Through its gate without the operator's `open`: only a bypass lets a gate exit 0 so."""
     return (
@@ -245,6 +262,10 @@ def view_workload(body: Raw, pods: Sequence[Raw], replica_sets: Sequence[Raw] = 
         max_unavailable=max_unavailable,
         gate_installed=has_gate(_get(spec, "template", "spec")),
         identity_slots=takes_identity_slots(_get(spec, "template", "spec")),
+        group_protocol=template_property(_get(spec, "template", "spec"), "group.protocol"),
+        assignment_strategy=template_property(
+            _get(spec, "template", "spec"), "partition.assignment.strategy"
+        ),
         held_for_rollout=ROLLOUT_HOLD_ANNOTATION in (metadata.get("annotations") or {}),
         template_pending=template_pending,
         pods=views,

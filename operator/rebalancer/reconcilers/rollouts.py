@@ -42,7 +42,12 @@ from rebalancer.planning.statuses import rfc3339
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.ownership import ClaimIndex, conflicts_of, refusal_of
 from rebalancer.reconcilers.permissions import report_denied
-from rebalancer.simulation import ConsumerSettings, CoordinatorSettings, join_window
+from rebalancer.simulation import (
+    ConsumerSettings,
+    CoordinatorSettings,
+    estimate_arrival_plans,
+    join_window,
+)
 from rebalancer.structs.autoscalers import Autoscalers
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.conditions import (
@@ -91,7 +96,7 @@ def rollout_setup(policy: RolloutPolicy, profile: BrokerProfile) -> RolloutSetup
             max_poll_interval_ms=consumers.max_poll_interval_ms,
         ),
     )
-    return RolloutSetup(policy, profile, window)
+    return RolloutSetup(policy, profile, window, estimate_arrival_plans)
 
 
 def _post(body: kopf.Body, actions: list[Any]) -> None:

@@ -26,6 +26,7 @@ from rebalancer.simulation.distributions import (
     StartTimes,
     Uniform,
 )
+from rebalancer.simulation.plan_costs import estimate_arrival_plans
 from rebalancer.simulation.presets import build_kafka_7126_scenario
 from rebalancer.simulation.results import Cause, Rebalance, SimulationResult
 from rebalancer.simulation.runs import simulate, simulate_stagger
@@ -67,6 +68,7 @@ __all__ = [
     "TopicNotice",
     "Uniform",
     "build_kafka_7126_scenario",
+    "estimate_arrival_plans",
     "join_window",
     "plan_members",
     "simulate",

@@ -79,3 +79,17 @@ class SimulationResult:
     def count_caused_by(self, *causes: Cause) -> int:
         """How many rebalances had one of these causes."""
         return sum(1 for rebalance in self.rebalances if rebalance.cause in causes)
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """What one change cost a group, counted from the change (the plan estimator's unit).
+
+    unowned_ps: partition-seconds no member consumed, from the change until every partition is
+    owned for good; stop_the_world_ps: the part of it after a partition had first been owned.
+    """
+
+    unowned_ps: float
+    stop_the_world_ps: float
+    rebalances: int
+    stable_s: float

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
+from rebalancer.structs.plan_costs import ArrivalPlan, CostWeights
 from rebalancer.structs.problems import FieldProblem, SpecInvalid
 
 PATH = "spec.policy.rollout"
@@ -60,6 +61,9 @@ class RolloutPolicy:
     paused: bool = False
     initial_rebalance_delay_ms: int = 3000
     consumers: ConsumerTimings = field(default_factory=ConsumerTimings)
+    cost_weights: CostWeights = field(default_factory=CostWeights)
+    # None: the cheapest on the coordinator model (planning.rollout_choices); else this plan.
+    arrival_plan: ArrivalPlan | None = None
 
 
 def _integer(
@@ -112,6 +116,53 @@ def _boolean(
         problems.append(FieldProblem(f"{path}.{key}", "must be true or false", "use a bool"))
         return default
     return value
+
+
+def _weight(
+    raw: Mapping[str, object], key: str, path: str, default: float, problems: list[FieldProblem]
+) -> float:
+    value = raw.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1000:
+        problems.append(
+            FieldProblem(f"{path}.{key}", f"must be a number from 0 to 1000, got {value!r}",
+                         "use a weight such as 1 (the default) or 0 to ignore this cost")
+        )  # fmt: skip
+        return default
+    return float(value)
+
+
+def parse_cost_weights(raw: object, problems: list[FieldProblem]) -> CostWeights:
+    path = f"{PATH}.costWeights"
+    body = _mapping(raw, path, problems)
+    base = CostWeights()
+    weights = CostWeights(
+        unowned=_weight(body, "unownedPartitionSeconds", path, base.unowned, problems),
+        stop_the_world=_weight(
+            body, "stopTheWorldPartitionSeconds", path, base.stop_the_world, problems
+        ),
+    )
+    if weights.unowned == 0 and weights.stop_the_world == 0:
+        problems.append(
+            FieldProblem(path, "weighs every cost at 0, so no plan is cheaper than another",
+                         "give unownedPartitionSeconds or stopTheWorldPartitionSeconds a weight")
+        )  # fmt: skip
+        return base
+    return weights
+
+
+def parse_arrival_plan(raw: object, problems: list[FieldProblem]) -> ArrivalPlan | None:
+    if raw is None or raw == "Auto":
+        return None
+    allowed = ["Auto"] + [plan.value for plan in ArrivalPlan]
+    if raw not in allowed:
+        problems.append(
+            FieldProblem(f"{PATH}.arrivalPlan", f"unsupported value {raw!r}",
+                         "use one of: " + ", ".join(allowed))
+        )  # fmt: skip
+        return None
+    return ArrivalPlan(str(raw))
 
 
 def _mapping(raw: object, path: str, problems: list[FieldProblem]) -> Mapping[str, object]:
@@ -198,6 +249,8 @@ def parse_rollout_policy(
         paused=flag("paused", defaults.paused),
         initial_rebalance_delay_ms=number("initialRebalanceDelayMs", 3000, 0, 600000),
         consumers=consumers,
+        cost_weights=parse_cost_weights(body.get("costWeights"), problems),
+        arrival_plan=parse_arrival_plan(body.get("arrivalPlan"), problems),
     )
     problems.extend(check_policy(policy))
     if problems:

@@ -81,6 +81,10 @@ class WorkloadView:
     # A container of the pod template takes its group.instance.id from INSTANCE_ID_ANNOTATION:
     # the operator hands each pod an identity slot when it opens its gate.
     identity_slots: bool = False
+    # What the pod template sets its consumers' group.protocol and partition.assignment.strategy
+    # to (KAFKA_* variables with literal values; None: not set there).
+    group_protocol: str | None = None
+    assignment_strategy: str | None = None
     # Deployment only: ROLLOUT_HOLD_ANNOTATION is set, and the template matches none of its
     # ReplicaSets (a paused Deployment does not create the new one, so no pod looks stale).
     held_for_rollout: bool = False

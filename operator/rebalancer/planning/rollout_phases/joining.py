@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rebalancer.planning.identity_slots import decode_slots
 from rebalancer.planning.rollout_actions import Action, OpenGate
+from rebalancer.planning.rollout_choices import released_on_arrival
 from rebalancer.planning.rollout_phases.common import Phase, dynamic_members
 from rebalancer.planning.rollout_phases.opening import OpeningStep
 from rebalancer.planning.rollout_phases.settling import SettlingStep
@@ -181,6 +182,10 @@ class JoiningStep(OpeningStep, SettlingStep):
                 for pod in workload.live_pods
                 if pod.name in opened and pod.gate is GateState.WAITING
             )
+            if released_on_arrival(state.plan):
+                room = max(self.batch_size() - len(opened), 0)
+                arrived = [pod.name for pod in held_pods(workload) if pod.name not in opened]
+                late += tuple(arrived[:room])
         else:
             late = ()
         if late:

@@ -20,6 +20,7 @@ from rebalancer.planning.rollout_actions import (
     ScaleWorkload,
     SetStatefulSetPartition,
 )
+from rebalancer.planning.rollout_choices import released_on_arrival
 from rebalancer.planning.rollout_phases.common import Phase
 from rebalancer.planning.rollout_phases.stopped import StoppedStep
 from rebalancer.planning.rollout_plans import gated, held_pods, through_pods
@@ -85,6 +86,8 @@ class OpeningStep(StoppedStep):
         waiting = [pod for pod in held_pods(workload) if pod.gate is GateState.WAITING]
         if workload.identity_slots:
             return self.open_with_slots(workload, waiting, size, need)
+        if released_on_arrival(state.plan):
+            return self.open_on_arrival(workload, size)
         gathered = len(waiting) >= need
         timed_out = state.gather_until is not None and self.now >= state.gather_until
         if not waiting or not (gathered or timed_out):
@@ -95,6 +98,17 @@ class OpeningStep(StoppedStep):
             return state, []
         chosen = tuple(pod.name for pod in waiting[:size])
         return self.released(state, chosen), [OpenGate(label, chosen)]
+
+    def open_on_arrival(
+        self, workload: WorkloadView, size: int
+    ) -> tuple[RolloutState, list[Action]]:
+        """ArrivalPlan.ON_ARRIVAL: every pod of the batch that exists is opened now, before its
+        gate even runs where the operator is quick enough, so its consumer starts as it would
+        without a gate; pods created later are opened as they appear (keep_released)."""
+        arrived = tuple(pod.name for pod in held_pods(workload))[:size]
+        if not arrived:
+            return self.state, []
+        return self.released(self.state, arrived), [OpenGate(self.label(), arrived)]
 
     def open_with_slots(
         self, workload: WorkloadView, waiting: Sequence[PodView], size: int, need: int

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
-from rebalancer.planning.rollout_actions import Action, ResumeDeployment
+from rebalancer.planning.rollout_actions import Action, RecordProgress, ResumeDeployment
+from rebalancer.planning.rollout_choices import arrival_fields
 from rebalancer.planning.rollout_phases.common import POLICY_PROBLEM, Phase
 from rebalancer.planning.rollout_phases.stopped import StoppedStep
 from rebalancer.planning.rollout_plans import classify, plan_rollout
@@ -45,6 +46,7 @@ class PlanningStep(StoppedStep):
             settle_until=None,
             reason=None,
             message="; ".join(plan.notes) or None,
+            **arrival_fields(self.setup, workload, self.obs.group, change, sum(plan.sizes)),
         )
         target = self.target(workload, fresh)
         rollout_id = hashlib.sha256(f"{target}|{self.now}".encode()).hexdigest()[:8]
@@ -55,6 +57,10 @@ class PlanningStep(StoppedStep):
         if not plan.sizes:
             return state.moved(phase=Phase.IDLE, phase_since=self.now), []
         actions: list[Action] = []
+        if fresh.plan_reason:
+            actions.append(
+                RecordProgress("RolloutPlanned", 1, fresh.batches, 0, 0, fresh.plan_reason)
+            )
         if state.holding_deployment and change.mechanism is not Mechanism.DEPLOYMENT_STEPS:
             # A rollout retargeted mid-step must not leave the Deployment paused for one that
             # does not step it.

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rebalancer.planning.rollout_actions import Action, ResumeDeployment
+from rebalancer.planning.rollout_choices import released_on_arrival
 from rebalancer.planning.rollout_phases.common import Phase, _also, _plural, dynamic_members
 from rebalancer.planning.rollout_phases.planning import PlanningStep
 from rebalancer.planning.rollout_plans import (
@@ -75,6 +76,8 @@ class SettlingStep(PlanningStep):
         batch = [live[name] for name in self.batch_names(workload) if name in live]
         if not all(pod.ready and pod.updated and pod.gate.through for pod in batch):
             return False
+        if released_on_arrival(state.plan) and len(state.opened) < self.batch_size():
+            return False  # pods of the batch are still to arrive
         if state.mechanism is Mechanism.STATEFULSET_REPLACE:
             by_ordinal = {pod.ordinal for pod in workload.live_pods if pod.updated}
             if not set(self.chunk()) <= by_ordinal:

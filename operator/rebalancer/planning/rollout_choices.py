@@ -1,0 +1,198 @@
+"""Which arrival plan a cold start or scale-up takes: the cheapest on the coordinator model.
+
+A batch of pods can be let through their gates as each arrives (ArrivalPlan.ON_ARRIVAL) or
+gathered and opened together (GATHER). Neither always wins: on Apache Kafka an Empty group's
+initial delay, restarted by every join (KIP-134), already gathers pods that start close together,
+so gathering them at the gate only adds the early pods' wait; a Stable group has no such delay,
+so each pod joining on its own costs a rebalance (all partitions stopped, on the eager protocol);
+a KIP-848 group has no join barrier at all, so gathered pods leave every partition unowned while
+they wait. The planner asks the model (RolloutSetup.estimate, the simulation layer's
+estimate_arrival_plans) what each plan costs this group with these pods and takes the cheapest.
+
+The cost is what the user loses: partition-seconds without an owner plus stop-the-world
+partition-seconds, weighted by spec.policy.rollout.costWeights. Plans within TIE_SHARE of each
+other are a tie, broken by fewer rebalances, then by the sooner Stable group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rebalancer.planning.rollout_plans import Change, RolloutSetup, group_is_empty, group_members
+from rebalancer.planning.rollout_states import Mechanism, RolloutKind
+from rebalancer.structs.plan_costs import (
+    ArrivalPlan,
+    ArrivalQuestion,
+    GroupKind,
+    PlanCost,
+)
+from rebalancer.structs.snapshots import GroupSnapshot
+from rebalancer.structs.workloads import WorkloadView
+
+TIE_SHARE = 0.05
+# Without a measured start-up the model assumes the pods reach their gates evenly over this
+# long, and their consumers join this long after their gates open (a Python or JVM client's
+# start on a busy node). Stated in the plan's reason whenever used.
+ASSUMED_ARRIVAL_SPREAD_MS = 6000.0
+ASSUMED_START_MS = 1500.0
+# The operator's look (about a second while a batch gathers) and its gate writes.
+RELEASE_MS = 1000.0
+# KIP-848's broker default group.consumer.heartbeat.interval.ms.
+KIP848_HEARTBEAT_MS = 5000.0
+
+
+@dataclass(frozen=True)
+class PlanChoice:
+    chosen: PlanCost
+    runner_up: PlanCost | None
+    score: float
+    runner_up_score: float | None
+    reason: str
+
+
+def chooses_arrival_plan(change: Change) -> bool:
+    """Whether `change` lets pods through gates in a batch the planner may gather or not."""
+    return change.mechanism is Mechanism.GATE_QUEUE and change.kind in (
+        RolloutKind.COLD_START,
+        RolloutKind.SCALE_UP,
+    )
+
+
+def group_kind(workload: WorkloadView, group: GroupSnapshot | None) -> GroupKind:
+    """The coordinator the group has: the broker's word where the group exists, else what the
+    pod template tells its consumers."""
+    protocol = group.protocol if group is not None and group.protocol else None
+    protocol = protocol or workload.group_protocol
+    if protocol == "consumer":
+        return GroupKind.KIP848
+    assignor = (group.assignor if group is not None else None) or workload.assignment_strategy
+    if assignor and "cooperative" in assignor:
+        return GroupKind.COOPERATIVE
+    return GroupKind.EAGER
+
+
+def arrival_question(
+    setup: RolloutSetup,
+    workload: WorkloadView,
+    group: GroupSnapshot | None,
+    joiners: int,
+) -> ArrivalQuestion:
+    """What the model is asked about `joiners` new pods of `workload` joining `group`."""
+    kind = group_kind(workload, group)
+    members = 0 if group_is_empty(group) else group_members(group)
+    partitions = (group.total_partitions if group is not None else None) or 2 * max(
+        workload.replicas, 1
+    )
+    spread = ASSUMED_ARRIVAL_SPREAD_MS
+    arrivals = tuple(spread * index / max(joiners - 1, 1) for index in range(joiners))
+    heartbeat = KIP848_HEARTBEAT_MS if kind is GroupKind.KIP848 else setup.heartbeat_s * 1000
+    return ArrivalQuestion(
+        group=kind,
+        joiners=joiners,
+        members=members,
+        partitions=partitions,
+        initial_delay_ms=setup.join_window_s * 1000,
+        heartbeat_ms=heartbeat,
+        session_ms=setup.session_s * 1000,
+        arrivals_ms=arrivals,
+        start_ms=ASSUMED_START_MS,
+        release_ms=RELEASE_MS,
+        measured=False,
+    )
+
+
+def choose_plan(
+    question: ArrivalQuestion, costs: Sequence[PlanCost], setup: RolloutSetup
+) -> PlanChoice:
+    """The cheapest of `costs` (see the module docstring), with the runner-up and why."""
+    weights = setup.policy.cost_weights
+    ranked = sorted(costs, key=lambda cost: cost.score(weights))
+    best = ranked[0]
+    tied = [c for c in ranked if c.score(weights) <= best.score(weights) * (1 + TIE_SHARE)]
+    chosen = min(tied, key=lambda cost: (cost.rebalances, cost.stable_s, ranked.index(cost)))
+    others = [cost for cost in ranked if cost is not chosen]
+    runner_up = others[0] if others else None
+    return PlanChoice(
+        chosen=chosen,
+        runner_up=runner_up,
+        score=round(chosen.score(weights), 1),
+        runner_up_score=round(runner_up.score(weights), 1) if runner_up else None,
+        reason=_reason(question, chosen, runner_up, setup),
+    )
+
+
+def _reason(
+    question: ArrivalQuestion, chosen: PlanCost, runner_up: PlanCost | None, setup: RolloutSetup
+) -> str:
+    weights = setup.policy.cost_weights
+    group = {
+        GroupKind.KIP848: "a KIP-848 group (no join barrier)",
+        GroupKind.COOPERATIVE: "a cooperative classic group",
+        GroupKind.EAGER: "an eager classic group",
+    }[question.group]
+    where = "an Empty group" if not question.members else f"{question.members} members"
+    text = (
+        f"{chosen.plan.value} for {question.joiners} pods joining {where}, {group}: "
+        f"{_costs(chosen)}, cost {chosen.score(weights):.0f}"
+    )
+    if runner_up is not None:
+        text += f"; {runner_up.plan.value} {_costs(runner_up)}, cost {runner_up.score(weights):.0f}"
+    if not question.measured:
+        text += (
+            "; no start-up history for this workload: the model assumed pods reaching their "
+            f"gates over {ASSUMED_ARRIVAL_SPREAD_MS / 1000:.0f} s and consumers joining "
+            f"{ASSUMED_START_MS / 1000:.1f} s after their gates open"
+        )
+    return text
+
+
+def _costs(cost: PlanCost) -> str:
+    return (
+        f"{cost.unowned_ps:.0f} unowned and {cost.stop_the_world_ps:.0f} stop-the-world "
+        f"partition-s, {cost.rebalances} rebalances, Stable after {cost.stable_s:.1f} s"
+    )
+
+
+def arrival_fields(
+    setup: RolloutSetup,
+    workload: WorkloadView,
+    group: GroupSnapshot | None,
+    change: Change,
+    joiners: int,
+) -> dict[str, object]:
+    """The RolloutState fields that record a change's arrival plan (all None for a change that
+    has none: rolling updates, ungated steps)."""
+    fields: dict[str, object] = dict.fromkeys(
+        ("plan", "plan_cost", "runner_up", "runner_up_cost", "plan_reason")
+    )
+    if not chooses_arrival_plan(change) or joiners <= 0:
+        return fields
+    forced = setup.policy.arrival_plan
+    if setup.estimate is None:
+        fields["plan"] = (forced or ArrivalPlan.GATHER).value
+        return fields
+    question = arrival_question(setup, workload, group, joiners)
+    costs = setup.estimate(question)
+    choice = choose_plan(question, costs, setup)
+    weights = setup.policy.cost_weights
+    chosen, runner_up, reason = choice.chosen, choice.runner_up, choice.reason
+    if forced is not None and forced is not chosen.plan:
+        runner_up = chosen
+        chosen = next(cost for cost in costs if cost.plan is forced)
+        reason = (
+            f"{forced.value}, as spec.policy.rollout.arrivalPlan says; the model would take "
+            f"{reason}"
+        )
+    fields.update(
+        plan=chosen.plan.value,
+        plan_cost=round(chosen.score(weights)),
+        runner_up=runner_up.plan.value if runner_up else None,
+        runner_up_cost=round(runner_up.score(weights)) if runner_up else None,
+        plan_reason=reason,
+    )
+    return fields
+
+
+def released_on_arrival(plan: str | None) -> bool:
+    return plan == ArrivalPlan.ON_ARRIVAL.value

@@ -1,0 +1,192 @@
+"""The arrival plan of a cold start or scale-up: the cheapest on the coordinator model, recorded
+with the runner-up's cost and why, and carried out (pods opened as they appear, or gathered)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from tests.planning.rollout_world import T0, World, drive, roundtrip, setup_for, with_pods
+
+from rebalancer.planning.rollout_actions import OpenGate, RecordProgress
+from rebalancer.planning.rollout_choices import TIE_SHARE, arrival_fields
+from rebalancer.planning.rollout_plans import Change, RolloutSetup
+from rebalancer.planning.rollout_states import Mechanism, RolloutKind, RolloutPhase, RolloutState
+from rebalancer.simulation import estimate_arrival_plans
+from rebalancer.structs.plan_costs import ArrivalPlan, ArrivalQuestion, CostWeights, PlanCost
+from rebalancer.structs.rollout_policy import RolloutPolicy
+
+ON_ARRIVAL, GATHER = ArrivalPlan.ON_ARRIVAL, ArrivalPlan.GATHER
+COLD_START = Change(RolloutKind.COLD_START, Mechanism.GATE_QUEUE, static=False)
+
+
+def done(state: RolloutState) -> bool:
+    return state.phase in (RolloutPhase.COMPLETED, RolloutPhase.FAILED)
+
+
+def modelled(policy: RolloutPolicy | None = None) -> RolloutSetup:
+    return replace(setup_for(policy), estimate=estimate_arrival_plans)
+
+
+def fixed(*costs: PlanCost) -> RolloutSetup:
+    """A setup whose model says exactly `costs`, whatever it is asked."""
+
+    def estimate(_: ArrivalQuestion) -> tuple[PlanCost, ...]:
+        return costs
+
+    return replace(setup_for(), estimate=estimate)
+
+
+def cost(plan: ArrivalPlan, unowned: float, stop: float, rebalances: int = 1) -> PlanCost:
+    return PlanCost(plan, unowned, stop, rebalances, stable_s=10.0)
+
+
+def stair(spacing: float, **fields: object) -> World:
+    """Pods whose gates start `spacing` seconds apart, in ordinal order."""
+    return World(
+        start_delay=lambda name, _: 1.0 + int(name.rsplit("-", 1)[1]) * spacing,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def chosen_for(setup: RolloutSetup, world: World | None = None) -> dict[str, object]:
+    world = world or World()
+    return arrival_fields(setup, world.workload(T0), None, COLD_START, joiners=6)
+
+
+# -- the choice -----------------------------------------------------------------------------
+
+
+def test_the_cheaper_plan_is_taken_and_the_runner_up_recorded() -> None:
+    fields = chosen_for(fixed(cost(ON_ARRIVAL, 300, 0), cost(GATHER, 200, 0)))
+    assert (fields["plan"], fields["plan_cost"]) == ("Gather", 200)
+    assert (fields["runner_up"], fields["runner_up_cost"]) == ("OnArrival", 300)
+    fields = chosen_for(fixed(cost(ON_ARRIVAL, 200, 0), cost(GATHER, 300, 0)))
+    assert (fields["plan"], fields["runner_up"]) == ("OnArrival", "Gather")
+
+
+def test_stop_the_world_seconds_weigh_on_top_and_the_weights_are_the_users() -> None:
+    costs = (cost(ON_ARRIVAL, 100, 80), cost(GATHER, 150, 0))
+    assert chosen_for(fixed(*costs))["plan"] == "Gather"  # 180 against 150
+    ignore_stops = RolloutPolicy(cost_weights=CostWeights(unowned=1.0, stop_the_world=0.0))
+    setup = replace(fixed(*costs), policy=ignore_stops)
+    assert chosen_for(setup)["plan"] == "OnArrival"  # 100 against 150
+
+
+def test_a_tie_goes_to_fewer_rebalances() -> None:
+    close = 100 * (1 + TIE_SHARE / 2)
+    costs = (cost(ON_ARRIVAL, 100, 0, rebalances=4), cost(GATHER, close, 0, rebalances=1))
+    assert chosen_for(fixed(*costs))["plan"] == "Gather"
+    apart = 100 * (1 + 2 * TIE_SHARE)
+    costs = (cost(ON_ARRIVAL, 100, 0, rebalances=4), cost(GATHER, apart, 0, rebalances=1))
+    assert chosen_for(fixed(*costs))["plan"] == "OnArrival"
+
+
+def test_a_plan_named_in_the_spec_is_taken_and_the_models_choice_said() -> None:
+    policy = RolloutPolicy(arrival_plan=GATHER)
+    setup = replace(fixed(cost(ON_ARRIVAL, 100, 0), cost(GATHER, 400, 0)), policy=policy)
+    fields = chosen_for(setup)
+    assert (fields["plan"], fields["plan_cost"]) == ("Gather", 400)
+    assert (fields["runner_up"], fields["runner_up_cost"]) == ("OnArrival", 100)
+    assert "arrivalPlan" in str(fields["plan_reason"])
+    assert "the model would take OnArrival" in str(fields["plan_reason"])
+
+
+def test_rolling_updates_have_no_arrival_plan() -> None:
+    change = Change(RolloutKind.ROLLING_UPDATE, Mechanism.STATEFULSET_REPLACE, static=True)
+    fields = arrival_fields(modelled(), World().workload(T0), None, change, joiners=6)
+    assert set(fields.values()) == {None}
+
+
+@pytest.mark.parametrize(
+    ("protocol", "assignor", "members"),
+    [
+        ("consumer", "uniform", 0),
+        ("consumer", "uniform", 6),
+        ("classic", "range", 0),
+        ("classic", "range", 6),
+        ("classic", "cooperative-sticky", 0),
+        ("classic", "cooperative-sticky", 6),
+    ],
+)
+def test_the_model_never_leaves_a_cheaper_plan_on_the_table(
+    protocol: str, assignor: str, members: int
+) -> None:
+    """Whatever the group, the plan taken costs no more than any other on the model (beyond a
+    tie, which fewer rebalances break)."""
+    world = World(protocol=protocol, assignor=assignor, replicas=members)
+    if members:
+        world = with_pods(world, T0)
+    setup = modelled()
+    change = Change(
+        RolloutKind.SCALE_UP if members else RolloutKind.COLD_START, Mechanism.GATE_QUEUE, False
+    )
+    fields = arrival_fields(setup, world.workload(T0), world.group(T0 + 200), change, joiners=6)
+    assert fields["plan"] in ("OnArrival", "Gather")
+    assert isinstance(fields["plan_cost"], int) and isinstance(fields["runner_up_cost"], int)
+    assert fields["plan_cost"] <= fields["runner_up_cost"] * (1 + TIE_SHARE) + 1
+    assert "no start-up history" in str(fields["plan_reason"])
+
+
+# -- carried out ----------------------------------------------------------------------------
+
+
+def test_a_kip848_cold_start_opens_every_pod_as_it_appears() -> None:
+    """No join barrier: gathered pods would leave every partition unowned while they wait, so
+    each pod is opened as soon as it exists, before its gate runs."""
+    world = stair(2.0, protocol="consumer", assignor="uniform")
+    world.scale_to(6, T0)
+    state, _ = drive(world, modelled(RolloutPolicy(settle_seconds=2)), seconds=200, until=done)
+    assert state.phase is RolloutPhase.COMPLETED
+    assert state.plan == "OnArrival"
+    assert state.runner_up == "Gather"
+    assert state.plan_cost is not None and state.runner_up_cost is not None
+    assert state.plan_cost < state.runner_up_cost
+    opened = {name: at for at, action in world.log if isinstance(action, OpenGate)
+              for name in action.pods}  # fmt: skip
+    assert sorted(opened) == [f"orders-{index}" for index in range(6)]
+    for name, at in opened.items():
+        assert at <= world.pods[name].arrives_at, f"{name} waited at its gate"
+    said = [
+        a for _, a in world.log if isinstance(a, RecordProgress) and a.reason == "RolloutPlanned"
+    ]
+    assert len(said) == 1
+    assert "OnArrival" in said[0].message and "Gather" in said[0].message
+
+
+def test_pods_created_after_the_release_are_opened_too() -> None:
+    world = World(protocol="consumer", assignor="uniform")
+    world.scale_to(3, T0)
+    setup = modelled(RolloutPolicy(settle_seconds=2))
+    state, _ = drive(world, setup, seconds=3, until=done)
+    assert state.phase is RolloutPhase.BATCH_JOINING
+    assert state.plan == "OnArrival" and len(state.opened) == 3
+    state, _ = drive(world, setup, start=T0 + 3, seconds=120, state=state, until=done)
+    assert state.phase is RolloutPhase.COMPLETED
+    assert all(pod.opened_at is not None for pod in world.pods.values())
+
+
+def test_an_eager_scale_up_is_gathered_into_one_release() -> None:
+    """A Stable group has no initial delay: pods joining one by one would stop every partition
+    once each (eager), so the batch is gathered."""
+    world = with_pods(stair(1.0, replicas=6), T0)
+    world.scale_to(12, T0)
+    state, _ = drive(world, modelled(), seconds=200, until=done)
+    assert state.phase is RolloutPhase.COMPLETED
+    assert state.kind is RolloutKind.SCALE_UP
+    assert state.plan == "Gather"
+    opens = [a for _, a in world.log if isinstance(a, OpenGate)]
+    assert [len(a.pods) for a in opens] == [6]
+
+
+def test_the_plan_survives_an_operator_restart() -> None:
+    world = stair(2.0, protocol="consumer", assignor="uniform")
+    world.scale_to(6, T0)
+    state, _ = drive(world, modelled(), seconds=2)
+    assert state.plan == "OnArrival"
+    back = roundtrip(state)
+    assert (back.plan, back.plan_cost, back.runner_up, back.runner_up_cost, back.plan_reason) == (
+        state.plan, state.plan_cost, state.runner_up, state.runner_up_cost, state.plan_reason
+    )  # fmt: skip
+    status = state.to_status()
+    assert status["plan"] == "OnArrival" and "planReason" in status and "runnerUpCost" in status

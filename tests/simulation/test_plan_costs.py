@@ -1,0 +1,76 @@
+"""The arrival plans' costs on the coordinator models: the figures the planner chooses by."""
+
+from __future__ import annotations
+
+import pytest
+
+from rebalancer.simulation import estimate_arrival_plans
+from rebalancer.simulation.kip848_groups import run_kip848
+from rebalancer.structs.plan_costs import ArrivalPlan, ArrivalQuestion, GroupKind, PlanCost
+
+
+def question(
+    group: GroupKind, *, joiners: int = 12, members: int = 0, spread_ms: float = 6000.0
+) -> ArrivalQuestion:
+    return ArrivalQuestion(
+        group=group,
+        joiners=joiners,
+        members=members,
+        partitions=2 * (joiners + members),
+        initial_delay_ms=3000.0,
+        heartbeat_ms=5000.0 if group is GroupKind.KIP848 else 3000.0,
+        session_ms=45000.0,
+        arrivals_ms=tuple(spread_ms * i / (joiners - 1) for i in range(joiners)),
+        start_ms=1500.0,
+        release_ms=1000.0,
+    )
+
+
+def by_plan(q: ArrivalQuestion) -> dict[ArrivalPlan, PlanCost]:
+    return {cost.plan: cost for cost in estimate_arrival_plans(q)}
+
+
+def test_a_lone_kip848_member_owns_everything_from_its_join() -> None:
+    run = run_kip848(members=0, joins_ms=[2000.0], partitions=10, heartbeat_ms=5000.0, seed=1)
+    assert run.unowned_ps == pytest.approx(20.0)  # 10 partitions for 2 s
+    assert run.stop_the_world_ps == 0
+    assert run.rebalances == 1
+    assert run.stable_s == pytest.approx(2.0)
+
+
+def test_a_kip848_joiner_takes_half_once_its_owner_has_revoked_them() -> None:
+    run = run_kip848(members=1, joins_ms=[1000.0], partitions=10, heartbeat_ms=5000.0, seed=1)
+    assert run.rebalances == 1
+    # Five partitions move: unowned from the owner's revoking heartbeat to the joiner's next.
+    assert 0 < run.stop_the_world_ps == run.unowned_ps <= 5 * 5.0
+
+
+def test_kip848_cold_start_gathered_leaves_partitions_unowned_longer() -> None:
+    costs = by_plan(question(GroupKind.KIP848))
+    assert costs[ArrivalPlan.ON_ARRIVAL].unowned_ps < costs[ArrivalPlan.GATHER].unowned_ps
+
+
+@pytest.mark.parametrize("group", [GroupKind.EAGER, GroupKind.COOPERATIVE])
+@pytest.mark.parametrize("spread_ms", [6000.0, 20000.0])
+def test_a_classic_cold_start_gathered_costs_at_least_as_much(
+    group: GroupKind, spread_ms: float
+) -> None:
+    """The initial delay, restarted by each join of an Empty group, already gathers the pods:
+    holding the early ones at the gate only adds their wait."""
+    costs = by_plan(question(group, spread_ms=spread_ms))
+    arrival, gather = costs[ArrivalPlan.ON_ARRIVAL], costs[ArrivalPlan.GATHER]
+    assert arrival.unowned_ps <= gather.unowned_ps
+    assert arrival.stable_s <= gather.stable_s
+    assert arrival.rebalances == gather.rebalances == 1
+
+
+def test_an_eager_scale_up_on_arrival_stops_the_world_per_join() -> None:
+    costs = by_plan(question(GroupKind.EAGER, members=12))
+    arrival, gather = costs[ArrivalPlan.ON_ARRIVAL], costs[ArrivalPlan.GATHER]
+    assert gather.rebalances < arrival.rebalances
+    assert gather.stop_the_world_ps < arrival.stop_the_world_ps
+
+
+def test_estimates_are_repeatable() -> None:
+    q = question(GroupKind.COOPERATIVE, members=6)
+    assert estimate_arrival_plans(q) == estimate_arrival_plans.__wrapped__(q)
