@@ -110,6 +110,7 @@ import os
 import re
 import shlex
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -139,6 +140,7 @@ from rebalancer.simulation import (
     SimulationResult,
     simulate,
 )
+from rebalancer.simulation.kip848_groups import run_kip848
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.gates import INSTANCE_ID_ANNOTATION, INSTANCE_ID_FIELD_PATH
 from rebalancer_lab.kubelet import JITTER_ANNOTATION
@@ -644,6 +646,7 @@ class Run:
     simulated: dict[str, float | int | None] = field(default_factory=dict)
     reports: list[Report] = field(default_factory=list)
     partitions_moved: int = 0
+    first_start_s: float | None = None  # cold start: the first pod's first container, from t0
 
     @property
     def unowned_ps(self) -> float:
@@ -1025,10 +1028,11 @@ class Bench:
         lives = list(watcher.pods.values())
         reports = with_departures(self.tee.of(name), lives)
         rebalances, stw, wait, stable = measure(reports, t0, end + 0.001, cell.partitions)
-        slowest = None
+        slowest = first = None
         if cell.scenario == "cold-start":
             starts = [life.first_container_at for life in lives if life.first_container_at]
             slowest = max(starts) - t0 if starts else None
+            first = min(starts) - t0 if starts else None
         count = (status.get("group") or {}).get("rebalances")
         run = Run(
             cell=cell,
@@ -1041,6 +1045,7 @@ class Bench:
             time_to_stable_s=stable,
             last_ready_s=last_ready(lives, t0),
             slowest_start_s=slowest,
+            first_start_s=first,
             operator_rebalances=count if isinstance(count, int) else None,
             rollout=dict(status.get("rollout") or {}),
             settled=not self.unsettled,
@@ -1196,6 +1201,11 @@ def record(run: Run, origin: Provenance, wall_s: float, raw: Path | None) -> dic
             "settled": run.settled,
             "operator_rebalances": run.operator_rebalances,
             "slowest_start_s": _rounded(run.slowest_start_s),
+            "first_start_s": _rounded(run.first_start_s),
+            "plan": run.rollout.get("plan"),
+            "plan_cost": run.rollout.get("planCost"),
+            "runner_up": run.rollout.get("runnerUp"),
+            "runner_up_cost": run.rollout.get("runnerUpCost"),
             "join_window_s": KAFKA_DELAY_MS / 1000.0,
             "batches": run.rollout.get("batches"),
             "rollout_phase": run.rollout.get("phase"),
@@ -1267,9 +1277,40 @@ def run_matrix(bench: Bench, plan: Sequence[Planned], progress: Progress, state:
     return failed
 
 
+# KIP-848's broker default group.consumer.heartbeat.interval.ms: the lab broker keeps it.
+KIP848_HEARTBEAT_MS = 5000.0
+# Scenarios whose KIP-848 runs the model replays: it takes members joining, not leaving.
+KIP848_REPLAYED = ("cold-start", "scale-up")
+
+
+def simulated_kip848(run: Run) -> dict[str, float | int | None]:
+    """The KIP-848 group model given the pods' timeline: the set-up's members in the group at
+    t0, each later consumer joining when its container started."""
+    started = [life.consumer_at for life in run.lives if life.consumer_at is not None]
+    members = sum(1 for moment in started if moment < run.t0)
+    joins = sorted((moment - run.t0) * 1000.0 for moment in started if moment >= run.t0)
+    runs = [
+        run_kip848(
+            members=members,
+            joins_ms=joins,
+            partitions=run.cell.partitions,
+            heartbeat_ms=KIP848_HEARTBEAT_MS,
+            seed=seed,
+        )
+        for seed in (1, 2, 3)
+    ]
+    return {
+        "rebalances": round(statistics.median(r.rebalances for r in runs)),
+        "unowned_ps": statistics.fmean(r.unowned_ps for r in runs),
+        "time_to_stable_s": statistics.fmean(r.stable_s for r in runs),
+    }
+
+
 def replayed(run: Run) -> dict[str, float | int | None]:
     if run.cell.assignor == KIP848:
-        return {}  # the simulator models the classic protocol's coordinator only
+        if run.cell.scenario not in KIP848_REPLAYED:
+            return {}  # the KIP-848 model takes joins only
+        return simulated_kip848(run)
     try:
         return simulated(run)
     except ValueError as exc:  # a timeline the simulator refuses: the measurement still counts
