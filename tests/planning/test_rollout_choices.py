@@ -190,3 +190,14 @@ def test_the_plan_survives_an_operator_restart() -> None:
     )  # fmt: skip
     status = state.to_status()
     assert status["plan"] == "OnArrival" and "planReason" in status and "runnerUpCost" in status
+
+
+def test_the_template_says_the_protocol_of_a_group_the_broker_describes_as_classic() -> None:
+    """An Empty or unknown group is described as classic; the consumers' template knows better."""
+    world = World(protocol="classic", assignor="range", replicas=3)
+    view = replace(world.workload(T0), group_protocol="consumer")
+    fields = arrival_fields(modelled(), view, world.group(T0), COLD_START, joiners=3)
+    assert "KIP-848" in str(fields["plan_reason"])
+    view = replace(world.workload(T0), assignment_strategy="cooperative-sticky")
+    fields = arrival_fields(modelled(), view, world.group(T0), COLD_START, joiners=3)
+    assert "cooperative classic group" in str(fields["plan_reason"])

@@ -11,7 +11,9 @@ from rebalancer.reconcilers.ownership import ClaimIndex
 from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
 
 
-@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, initial_delay=2.0)
+# No initial delay: a ConsumerGroup applied with its workload has pods at their gates within
+# seconds, and each waits for the daemon's first look.
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
 async def roll_out(
     body: kopf.Body,
     namespace: str | None,

@@ -60,13 +60,14 @@ def chooses_arrival_plan(change: Change) -> bool:
 
 
 def group_kind(workload: WorkloadView, group: GroupSnapshot | None) -> GroupKind:
-    """The coordinator the group has: the broker's word where the group exists, else what the
-    pod template tells its consumers."""
-    protocol = group.protocol if group is not None and group.protocol else None
-    protocol = protocol or workload.group_protocol
+    """The coordinator the joining consumers will have: what the pod template sets them to,
+    else what the broker says of a group that has members (an Empty or unknown group is
+    described as classic whatever its consumers will speak)."""
+    known = group if group is not None and not group_is_empty(group) else None
+    protocol = workload.group_protocol or (known.protocol if known is not None else None)
     if protocol == "consumer":
         return GroupKind.KIP848
-    assignor = (group.assignor if group is not None else None) or workload.assignment_strategy
+    assignor = workload.assignment_strategy or (known.assignor if known is not None else None)
     if assignor and "cooperative" in assignor:
         return GroupKind.COOPERATIVE
     return GroupKind.EAGER

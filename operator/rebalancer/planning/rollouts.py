@@ -242,7 +242,12 @@ def _progress(state: RolloutState, reason: str | None = None) -> RecordProgress:
     texts = {
         Phase.IDLE: "no rollout in progress",
         Phase.PLANNING: "planning a rollout",
-        Phase.BATCH_OPENING: f"{batch}: gathering its pods",
+        Phase.BATCH_OPENING: f"{batch}: "
+        + (
+            "opening its pods as they appear"
+            if released_on_arrival(state.plan)
+            else "gathering its pods"
+        ),
         Phase.BATCH_JOINING: f"{batch} released ({_plural(released, 'pod')}), waiting for "
         "the group to settle",
         Phase.BATCH_SETTLING: f"{batch} settled; holding it for the settle time",

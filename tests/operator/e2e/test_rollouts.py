@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -103,11 +104,11 @@ def start_delay(lab: Lab, pod: dict[str, Any]) -> float:
     raise AssertionError(f"no {START_DELAY_REASON} event for {pod['metadata']['name']}")
 
 
-def test_a_managed_cold_start_costs_exactly_one_rebalance(lab: Lab) -> None:
+def test_a_gathered_cold_start_costs_exactly_one_rebalance(lab: Lab) -> None:
     name = "cold"
     replicas = 4
     asyncio.run(ensure_topic(lab.bootstrap, name, 8))
-    apply(lab, managed(lab, name), consumers(lab, name, replicas, gated=True))
+    apply(lab, managed(lab, name, arrivalPlan="Gather"), consumers(lab, name, replicas, gated=True))
 
     def completed() -> dict[str, Any] | None:
         rollout = rollout_of(lab, name)
@@ -116,6 +117,9 @@ def test_a_managed_cold_start_costs_exactly_one_rebalance(lab: Lab) -> None:
     rollout = eventually(completed, 90, "the cold start Completed")
     assert rollout["kind"] == "cold-start"
     assert rollout["batches"] == 1 and rollout["membersJoined"] == replicas, rollout
+    # Named in the spec, and the model's own choice said beside it.
+    assert rollout["plan"] == "Gather", rollout
+    assert "spec.policy.rollout.arrivalPlan" in rollout["planReason"], rollout
 
     def settled() -> dict[str, Any] | None:
         group = get_cg(lab, name).get("status", {}).get("group") or {}
@@ -151,6 +155,59 @@ def test_a_managed_cold_start_costs_exactly_one_rebalance(lab: Lab) -> None:
     header, row = table.splitlines()[:2]
     assert "ROLLOUT" in header and "BATCHES" in header, table
     assert "Completed" in row.split(), table
+
+
+def test_a_kip848_cold_start_opens_each_pod_as_it_appears(lab: Lab) -> None:
+    """A KIP-848 group has no join barrier: pods gathered at their gates would leave every
+    partition unowned while they wait. The model says so, and each pod is let through as soon
+    as it exists, its gate open before it runs."""
+    name = "fresh848"
+    replicas = 3
+    asyncio.run(ensure_topic(lab.bootstrap, name, 6))
+    fleet = consumers(lab, name, replicas, gated=True)
+    env = fleet["spec"]["template"]["spec"]["containers"][0]["env"]
+    env.append({"name": "KAFKA_GROUP_PROTOCOL", "value": "consumer"})
+    apply(lab, managed(lab, name), fleet)
+
+    def completed() -> dict[str, Any] | None:
+        rollout = rollout_of(lab, name)
+        return rollout if rollout.get("phase") == "Completed" else None
+
+    rollout = eventually(completed, 90, "the cold start Completed")
+    assert rollout["kind"] == "cold-start", rollout
+    assert (rollout["plan"], rollout["runnerUp"]) == ("OnArrival", "Gather"), rollout
+    assert rollout["planCost"] < rollout["runnerUpCost"], rollout
+    assert "KIP-848" in rollout["planReason"], rollout
+    planned = [e for e in events_for(lab, name) if e["reason"] == "RolloutPlanned"]
+    assert len(planned) == 1 and "OnArrival" in planned[0]["message"], planned
+
+    def settled() -> dict[str, Any] | None:
+        group = get_cg(lab, name).get("status", {}).get("group") or {}
+        done = group.get("members") == replicas and group.get("assignedPartitions") == 6
+        return group if done and group.get("state") == "Stable" else None
+
+    eventually(settled, 60, "three members, all partitions assigned")
+    # The pods the kubelet held longest were opened before their gates ran: each gate found
+    # itself open at its first look.
+    late = [pod for pod in pods_of(lab, name) if start_delay(lab, pod) >= 2.5]
+    assert late, "the jitter should delay some pods"
+    for pod in late:
+        waited = gate_waits(lab, pod["metadata"]["name"])
+        when = (pod["metadata"]["creationTimestamp"], rollout["startedAt"], rollout["openedAt"])
+        assert waited and max(waited) < 1.0, (pod["metadata"]["name"], waited, when)
+
+
+def gate_waits(lab: Lab, pod: str) -> list[float]:
+    """How long each incarnation's gate waited for its opening, as the gate logged it."""
+    root = lab.config.state_dir / "logs" / "pods"
+    waits = []
+    for found in root.glob(f"{NS}_{pod}_*"):
+        for log in found.glob("rebalancer-gate/*.log"):
+            for match in re.finditer(
+                r"opened by the operator.* after ([0-9.]+) s", log.read_text()
+            ):
+                waits.append(float(match[1]))
+    return waits
 
 
 def test_a_policy_that_cannot_be_met_is_degraded_with_the_fix(lab: Lab) -> None:

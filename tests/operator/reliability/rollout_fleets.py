@@ -42,7 +42,9 @@ from rebalancer_lab.running import Lab
 NS = "default"
 SESSION_MS = 6000  # the least Kafka allows (group.min.session.timeout.ms)
 PARTITIONS = 4  # of each fleet's topic
-BATCH_EVENT = re.compile(r"^(\S+) batch (\d+) of (\d+): gathering its pods")
+BATCH_EVENT = re.compile(
+    r"^(\S+) batch (\d+) of (\d+): (?:gathering its pods|opening its pods as they appear)"
+)
 
 
 def fleet(
