@@ -201,3 +201,17 @@ def test_the_template_says_the_protocol_of_a_group_the_broker_describes_as_class
     view = replace(world.workload(T0), assignment_strategy="cooperative-sticky")
     fields = arrival_fields(modelled(), view, world.group(T0), COLD_START, joiners=3)
     assert "cooperative classic group" in str(fields["plan_reason"])
+
+
+def test_pods_opened_on_arrival_go_at_once_and_a_gathered_batch_together() -> None:
+    """A gathered batch lets go at one moment; pods released on arrival have nobody to wait for."""
+    world = stair(2.0, protocol="consumer", assignor="uniform")
+    world.scale_to(6, T0)
+    drive(world, modelled(), seconds=30, until=done)
+    opens = [a for _, a in world.log if isinstance(a, OpenGate)]
+    assert opens and not any(a.together for a in opens)
+    world = stair(0.5)
+    world.scale_to(6, T0)
+    drive(world, modelled(RolloutPolicy(arrival_plan=GATHER)), seconds=30, until=done)
+    opens = [a for _, a in world.log if isinstance(a, OpenGate)]
+    assert len(opens) == 1 and opens[0].together

@@ -145,8 +145,8 @@ class Actuator:
 
     async def _apply(self, action: Action) -> bool:
         match action:
-            case OpenGate(batch=batch, pods=pods, slots=slots):
-                await self.open_gates(batch, pods, dict(slots))
+            case OpenGate(batch=batch, pods=pods, slots=slots, together=together):
+                await self.open_gates(batch, pods, dict(slots), together)
             case HoldGates(pods=pods):
                 await self.hold_gates(pods)
             case NoteBypassedGates(pods=pods):
@@ -177,9 +177,14 @@ class Actuator:
     # -- pods -------------------------------------------------------------------------------
 
     async def open_gates(
-        self, batch: str, pods: Sequence[str], slots: Mapping[str, str] | None = None
+        self,
+        batch: str,
+        pods: Sequence[str],
+        slots: Mapping[str, str] | None = None,
+        together: bool = True,
     ) -> None:
-        """Open every pod's gate at once, for one common release moment.
+        """Open every pod's gate at once, for one common release moment (unless not
+        `together`: pods released on arrival go as soon as their gates see the patch).
 
         The moment (rollout_actions.release_moment) lies a little past the patches, and past
         the warm-up of a gate that started only just now, so that pods whose patch arrives
@@ -196,7 +201,7 @@ class Actuator:
             # A pod given a slot goes a little after the patch too, even alone: its consumer's
             # environment comes from the kubelet's copy of the pod, which the patch must have
             # reached by the time the gate exits.
-            if len(pods) > 1 or given:
+            if (len(pods) > 1 and together) or given:
                 started = await asyncio.gather(*(run(self._gate_started, pod) for pod in pods))
                 at = f"{release_moment(self.clock(), started):.3f}"
             annotations = {

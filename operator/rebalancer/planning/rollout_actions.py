@@ -21,6 +21,9 @@ class OpenGate:
     pods: tuple[str, ...]
     # (pod, slot) for pods that join under an identity slot, written in the same patch.
     slots: tuple[tuple[str, str], ...] = ()
+    # Whether the pods let go together at one release moment (a gathered batch), or each as
+    # soon as its gate sees the patch (ArrivalPlan.ON_ARRIVAL: nothing to wait for).
+    together: bool = True
 
 
 @dataclass(frozen=True)

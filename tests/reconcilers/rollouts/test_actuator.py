@@ -307,7 +307,7 @@ async def test_a_refused_action_names_itself(
 async def test_a_batch_lets_go_at_one_moment_and_a_single_pod_at_once(
     kube: KubernetesApi, ns: str
 ) -> None:
-    await parked_statefulset(kube, ns)
+    await parked_statefulset(kube, ns, replicas=5)
     actuator = Actuator(kube, ns, WorkloadKind.STATEFULSET, "orders", clock=lambda: 1.7e9)
     await actuator.apply([OpenGate("abc/1", ("orders-0", "orders-1"))])
     moments = {
@@ -321,3 +321,9 @@ async def test_a_batch_lets_go_at_one_moment_and_a_single_pod_at_once(
     alone = read_pod(kube, ns, "orders-2")["metadata"]["annotations"]
     assert alone["rebalancer.dev/gate"] == "open"
     assert "rebalancer.dev/gate-open-at" not in alone
+    # Pods released on arrival go each at once, whoever else is opened with them.
+    await actuator.apply([OpenGate("abc/3", ("orders-3", "orders-4"), together=False)])
+    for name in ("orders-3", "orders-4"):
+        apart = read_pod(kube, ns, name)["metadata"]["annotations"]
+        assert apart["rebalancer.dev/gate"] == "open"
+        assert "rebalancer.dev/gate-open-at" not in apart

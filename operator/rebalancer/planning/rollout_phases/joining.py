@@ -192,7 +192,8 @@ class JoiningStep(OpeningStep, SettlingStep):
             # A pod opened under an identity slot is opened again under the same one.
             remembered = decode_slots(state.slots)
             slots = tuple((name, remembered[name]) for name in late if name in remembered)
-            actions.append(OpenGate(label, late, slots))
+            together = not released_on_arrival(state.plan)
+            actions.append(OpenGate(label, late, slots, together))
         return actions
 
 

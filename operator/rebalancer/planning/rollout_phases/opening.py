@@ -108,7 +108,8 @@ class OpeningStep(StoppedStep):
         arrived = tuple(pod.name for pod in held_pods(workload))[:size]
         if not arrived:
             return self.state, []
-        return self.released(self.state, arrived), [OpenGate(self.label(), arrived)]
+        opened = OpenGate(self.label(), arrived, together=False)
+        return self.released(self.state, arrived), [opened]
 
     def open_with_slots(
         self, workload: WorkloadView, waiting: Sequence[PodView], size: int, need: int
