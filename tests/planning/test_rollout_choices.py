@@ -15,6 +15,7 @@ from rebalancer.planning.rollout_states import Mechanism, RolloutKind, RolloutPh
 from rebalancer.simulation import estimate_arrival_plans
 from rebalancer.structs.plan_costs import ArrivalPlan, ArrivalQuestion, CostWeights, PlanCost
 from rebalancer.structs.rollout_policy import RolloutPolicy
+from rebalancer.structs.specs import ProtocolChoice
 
 ON_ARRIVAL, GATHER = ArrivalPlan.ON_ARRIVAL, ArrivalPlan.GATHER
 COLD_START = Change(RolloutKind.COLD_START, Mechanism.GATE_QUEUE, static=False)
@@ -215,3 +216,10 @@ def test_pods_opened_on_arrival_go_at_once_and_a_gathered_batch_together() -> No
     drive(world, modelled(RolloutPolicy(arrival_plan=GATHER)), seconds=30, until=done)
     opens = [a for _, a in world.log if isinstance(a, OpenGate)]
     assert len(opens) == 1 and opens[0].together
+
+
+def test_a_protocol_the_spec_declares_counts_where_the_template_says_none() -> None:
+    world = World(protocol="classic", assignor="range", replicas=3)
+    setup = replace(modelled(), protocol=ProtocolChoice.CONSUMER)
+    fields = arrival_fields(setup, world.workload(T0), world.group(T0), COLD_START, joiners=3)
+    assert "KIP-848" in str(fields["plan_reason"])

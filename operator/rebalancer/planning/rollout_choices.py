@@ -28,6 +28,7 @@ from rebalancer.structs.plan_costs import (
     PlanCost,
 )
 from rebalancer.structs.snapshots import GroupSnapshot
+from rebalancer.structs.specs import ProtocolChoice
 from rebalancer.structs.workloads import WorkloadView
 
 TIE_SHARE = 0.05
@@ -59,12 +60,17 @@ def chooses_arrival_plan(change: Change) -> bool:
     )
 
 
-def group_kind(workload: WorkloadView, group: GroupSnapshot | None) -> GroupKind:
+def group_kind(
+    setup: RolloutSetup, workload: WorkloadView, group: GroupSnapshot | None
+) -> GroupKind:
     """The coordinator the joining consumers will have: what the pod template sets them to,
-    else what the broker says of a group that has members (an Empty or unknown group is
-    described as classic whatever its consumers will speak)."""
+    else spec.policy.protocol, else what the broker says of a group that has members (an Empty
+    or unknown group is described as classic whatever its consumers will speak)."""
     known = group if group is not None and not group_is_empty(group) else None
-    protocol = workload.group_protocol or (known.protocol if known is not None else None)
+    declared = None if setup.protocol is ProtocolChoice.AUTO else setup.protocol.value
+    protocol = (
+        workload.group_protocol or declared or (known.protocol if known is not None else None)
+    )
     if protocol == "consumer":
         return GroupKind.KIP848
     assignor = workload.assignment_strategy or (known.assignor if known is not None else None)
@@ -80,7 +86,7 @@ def arrival_question(
     joiners: int,
 ) -> ArrivalQuestion:
     """What the model is asked about `joiners` new pods of `workload` joining `group`."""
-    kind = group_kind(workload, group)
+    kind = group_kind(setup, workload, group)
     members = 0 if group_is_empty(group) else group_members(group)
     partitions = (group.total_partitions if group is not None else None) or 2 * max(
         workload.replicas, 1

@@ -30,7 +30,7 @@ from rebalancer.structs.plan_costs import ArrivalQuestion, PlanCost
 from rebalancer.structs.problems import FieldProblem
 from rebalancer.structs.rollout_policy import PATH, RolloutPolicy, StaticMembership
 from rebalancer.structs.snapshots import GroupSnapshot
-from rebalancer.structs.specs import WorkloadKind
+from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import PodView, WorkloadView
 
 # What a rebalance costs besides waiting for joins: the JoinGroup round trips, the leader's
@@ -53,6 +53,8 @@ class RolloutSetup:
     # The coordinator model's cost of each arrival plan (simulation.estimate_arrival_plans);
     # None: no model, every batch is gathered.
     estimate: Callable[[ArrivalQuestion], tuple[PlanCost, ...]] | None = None
+    # spec.policy.protocol: what the user says the consumers speak (auto: not said).
+    protocol: ProtocolChoice = ProtocolChoice.AUTO
 
     @property
     def session_s(self) -> float:

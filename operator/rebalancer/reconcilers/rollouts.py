@@ -64,7 +64,7 @@ from rebalancer.structs.consumer_group import (
 from rebalancer.structs.gates import RESUME_ANNOTATION
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.rollout_policy import RolloutPolicy
-from rebalancer.structs.specs import ConsumerGroupSpec, WorkloadKind
+from rebalancer.structs.specs import ConsumerGroupSpec, ProtocolChoice, WorkloadKind
 
 # How often an active rollout looks at its workload: each phase waits on pods the controllers
 # replace, so every look saved is a batch released sooner (four or more looks per batch).
@@ -85,7 +85,11 @@ def broker_profile(spec: ConsumerGroupSpec, status: dict[str, Any]) -> BrokerPro
         return BrokerProfile.APACHE_KAFKA
 
 
-def rollout_setup(policy: RolloutPolicy, profile: BrokerProfile) -> RolloutSetup:
+def rollout_setup(
+    policy: RolloutPolicy,
+    profile: BrokerProfile,
+    protocol: ProtocolChoice = ProtocolChoice.AUTO,
+) -> RolloutSetup:
     consumers = policy.consumers
     window = join_window(
         CoordinatorSettings(initial_rebalance_delay_ms=policy.initial_rebalance_delay_ms),
@@ -96,7 +100,7 @@ def rollout_setup(policy: RolloutPolicy, profile: BrokerProfile) -> RolloutSetup
             max_poll_interval_ms=consumers.max_poll_interval_ms,
         ),
     )
-    return RolloutSetup(policy, profile, window, estimate_arrival_plans)
+    return RolloutSetup(policy, profile, window, estimate_arrival_plans, protocol)
 
 
 def _post(body: kopf.Body, actions: list[Any]) -> None:
@@ -141,7 +145,9 @@ async def _step_once(
     status = written_status(body)
     # Consumers whose settings the operator delivers are timed by what it delivered.
     consumers = timings_from_status(status.get("settings"), policy.consumers)
-    setup = rollout_setup(replace(policy, consumers=consumers), broker_profile(spec, status))
+    setup = rollout_setup(
+        replace(policy, consumers=consumers), broker_profile(spec, status), spec.policy.protocol
+    )
     kind, workload_name = spec.workload.kind, spec.workload.name
     try:
         workload = await read_workload(deps.kube, namespace, kind, workload_name)
