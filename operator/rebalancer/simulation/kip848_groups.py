@@ -45,6 +45,9 @@ class _Group:
     last_assignment_ms: float | None = None
     assignment_due_ms: float | None = None
     assignments: int = 0
+    # The epochs at which some member's own partitions changed: what members see of the
+    # rebalances (an epoch that reaches nobody before the next is not one).
+    seen_epochs: set[int] = field(default_factory=set)
     unowned_ps: float = 0.0
     stop_the_world_ps: float = 0.0
     clock_ms: float = 0.0
@@ -79,16 +82,18 @@ class _Group:
         self.assignments += 1
 
     def heartbeat(self, member: _Member, now_ms: float) -> None:
+        before = set(member.owned)
         for partition in sorted(member.owned - member.target):
             member.owned.discard(partition)
             self.owner.pop(partition, None)
-            self.last_change_ms = now_ms
         for partition in sorted(member.target - member.owned):
             if partition not in self.owner:
                 member.owned.add(partition)
                 self.owner[partition] = member.name
                 self.ever_owned.add(partition)
-                self.last_change_ms = now_ms
+        if member.owned != before:
+            self.last_change_ms = now_ms
+            self.seen_epochs.add(self.assignments)
 
     def reconciled(self) -> bool:
         return self.assignment_due_ms is None and all(
@@ -153,7 +158,7 @@ def run_kip848(
     return RunCost(
         unowned_ps=group.unowned_ps,
         stop_the_world_ps=group.stop_the_world_ps,
-        rebalances=group.assignments,
+        rebalances=len(group.seen_epochs),
         stable_s=group.last_change_ms / 1000.0,
     )
 
