@@ -178,6 +178,9 @@ def test_a_kip848_cold_start_opens_each_pod_as_it_appears(lab: Lab) -> None:
     assert (rollout["plan"], rollout["runnerUp"]) == ("OnArrival", "Gather"), rollout
     assert rollout["planCost"] < rollout["runnerUpCost"], rollout
     assert "KIP-848" in rollout["planReason"], rollout
+    table = kubectl(lab, "get", "cg", name, "-o", "wide")
+    header, row = table.splitlines()[:2]
+    assert "PLAN" in header.split() and "OnArrival" in row.split(), table
     planned = [e for e in events_for(lab, name) if e["reason"] == "RolloutPlanned"]
     assert len(planned) == 1 and "OnArrival" in planned[0]["message"], planned
 
