@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from rebalancer.simulation import estimate_arrival_plans
@@ -74,3 +76,17 @@ def test_an_eager_scale_up_on_arrival_stops_the_world_per_join() -> None:
 def test_estimates_are_repeatable() -> None:
     q = question(GroupKind.COOPERATIVE, members=6)
     assert estimate_arrival_plans(q) == estimate_arrival_plans.__wrapped__(q)
+
+
+def test_a_late_joiner_of_an_eager_group_stops_the_world_after_the_first_generation() -> None:
+    """Joins 20 s apart: the first generation forms alone, the second join revokes everything."""
+    q = replace(
+        question(GroupKind.EAGER, joiners=2),
+        arrivals_ms=(3500.0, 23500.0),  # joins at 5 s and 25 s
+    )
+    arrival = by_plan(q)[ArrivalPlan.ON_ARRIVAL]
+    assert arrival.rebalances == 2
+    # Nothing owned before the first generation (about 5 s + the 3 s delay), then the whole
+    # topic stopped while the second rebalance runs.
+    assert arrival.unowned_ps >= q.partitions * 8.0
+    assert 0 < arrival.stop_the_world_ps < arrival.unowned_ps - q.partitions * 7.0

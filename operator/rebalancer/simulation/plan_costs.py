@@ -116,8 +116,9 @@ def _classic(question: ArrivalQuestion, joins: Sequence[float], seed: int) -> Ru
         # The run counts from the first member's start; the wait before it is unowned too.
         unowned = result.stop_the_world_partition_s + question.partitions * first / 1000.0
         rebalances = result.rebalance_count
+        # Rebalance times count from the run's time zero, the change.
         first_generation = result.rebalances[0].end_s if result.rebalances else 0.0
-        formation = question.partitions * (first / 1000.0 + first_generation)
+        formation = question.partitions * first_generation
     stable = result.time_to_stable_s
     stable_s = (stable + first / 1000.0) if stable is not None else float("inf")
     if question.members:
