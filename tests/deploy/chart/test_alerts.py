@@ -19,6 +19,8 @@ import pytest
 import yaml
 from tests.deploy.chart.support import ALL_FEATURES, ROOT, Helm, only
 
+from rebalancer import __version__
+
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
 GROUP = {"namespace": "shop", "consumergroup": "orders", "group_id": "orders-v1"}
 G = 'namespace="shop", consumergroup="orders", group_id="orders-v1"'
@@ -283,9 +285,12 @@ def runbook_sections() -> dict[str, str]:
 
 def test_every_alert_links_its_runbook(helm: Helm) -> None:
     sections = runbook_sections()
-    base = yaml.safe_load((ROOT / "charts" / "rebalancer" / "values.yaml").read_text())[
+    # By default the links point at the runbooks of the release that is running, at its tag,
+    # not at a branch that moves on after it.
+    assert not yaml.safe_load((ROOT / "charts" / "rebalancer" / "values.yaml").read_text())[
         "prometheusRule"
     ]["runbookBaseUrl"]
+    base = f"https://github.com/rebalancer-dev/rebalancer/blob/v{__version__}/docs/runbooks.md"
     for alert in rendered_rules(helm):
         url = alert["annotations"]["runbook_url"]
         anchor = alert["alert"].lower()
@@ -296,6 +301,15 @@ def test_every_alert_links_its_runbook(helm: Helm) -> None:
             assert part in section, f"{alert['alert']}: its runbook lacks {part}"
     # No runbook for an alert that no longer exists.
     assert set(sections) == {alert["alert"].lower() for alert in rendered_rules(helm)}
+
+
+def test_runbook_links_follow_a_base_url_of_ones_own(helm: Helm) -> None:
+    wiki = "https://wiki.example.com/rebalancer/runbooks"
+    values = {**ALL_FEATURES, "prometheusRule": {**ALL_FEATURES["prometheusRule"]}}
+    values["prometheusRule"]["runbookBaseUrl"] = wiki
+    rule = only(helm.render(values), "PrometheusRule")
+    for alert in (r for group in rule["spec"]["groups"] for r in group["rules"]):
+        assert alert["annotations"]["runbook_url"] == f"{wiki}#{alert['alert'].lower()}"
 
 
 def test_the_operator_down_alert_follows_the_release_and_the_job_value(helm: Helm) -> None:
