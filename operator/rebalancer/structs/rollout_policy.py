@@ -1,8 +1,10 @@
 """`spec.policy.rollout`: how the operator staggers a group's rollouts, parsed and checked.
 
 Every problem names the field path and the fix, as the rest of the spec does. Checks that need
-the workload or the broker (a batch larger than the replicas, a deadline shorter than the join
-window) live in rebalancer.planning.rollout_plans.check_rollout.
+the workload or the broker (a deadline shorter than the join window, an OrderedReady
+StatefulSet that cannot gather a batch) live in rebalancer.planning.rollout_plans.check_rollout.
+A maxBatchSize above the workload's replicas is no problem: rollout_plans.batch_limit and
+split_batches cap each batch at the pods there are.
 """
 
 from __future__ import annotations
