@@ -130,7 +130,13 @@ from typing import Any
 from kubernetes import client
 
 import rollouts_summary
-from rebalancer.planning.gate_templates import GateOptions, gate_container
+from rebalancer.planning.gate_templates import (
+    GateOptions,
+    gate_container,
+    join_gate_env,
+    join_gate_mount,
+    join_gate_volume,
+)
 from rebalancer.simulation import (
     ConsumerSettings,
     CoordinatorSettings,
@@ -142,7 +148,15 @@ from rebalancer.simulation import (
 )
 from rebalancer.simulation.kip848_groups import run_kip848
 from rebalancer.structs.brokers import BrokerProfile
-from rebalancer.structs.gates import INSTANCE_ID_ANNOTATION, INSTANCE_ID_FIELD_PATH
+from rebalancer.structs.gates import (
+    GATE_ANNOTATION,
+    GATE_CONTAINER,
+    GATE_OPEN,
+    GATE_OPEN_AT_ANNOTATION,
+    INSTANCE_ID_ANNOTATION,
+    INSTANCE_ID_FIELD_PATH,
+    GateHold,
+)
 from rebalancer_lab.kubelet import JITTER_ANNOTATION
 from rebalancer_lab.ports import free_port
 from rebalancer_lab.producer import ensure_topic
@@ -235,9 +249,14 @@ class Setup:
     # group.instance.id = the identity slot the operator writes on each pod when it opens its
     # gate (a managed Deployment: each new pod takes over a leaving pod's slot)
     slots: bool = False
+    # What the managed pods' gate holds (GateHold): the pod (an init container) or only the
+    # join (a native sidecar; the consumers start at once and wait for its file)
+    gate_holds: str = "Pod"
 
 
-def setup_for(cell: Cell, strategy: str, static_session_ms: int | None) -> Setup:
+def setup_for(
+    cell: Cell, strategy: str, static_session_ms: int | None, gate_holds: str = "Pod"
+) -> Setup:
     """The module docstring says what each strategy sets and why."""
     kind = "Deployment" if cell.scenario == "deployment-update" else "StatefulSet"
     naive = Setup(kind, "OrderedReady", False, KAFKA_SESSION_MS, KAFKA_HEARTBEAT_MS, False)
@@ -254,13 +273,14 @@ def setup_for(cell: Cell, strategy: str, static_session_ms: int | None) -> Setup
         return replace(
             careful,
             managed=True,
+            gate_holds=gate_holds,
             slots=True,
             session_ms=slotted,
             max_surge="100%",
             max_unavailable="0",
         )
     if strategy == "managed":
-        return replace(careful, managed=True)
+        return replace(careful, managed=True, gate_holds=gate_holds)
     if kind == "Deployment":
         settle = math.ceil(jitter_bound(cell.jitter) + KAFKA_DELAY_MS / 1000 + JOIN_OVERHEAD_S)
         return replace(careful, max_surge="100%", max_unavailable="0", min_ready_seconds=settle)
@@ -431,7 +451,10 @@ class PodLife:
     name: str
     uid: str
     first_container_at: float | None = None  # the gate if it has one: the pod "started"
-    consumer_at: float | None = None  # the consumer's container running: the pod is Ready
+    # The consumer's container running: the pod is Ready. Behind a gate that holds only the
+    # join, the moment its gate lets it join (the open seen, or the batch's release moment).
+    consumer_at: float | None = None
+    running_at: float | None = None  # the consumer's container running, whatever its gate
     deleted_at: float | None = None  # deletionTimestamp seen or the pod gone
     gone_at: float | None = None  # the pod gone from the API: its processes are no more
     slot: str | None = None  # the identity slot the operator gave it (rebalancer.dev/instance-id)
@@ -484,8 +507,15 @@ class PodWatcher:
         mains = status.get("containerStatuses") or []
         if life.first_container_at is None and any(_started(c) for c in inits + mains):
             life.first_container_at = now
-        if life.consumer_at is None and any(_running(c) for c in mains):
-            life.consumer_at = now
+        if life.running_at is None and any(_running(c) for c in mains):
+            life.running_at = now
+        annotations = meta.get("annotations") or {}
+        if life.consumer_at is None and life.running_at is not None:
+            if not holds_join(item):
+                life.consumer_at = life.running_at
+            elif annotations.get(GATE_ANNOTATION) == GATE_OPEN:
+                release = _float(annotations.get(GATE_OPEN_AT_ANNOTATION)) or now
+                life.consumer_at = max(life.running_at, min(release, now + 10.0), now - 0.25)
         if life.deleted_at is None and meta.get("deletionTimestamp"):
             life.deleted_at = now
         if life.slot is None:
@@ -496,6 +526,21 @@ class PodWatcher:
 def _started(container: dict[str, Any]) -> bool:
     state = container.get("state") or {}
     return "running" in state or "terminated" in state
+
+
+def holds_join(pod: dict[str, Any]) -> bool:
+    """The pod's gate is a native sidecar that holds only its consumer's join."""
+    inits = (pod.get("spec") or {}).get("initContainers") or []
+    return any(
+        c.get("name") == GATE_CONTAINER and c.get("restartPolicy") == "Always" for c in inits
+    )
+
+
+def _float(text: object) -> float | None:
+    try:
+        return float(str(text))
+    except ValueError:
+        return None
 
 
 def _running(container: dict[str, Any]) -> bool:
@@ -556,7 +601,12 @@ def workload(
         ],
     }
     if setup.managed:
-        spec["initContainers"] = [gate_container(GateOptions(timeout_seconds=600))]
+        hold = GateHold(setup.gate_holds)
+        spec["initContainers"] = [gate_container(GateOptions(timeout_seconds=600, hold=hold))]
+        if hold is GateHold.JOIN:
+            spec["volumes"] = [join_gate_volume()]
+            spec["containers"][0]["volumeMounts"] = [join_gate_mount()]
+            spec["containers"][0]["env"] = [*env, join_gate_env()]
     labels = {"app": name}
     template = {"metadata": {"labels": labels, "annotations": {JITTER_ANNOTATION: jitter}}}
     body: dict[str, Any] = {
@@ -944,7 +994,7 @@ class Bench:
 
     def run(self, planned: Planned) -> Run:
         cell, strategy = planned.cell, planned.strategy
-        setup = setup_for(cell, strategy, self.args.static_session_ms)
+        setup = setup_for(cell, strategy, self.args.static_session_ms, self.args.gate_holds)
         # A fresh workload, ConsumerGroup and Kafka group per run, all of this name.
         name = f"{SHORT[cell.scenario]}-{strategy}-{uuid.uuid4().hex[:5]}"
         watcher = PodWatcher(self.core, name).start()
@@ -1450,6 +1500,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         default=None,
         help="maxBatchSize of managed rollouts (default: the operator's)",
+    )
+    listed(
+        "--gate-holds",
+        choices=[hold.value for hold in GateHold],
+        default=GateHold.POD.value,
+        help="what the managed pods' gate holds: the pod (an init container) or only the join "
+        "(a native sidecar; the consumers start at once and wait for its file)",
     )
     listed("--state-dir", type=Path, default=None, help="the lab's state and logs (default: tmp)")
     listed(

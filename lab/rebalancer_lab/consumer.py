@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
@@ -24,6 +26,7 @@ from confluent_kafka import TopicPartition as KafkaPartition
 from rebalancer.clients.librdkafka_config import redacted
 from rebalancer.clients.reporting import MemberReporter, consumer_position
 from rebalancer.structs.brokers import TopicPartition
+from rebalancer.structs.gates import JOIN_GATE_ENV, JOIN_GATE_INSTANCE_ID_FILE
 from rebalancer.structs.kafka_properties import SettingsError
 from rebalancer.structs.reports import ReportEvent
 from rebalancer_lab.consumer_settings import (
@@ -34,6 +37,10 @@ from rebalancer_lab.consumer_settings import (
 
 logger = logging.getLogger("rebalancer_lab.consumer")
 _BATCH = 100
+# How often a consumer behind a join-holding gate looks for the gate's file: a stat, nothing more.
+JOIN_GATE_POLL_S = 0.05
+# How long a held consumer tries to reach the cluster before it waits at its gate regardless.
+JOIN_GATE_WARM_UP_S = 10.0
 
 
 def _partitions(kafka_partitions: Sequence[Any]) -> set[TopicPartition]:
@@ -208,6 +215,14 @@ class LabConsumer:
     def stop(self, signum: int, _frame: FrameType | None) -> None:
         self.stopping = True
 
+    def warm_up(self) -> None:
+        """Connect and fetch the cluster's metadata ahead of the join, so that a consumer held
+        at its gate has only FindCoordinator and JoinGroup left once it opens."""
+        try:
+            self.consumer.list_topics(timeout=JOIN_GATE_WARM_UP_S)
+        except KafkaException as error:
+            self.say(f"metadata before the join failed, joining regardless: {error.args[0].str()}")
+
     def run(self) -> int:
         shown = redacted(self.settings.properties)
         settings = " ".join(f"{k}={shown[k]}" for k in SHOWN_PROPERTIES if k in shown)
@@ -262,6 +277,22 @@ class LabConsumer:
             self.record.close()
 
 
+def wait_for_join_gate(path: Path, settings: ConsumerSettings, stopped: Callable[[], bool]) -> bool:
+    """Hold the join until the pod's gate writes `path` (a gate that holds only the join: the
+    process has started and imported everything meanwhile); False if stopped first. The
+    identity slot the operator handed the pod, written beside it, becomes group.instance.id."""
+    print(f"[{settings.host}] holding the join until {path} appears", flush=True)
+    while not path.exists():
+        if stopped():
+            return False
+        time.sleep(JOIN_GATE_POLL_S)
+    slot = path.with_name(JOIN_GATE_INSTANCE_ID_FILE)
+    if slot.exists() and slot.read_text(encoding="utf-8").strip():
+        settings.properties["group.instance.id"] = slot.read_text(encoding="utf-8").strip()
+    print(f"[{settings.host}] the gate is open: joining", flush=True)
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m rebalancer_lab.consumer",
@@ -280,6 +311,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
+    gate = Path(os.environ[JOIN_GATE_ENV]) if os.environ.get(JOIN_GATE_ENV) else None
+    # A consumer that takes its group.instance.id from an identity slot gets it when its gate
+    # opens (the variable is there, empty): it can only be made once the gate has opened.
+    slot_pending = os.environ.get("KAFKA_GROUP_INSTANCE_ID") == ""
+    if gate is not None and slot_pending:
+        if not wait_for_join_gate(gate, settings, lambda: bool(stopping)):
+            return 0
+        gate = None
     try:
         consumer = LabConsumer(settings)
     except KafkaException as error:
@@ -287,6 +328,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     signal.signal(signal.SIGTERM, consumer.stop)
     signal.signal(signal.SIGINT, consumer.stop)
+    consumer.stopping = bool(stopping)  # a SIGTERM while the consumer was being made
+    if gate is not None:
+        consumer.warm_up()
+        if not wait_for_join_gate(gate, settings, lambda: consumer.stopping):
+            consumer.consumer.close()
+            return 0
     return consumer.run()
 
 

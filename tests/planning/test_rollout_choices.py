@@ -223,3 +223,22 @@ def test_a_protocol_the_spec_declares_counts_where_the_template_says_none() -> N
     setup = replace(modelled(), protocol=ProtocolChoice.CONSUMER)
     fields = arrival_fields(setup, world.workload(T0), world.group(T0), COLD_START, joiners=3)
     assert "KIP-848" in str(fields["plan_reason"])
+
+
+def test_a_gate_that_holds_only_the_join_is_asked_about_with_the_start_up_taken_off() -> None:
+    """The consumers behind a join-holding gate have started already: the model is asked about
+    joins that follow the open at once, and says so."""
+    world = World(replicas=6)
+    asked: list[ArrivalQuestion] = []
+
+    def estimate(question: ArrivalQuestion) -> tuple[PlanCost, ...]:
+        asked.append(question)
+        return estimate_arrival_plans(question)
+
+    setup = replace(setup_for(), estimate=estimate)
+    held = replace(world.workload(T0), gate_holds_join=True)
+    pod_fields = arrival_fields(setup, world.workload(T0), None, COLD_START, joiners=6)
+    join_fields = arrival_fields(setup, held, None, COLD_START, joiners=6)
+    assert asked[1].start_ms < asked[0].start_ms / 5
+    assert "1.5 s after their gates open" in str(pod_fields["plan_reason"])
+    assert "0.2 s after their gates open" in str(join_fields["plan_reason"])

@@ -13,7 +13,13 @@ from rebalancer.planning.workload_views import (
     selector_string,
     view_workload,
 )
-from rebalancer.structs.gates import GATE_CONTAINER, GateState
+from rebalancer.structs.gates import (
+    GATE_CONTAINER,
+    JOIN_GATE_DIR,
+    JOIN_GATE_VOLUME,
+    GateHold,
+    GateState,
+)
 from rebalancer.structs.specs import WorkloadKind
 
 GATE = {"name": GATE_CONTAINER, "image": "x"}
@@ -72,6 +78,33 @@ def pod(
 )
 def test_gate_state(kwargs: dict[str, Any], state: GateState) -> None:
     assert gate_state(pod("orders-0", **kwargs)) is state
+
+
+def join_held(name: str, **kwargs: Any) -> dict[str, Any]:
+    """A pod whose gate is a native sidecar that holds only the join."""
+    body = pod(name, **kwargs)
+    body["spec"]["initContainers"] = [{**GATE, "restartPolicy": "Always"}]
+    return body
+
+
+OPEN = {"rebalancer.dev/gate": "open"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "state"),
+    [
+        ({}, GateState.PENDING),
+        # The consumer runs beside its gate, holding only its join: still waiting.
+        ({"init": {"running": {}}, "running": True}, GateState.WAITING),
+        ({"init": {"running": {}}}, GateState.WAITING),
+        ({"init": {"running": {}}, "annotations": OPEN}, GateState.OPEN),
+        ({"init": {"running": {}}, "running": True, "annotations": OPEN}, GateState.PASSED),
+    ],
+)
+def test_gate_state_of_a_gate_that_holds_only_the_join(
+    kwargs: dict[str, Any], state: GateState
+) -> None:
+    assert gate_state(join_held("orders-0", **kwargs)) is state
 
 
 def statefulset(**spec: Any) -> dict[str, Any]:
@@ -254,6 +287,34 @@ def test_gate_goes_after_the_other_init_containers() -> None:
         }
     ]
     assert {"name": "REBALANCER_API_SERVER", "value": "http://lab:1"} in ops[0]["value"]["env"]
+
+
+def test_a_join_holding_gate_is_a_sidecar_sharing_a_volume_with_every_container() -> None:
+    body = statefulset(
+        template={
+            "spec": {
+                "containers": [
+                    {"name": "app", "env": [{"name": "A", "value": "1"}]},
+                    {"name": "side"},
+                ]
+            }
+        }
+    )
+    ops = render_gate_patch(body, GateOptions(hold=GateHold.JOIN))
+    gate = ops[0]["value"][0]
+    assert gate["restartPolicy"] == "Always"
+    assert gate["args"][-2:] == ["--hold-join", JOIN_GATE_DIR]
+    assert gate["volumeMounts"] == [{"name": JOIN_GATE_VOLUME, "mountPath": JOIN_GATE_DIR}]
+    by_path = {op["path"]: op["value"] for op in ops[1:]}
+    assert by_path["/spec/template/spec/volumes"][0]["name"] == JOIN_GATE_VOLUME
+    file = {"name": "REBALANCER_JOIN_GATE", "value": f"{JOIN_GATE_DIR}/open"}
+    assert by_path["/spec/template/spec/containers/0/env/-"] == file
+    assert by_path["/spec/template/spec/containers/1/env"] == [file]
+    mount = by_path["/spec/template/spec/containers/1/volumeMounts"][0]
+    assert mount == {"name": JOIN_GATE_VOLUME, "mountPath": JOIN_GATE_DIR, "readOnly": True}
+    gated = statefulset(template={"spec": {"initContainers": [gate], "containers": []}})
+    assert view_workload(gated, []).gate_holds_join
+    assert not view_workload(statefulset(), []).gate_holds_join
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rebalancer.structs.gates import GateHold
 from rebalancer.structs.plan_costs import ArrivalPlan, CostWeights
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.rollout_policy import parse_rollout_policy
@@ -46,3 +47,13 @@ def test_bad_values_name_the_field_and_the_fix(raw: dict[str, object], path: str
     problems = caught.value.problems
     assert [problem.path for problem in problems] == [f"spec.policy.rollout.{path}"]
     assert fix in problems[0].fix
+
+
+def test_what_the_gate_holds_is_read_and_an_unknown_hold_named() -> None:
+    assert parse_rollout_policy({}).gate_holds is GateHold.POD
+    assert parse_rollout_policy({"gateHolds": "Join"}).gate_holds is GateHold.JOIN
+    with pytest.raises(SpecInvalid) as raised:
+        parse_rollout_policy({"gateHolds": "Consumer"})
+    (problem,) = raised.value.problems
+    assert problem.path.endswith("rollout.gateHolds")
+    assert "Pod, Join" in problem.fix

@@ -6,12 +6,19 @@ import argparse
 import asyncio
 import datetime
 import os
+import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
+from rebalancer.structs.gates import (
+    DEFAULT_BYPASS_SECONDS,
+    INSTANCE_ID_ANNOTATION,
+    JOIN_GATE_ENV,
+    JOIN_GATE_FILE,
+    JOIN_GATE_INSTANCE_ID_FILE,
+)
 
 if TYPE_CHECKING:
     from rebalancer.gate.waiting import ApiEndpoint
@@ -77,6 +84,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="SECONDS",
         help="let the pod start after this long without a sign of the operator, so an operator "
         f"that is down cannot hold pods in Init (default {DEFAULT_BYPASS_SECONDS}; 0: never)",
+    )
+    parser.add_argument(
+        "--hold-join",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="run as a native sidecar that holds only the join: once opened (or bypassed), "
+        f"write {JOIN_GATE_FILE} (and the identity slot, {JOIN_GATE_INSTANCE_ID_FILE}) into DIR, "
+        f"which the consumer waits for (${JOIN_GATE_ENV}) before it subscribes, and stay until "
+        "the pod stops",
     )
     parser.set_defaults(command_module=sys.modules[__name__])
 
@@ -158,7 +175,42 @@ def run(args: argparse.Namespace) -> int:
     outcome = asyncio.run(wait_at_gate(endpoint, namespace, pod, limits, _log))
     _log(outcome.message)
     if outcome.gone:
-        return EXIT_GONE
-    if outcome.verdict in (Verdict.OPEN, Verdict.BYPASS):
-        return EXIT_OPEN
-    return EXIT_FORBIDDEN if outcome.refused else EXIT_TIMEOUT
+        return _exit(EXIT_GONE)
+    if outcome.verdict not in (Verdict.OPEN, Verdict.BYPASS):
+        return _exit(EXIT_FORBIDDEN if outcome.refused else EXIT_TIMEOUT)
+    if args.hold_join is not None:
+        release_join(args.hold_join, outcome.annotations.get(INSTANCE_ID_ANNOTATION))
+        _log(f"the consumer may join: wrote {args.hold_join / JOIN_GATE_FILE}")
+        _stay_until_stopped()
+    return _exit(EXIT_OPEN)
+
+
+def release_join(directory: Path, instance_id: str | None) -> None:
+    """Write the files a consumer behind a join-holding gate waits for; the identity slot
+    first, so a consumer that sees the open file finds its slot beside it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if instance_id:
+        _write_atomically(directory / JOIN_GATE_INSTANCE_ID_FILE, instance_id)
+    _write_atomically(directory / JOIN_GATE_FILE, "open\n")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+def _stay_until_stopped() -> None:
+    """A native sidecar that exits is restarted: it sleeps until the pod stops it."""
+    signal.signal(signal.SIGTERM, lambda *_: _exit(EXIT_OPEN))
+    while True:
+        signal.pause()
+
+
+def _exit(code: int) -> int:
+    """Leave at once: the waiting is over and the pod's next container waits for this exit;
+    the interpreter's teardown of the modules the gate loaded costs tenths of a second of CPU
+    per pod, which a node starting a batch of pods together pays once per pod."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

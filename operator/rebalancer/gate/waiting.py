@@ -73,6 +73,8 @@ class GateOutcome:
     gone: bool = False  # the pod was deleted or never existed
     # The API refused the gate's own requests (HTTP 401/403) until the end: a missing grant.
     refused: bool = False
+    # The pod's annotations as the gate last saw them (the identity slot, for one).
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 class _Refused(Exception):
@@ -269,10 +271,13 @@ async def wait_at_gate(
                     continue
             if decision.verdict is not Verdict.WAIT:
                 waited = clock() - watcher.started
+                seen = dict(watcher.annotations)
                 if refusal is not None and decision.verdict is not Verdict.OPEN:
                     message = f"{decision.message}, refused all along: {refusal}"
-                    return GateOutcome(decision.verdict, message, waited, refused=True)
-                return GateOutcome(decision.verdict, decision.message, waited)
+                    return GateOutcome(
+                        decision.verdict, message, waited, refused=True, annotations=seen
+                    )
+                return GateOutcome(decision.verdict, decision.message, waited, annotations=seen)
 
 
 def _explain(error: BaseException, namespace: str) -> str:

@@ -12,7 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS, GATE_CONTAINER
+from rebalancer.structs.gates import (
+    DEFAULT_BYPASS_SECONDS,
+    GATE_CONTAINER,
+    JOIN_GATE_DIR,
+    JOIN_GATE_ENV,
+    JOIN_GATE_FILE,
+    JOIN_GATE_VOLUME,
+    GateHold,
+)
 
 DEFAULT_IMAGE = "ghcr.io/rebalancer-dev/rebalancer"
 
@@ -29,6 +37,9 @@ class GateOptions:
     # Extra environment, for example REBALANCER_API_SERVER where no service account token is
     # mounted.
     env: Mapping[str, str] = field(default_factory=dict)
+    # POD: an init container that holds the pod's containers; JOIN: a native sidecar that
+    # holds only the join, for consumers that wait for JOIN_GATE_ENV's file before subscribing.
+    hold: GateHold = GateHold.POD
 
 
 def gate_container(options: GateOptions) -> dict[str, Any]:
@@ -41,7 +52,7 @@ def gate_container(options: GateOptions) -> dict[str, Any]:
         )
     ]
     env += [{"name": name, "value": value} for name, value in sorted(options.env.items())]
-    return {
+    container: dict[str, Any] = {
         "name": GATE_CONTAINER,
         "image": options.image,
         "imagePullPolicy": options.image_pull_policy,
@@ -69,6 +80,24 @@ def gate_container(options: GateOptions) -> dict[str, Any]:
             "seccompProfile": {"type": "RuntimeDefault"},
         },
     }
+    if options.hold is GateHold.JOIN:
+        container["restartPolicy"] = "Always"
+        container["args"] += ["--hold-join", JOIN_GATE_DIR]
+        container["volumeMounts"] = [{"name": JOIN_GATE_VOLUME, "mountPath": JOIN_GATE_DIR}]
+    return container
+
+
+def join_gate_volume() -> dict[str, Any]:
+    """The emptyDir the gate writes its file into and the consumers read it from."""
+    return {"name": JOIN_GATE_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
+
+
+def join_gate_mount() -> dict[str, Any]:
+    return {"name": JOIN_GATE_VOLUME, "mountPath": JOIN_GATE_DIR, "readOnly": True}
+
+
+def join_gate_env() -> dict[str, Any]:
+    return {"name": JOIN_GATE_ENV, "value": f"{JOIN_GATE_DIR}/{JOIN_GATE_FILE}"}
 
 
 def render_gate_patch(workload: Mapping[str, Any], options: GateOptions) -> list[dict[str, Any]]:
@@ -82,12 +111,24 @@ def render_gate_patch(workload: Mapping[str, Any], options: GateOptions) -> list
     if version:
         ops.append({"op": "test", "path": "/metadata/resourceVersion", "value": version})
     container = gate_container(options)
-    if inits is None:
-        ops.append(
-            {"op": "add", "path": "/spec/template/spec/initContainers", "value": [container]}
-        )
-    else:
-        ops.append(
-            {"op": "add", "path": "/spec/template/spec/initContainers/-", "value": container}
-        )
+    ops.append(_append(template_spec, "initContainers", "/spec/template/spec", container))
+    if options.hold is GateHold.JOIN:
+        ops += _join_gate_wiring(template_spec)
+    return ops
+
+
+def _append(parent: Mapping[str, Any], key: str, path: str, value: object) -> dict[str, Any]:
+    """A JSON-patch add of `value` to the list `parent[key]` at `path`, created if absent."""
+    if parent.get(key) is None:
+        return {"op": "add", "path": f"{path}/{key}", "value": [value]}
+    return {"op": "add", "path": f"{path}/{key}/-", "value": value}
+
+
+def _join_gate_wiring(template_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The shared volume, and in every container its mount and the variable naming the file."""
+    ops = [_append(template_spec, "volumes", "/spec/template/spec", join_gate_volume())]
+    for index, container in enumerate(template_spec.get("containers") or []):
+        path = f"/spec/template/spec/containers/{index}"
+        ops.append(_append(container, "volumeMounts", path, join_gate_mount()))
+        ops.append(_append(container, "env", path, join_gate_env()))
     return ops

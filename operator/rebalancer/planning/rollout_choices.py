@@ -37,6 +37,9 @@ TIE_SHARE = 0.05
 # start on a busy node). Stated in the plan's reason whenever used.
 ASSUMED_ARRIVAL_SPREAD_MS = 6000.0
 ASSUMED_START_MS = 1500.0
+# A gate that holds only the join lets the consumer start while its batch gathers: once opened,
+# the consumer sees the gate's file within its poll (50 ms) and sends its JoinGroup.
+JOIN_HOLD_START_MS = 200.0
 # The operator's look (about a second while a batch gathers) and its gate writes.
 RELEASE_MS = 1000.0
 # KIP-848's broker default group.consumer.heartbeat.interval.ms.
@@ -103,7 +106,7 @@ def arrival_question(
         heartbeat_ms=heartbeat,
         session_ms=setup.session_s * 1000,
         arrivals_ms=arrivals,
-        start_ms=ASSUMED_START_MS,
+        start_ms=JOIN_HOLD_START_MS if workload.gate_holds_join else ASSUMED_START_MS,
         release_ms=RELEASE_MS,
         measured=False,
     )
@@ -149,7 +152,7 @@ def _reason(
         text += (
             "; no start-up history for this workload: the model assumed pods reaching their "
             f"gates over {ASSUMED_ARRIVAL_SPREAD_MS / 1000:.0f} s and consumers joining "
-            f"{ASSUMED_START_MS / 1000:.1f} s after their gates open"
+            f"{question.start_ms / 1000:.1f} s after their gates open"
         )
     return text
 

@@ -24,6 +24,7 @@ from rebalancer.structs.gates import (
     GATE_OPEN,
     INSTANCE_ID_ANNOTATION,
     INSTANCE_ID_FIELD_PATH,
+    GateHold,
     GateState,
 )
 from rebalancer.structs.kafka_properties import env_properties
@@ -84,9 +85,20 @@ def has_gate(template_spec: object) -> bool:
     return any(_get(item, "name") == GATE_CONTAINER for item in containers)
 
 
+def gate_hold(template_spec: object) -> GateHold | None:
+    """What the template's gate holds (None: it has no gate). A gate run as a native sidecar
+    (restartPolicy Always) lets the containers start and holds only the join."""
+    containers = _get(template_spec, "initContainers") or []
+    gate = next((item for item in containers if _get(item, "name") == GATE_CONTAINER), None)
+    if gate is None:
+        return None
+    return GateHold.JOIN if _get(gate, "restartPolicy") == "Always" else GateHold.POD
+
+
 def gate_state(pod: Raw) -> GateState:
     """Where `pod` stands with its gate (see GateState)."""
-    if not has_gate(_get(pod, "spec")):
+    hold = gate_hold(_get(pod, "spec"))
+    if hold is None:
         return GateState.NONE
     annotations = _get(pod, "metadata", "annotations") or {}
     opened = annotations.get(GATE_ANNOTATION) == GATE_OPEN
@@ -96,6 +108,12 @@ def gate_state(pod: Raw) -> GateState:
         _get(item, "state", "running") is not None or _get(item, "state", "terminated")
         for item in _get(pod, "status", "containerStatuses") or []
     )
+    if hold is GateHold.JOIN:
+        # The consumer runs while its gate holds the join: only the open tells them apart.
+        if opened:
+            return GateState.PASSED if started else GateState.OPEN
+        holding = _get(status, "state", "running") is not None
+        return GateState.WAITING if holding else GateState.PENDING
     terminated = _get(status, "state", "terminated")
     if started or (terminated is not None and _int(_get(terminated, "exitCode"), -1) == 0):
         return GateState.PASSED
@@ -261,6 +279,7 @@ def view_workload(body: Raw, pods: Sequence[Raw], replica_sets: Sequence[Raw] = 
         max_surge=max_surge,
         max_unavailable=max_unavailable,
         gate_installed=has_gate(_get(spec, "template", "spec")),
+        gate_holds_join=gate_hold(_get(spec, "template", "spec")) is GateHold.JOIN,
         identity_slots=takes_identity_slots(_get(spec, "template", "spec")),
         group_protocol=template_property(_get(spec, "template", "spec"), "group.protocol"),
         assignment_strategy=template_property(

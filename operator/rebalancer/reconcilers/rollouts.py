@@ -175,6 +175,7 @@ async def _step_once(
         image=policy.gate_image or deps.settings.gate_image or DEFAULT_IMAGE,
         timeout_seconds=policy.gate_timeout_seconds,
         bypass_after_seconds=policy.bypass_gate_after_seconds,
+        hold=policy.gate_holds,
     )
     actuator = Actuator(deps.kube, namespace, kind, workload_name, gate)
     pauses = [a for a in actions if isinstance(a, PauseScaledObject)]

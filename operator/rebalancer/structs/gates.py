@@ -12,6 +12,20 @@ from enum import StrEnum
 # The init container's name in a pod template; the operator finds gated pods by it.
 GATE_CONTAINER = "rebalancer-gate"
 
+# A gate that holds only the join: the gate runs as a native sidecar (an init container with
+# restartPolicy Always), so the pod's consumer starts at once and does its start-up while the
+# batch gathers; the consumer waits for JOIN_GATE_FILE in JOIN_GATE_DIR (a shared emptyDir)
+# before it subscribes, which the gate writes when it is opened. Where a consumer takes seconds
+# to start (a JVM, a state store to open), this takes the start-up off the batch's path.
+JOIN_GATE_VOLUME = "rebalancer-join-gate"
+JOIN_GATE_DIR = "/var/run/rebalancer/join-gate"
+JOIN_GATE_FILE = "open"
+# The identity slot, for a consumer that started before the operator wrote it (a gate that
+# holds only the join): the gate writes the pod's INSTANCE_ID_ANNOTATION here when it opens.
+JOIN_GATE_INSTANCE_ID_FILE = "instance-id"
+# The environment variable that tells the pod's consumer where JOIN_GATE_FILE appears.
+JOIN_GATE_ENV = "REBALANCER_JOIN_GATE"
+
 # Written by the operator: `open` releases the pod.
 GATE_ANNOTATION = "rebalancer.dev/gate"
 GATE_OPEN = "open"
@@ -49,6 +63,13 @@ DEFAULT_BYPASS_SECONDS = 120
 
 # Written by users on the ConsumerGroup to resume a failed rollout: any new value does.
 RESUME_ANNOTATION = "rebalancer.dev/resume-rollout"
+
+
+class GateHold(StrEnum):
+    """What the gate holds until the operator opens it."""
+
+    POD = "Pod"  # an init container: the pod's containers start once it is opened
+    JOIN = "Join"  # a native sidecar: the consumer starts, and joins once it is opened
 
 
 class GateState(StrEnum):

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
+from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS, GateHold
 from rebalancer.structs.plan_costs import ArrivalPlan, CostWeights
 from rebalancer.structs.problems import FieldProblem, SpecInvalid
 
@@ -49,6 +49,9 @@ class RolloutPolicy:
     settle_seconds: int = 10
     gate_joins: bool = True
     inject_gate: bool = False
+    # What an injected gate holds: the pod (an init container) or only the join (a native
+    # sidecar; the consumer must wait for REBALANCER_JOIN_GATE's file before it subscribes).
+    gate_holds: GateHold = GateHold.POD
     gate_image: str | None = None
     gate_timeout_seconds: int = 900
     bypass_gate_after_seconds: int = DEFAULT_BYPASS_SECONDS
@@ -167,6 +170,19 @@ def parse_arrival_plan(raw: object, problems: list[FieldProblem]) -> ArrivalPlan
     return ArrivalPlan(str(raw))
 
 
+def parse_gate_holds(raw: object, problems: list[FieldProblem]) -> GateHold:
+    if raw is None:
+        return GateHold.POD
+    allowed = [hold.value for hold in GateHold]
+    if raw not in allowed:
+        problems.append(
+            FieldProblem(f"{PATH}.gateHolds", f"unsupported value {raw!r}",
+                         "use one of: " + ", ".join(allowed))
+        )  # fmt: skip
+        return GateHold.POD
+    return GateHold(str(raw))
+
+
 def _mapping(raw: object, path: str, problems: list[FieldProblem]) -> Mapping[str, object]:
     if raw is None:
         return {}
@@ -238,6 +254,7 @@ def parse_rollout_policy(
         settle_seconds=number("settleSeconds", 10, 0, 3600),
         gate_joins=flag("gateJoins", defaults.gate_joins),
         inject_gate=flag("injectGate", defaults.inject_gate),
+        gate_holds=parse_gate_holds(body.get("gateHolds"), problems),
         gate_image=image if isinstance(image, str) else None,
         gate_timeout_seconds=number("gateTimeoutSeconds", 900, 0, 86400),
         bypass_gate_after_seconds=number("bypassGateAfterSeconds", bypass_default, 0, 86400),

@@ -78,6 +78,9 @@ class WorkloadView:
     max_unavailable: int | None = None
     # The pod template has the gate init container.
     gate_installed: bool = False
+    # The gate runs as a native sidecar and holds only the join (GateHold.JOIN): the consumers
+    # start while their batch gathers.
+    gate_holds_join: bool = False
     # A container of the pod template takes its group.instance.id from INSTANCE_ID_ANNOTATION:
     # the operator hands each pod an identity slot when it opens its gate.
     identity_slots: bool = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ from rebalancer.clients.rolling import Actuator
 from rebalancer.commands.gate import resolve_endpoint
 from rebalancer.gate.verdicts import GateLimits, Verdict, decide
 from rebalancer.gate.waiting import ApiEndpoint, wait_at_gate
-from rebalancer.structs.gates import GATE_HELD_ANNOTATION
+from rebalancer.structs.gates import GATE_HELD_ANNOTATION, INSTANCE_ID_ANNOTATION
 from rebalancer.structs.specs import WorkloadKind
 
 
@@ -342,3 +343,23 @@ async def test_gates_opened_seconds_apart_let_go_together_at_the_release_moment(
     moments = [logged_at(line) for line in lines]
     assert max(moments) - min(moments) < 0.25
     assert min(moments) >= moment - 0.05
+
+
+def test_a_gate_that_holds_the_join_writes_its_files_and_stays_until_stopped(
+    cluster: SharedCluster, kube: KubernetesApi, ns: str, tmp_path: Path
+) -> None:
+    """A native sidecar's gate: the consumer beside it starts at once and waits for the file;
+    the gate must not exit, or its pod's kubelet would restart it."""
+    create_pods(kube, ns, "orders-0")
+    process = gate_process(cluster, ns, "orders-0", "--timeout", "60", "--hold-join", str(tmp_path))
+    wait_for_line(process, "waiting for the operator")
+    assert not (tmp_path / "open").exists()
+    annotate(kube, ns, "orders-0", {INSTANCE_ID_ANNOTATION: "orders-slot-3"})
+    annotate(kube, ns, "orders-0", {"rebalancer.dev/gate": "open"})
+    wait_for_line(process, "the consumer may join")
+    assert (tmp_path / "open").read_text() == "open\n"
+    assert (tmp_path / "instance-id").read_text() == "orders-slot-3"
+    time.sleep(0.5)
+    assert process.poll() is None, "a join-holding gate exited after it opened"
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=10) == 0
