@@ -1,13 +1,16 @@
 """rebalancer.kubectl: the plugin's command line, its `get` table, `history` and `why` from the
-operator's Rebalance Events, and the patches of `enforce`, `pause` and `resume`."""
+operator's Rebalance Events, and the patches of `enforce`, `pause` and `resume`; plus the
+plugin's loops (watch, the enforce baseline) against an in-memory API."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
+from rebalancer import kubectl_plugin
 from rebalancer.kubectl.arguments import Connection, Verb, parse_request
 from rebalancer.kubectl.rebalances import (
     explain_last,
@@ -448,3 +451,88 @@ def test_the_rollout_status_the_tests_write_is_the_planners() -> None:
     # The fixtures above are what the planner writes: they read back without loss.
     state = RolloutState.from_status(ROLLING)
     assert (state.batch, state.batches, state.message) == (2, 3, None)
+
+
+# -- the plugin's loops, against an in-memory API --------------------------------------------
+
+
+class FakeApi:
+    def __init__(self, stored: dict[str, Any]) -> None:
+        self.stored = stored
+        self.patches: list[dict[str, Any]] = []
+        self.reads = 0
+        self.default_namespace = "shop"
+
+    def read_group(self, namespace: str, name: str) -> dict[str, Any]:
+        self.reads += 1
+        if self.reads == 3:  # the operator takes the baseline between two looks
+            token = self.stored["spec"]["policy"]["enforce"]["requestToken"]
+            self.stored["status"] = {"enforcement": {"memory": {"token": token, "tokenSeen": True}}}
+        return self.stored
+
+    def patch_group(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.patches.append(patch)
+        self.stored["spec"]["policy"]["enforce"].update(patch["spec"]["policy"]["enforce"])
+        return self.stored
+
+
+def test_enforce_writes_the_baseline_waits_for_it_then_requests() -> None:
+    api = FakeApi(body(policy={"enforce": dict(ENFORCE)}))
+    out, err = io.StringIO(), io.StringIO()
+    moments = iter([NOW, NOW + 1.5])
+    status = kubectl_plugin.enforce(
+        api,  # type: ignore[arg-type]
+        "shop",
+        "orders",
+        out,
+        err,
+        timeout=10,
+        clock=lambda: next(moments),
+        monotonic=lambda: 0.0,
+        sleep=lambda _: None,
+    )
+    assert status == 0, err.getvalue()
+    tokens = [p["spec"]["policy"]["enforce"]["requestToken"] for p in api.patches]
+    assert tokens == ["kubectl-20260301T120000.000000Z", "kubectl-20260301T120001.500000Z"]
+    assert "baseline" in out.getvalue() and "requested an enforced rebalance" in out.getvalue()
+
+
+def test_enforce_gives_up_when_no_operator_takes_the_baseline() -> None:
+    api = FakeApi(body(policy={"enforce": dict(ENFORCE)}))
+    api.reads = -100  # never
+    clock = iter([0.0, 5.0, 11.0])
+    err = io.StringIO()
+    status = kubectl_plugin.enforce(
+        api,  # type: ignore[arg-type]
+        "shop",
+        "orders",
+        io.StringIO(),
+        err,
+        timeout=10,
+        clock=lambda: NOW,
+        monotonic=lambda: next(clock),
+        sleep=lambda _: None,
+    )
+    assert status == 1 and "did not take the baseline" in err.getvalue()
+    assert len(api.patches) == 1
+
+
+def test_watch_prints_again_only_when_a_row_changed() -> None:
+    states = iter(["Stable", "Stable", "PreparingRebalance"])
+
+    def fetch() -> list[dict[str, Any]]:
+        state = next(states, None)
+        if state is None:
+            raise KeyboardInterrupt
+        return [body(status={"group": {**OBSERVED, "state": state}})]
+
+    out = io.StringIO()
+    moments = iter([NOW, NOW + 200, NOW + 400])
+    with pytest.raises(KeyboardInterrupt):
+        kubectl_plugin.watch_groups(
+            fetch, out, namespace="shop", interval=1, clock=lambda: next(moments),
+            sleep=lambda _: None,
+        )  # fmt: skip
+    tables = out.getvalue().split("\n\n")
+    assert len(tables) == 2
+    assert "Stable" in tables[0] and "PreparingRebalance" in tables[1]
