@@ -178,12 +178,12 @@ def test_the_table_lines_up_as_kubectl_does() -> None:
         body(status={"group": OBSERVED, "rollout": ROLLING, "conditions": READY}),
     ]
     assert render_groups(bodies, NOW, namespace="shop").splitlines() == [
-        "NAME       GROUP      STATE                MEMBERS   GENERATION   ROLLOUT        "
-        "BATCH   REBALANCES   READY   AGE",
-        "orders     orders     PreparingRebalance   3         7            BatchJoining   "
-        "2/3     12           False   3h",
-        "payments   payments   Stable               12        7            -              "
-        "-       12           -       3h",
+        "NAME       GROUP      STATE                MEMBERS   GENERATION   REBALANCES   "
+        "ROLLOUT        BATCH   READY   AGE",
+        "orders     orders     PreparingRebalance   3         7            12           "
+        "BatchJoining   2/3     False   3h",
+        "payments   payments   Stable               12        7            12           "
+        "-              -       -       3h",
     ]
 
 

@@ -119,15 +119,17 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
+# In the order of the CRD's printer columns (`kubectl get consumergroups -o wide`), with the
+# batch of batches in one column.
 GROUP_HEADERS = (
     "NAME",
     "GROUP",
     "STATE",
     "MEMBERS",
     "GENERATION",
+    "REBALANCES",
     "ROLLOUT",
     "BATCH",
-    "REBALANCES",
     "READY",
     "AGE",
 )
@@ -144,9 +146,9 @@ def group_cells(row: GroupRow, now: float, *, all_namespaces: bool) -> list[str]
         row.state,
         _number(row.members),
         _number(row.generation),
+        _number(row.rebalances),
         row.rollout,
         row.batch,
-        _number(row.rebalances),
         row.ready,
         MISSING if row.created_at is None else age(now - row.created_at),
     ]

@@ -178,11 +178,11 @@ def test_every_verb_reads_and_writes_what_the_operator_does(
     assert status == 0
     header, row = out.splitlines()
     assert header.split()[:9] == [
-        "NAME", "GROUP", "STATE", "MEMBERS", "GENERATION", "ROLLOUT", "BATCH", "REBALANCES",
+        "NAME", "GROUP", "STATE", "MEMBERS", "GENERATION", "REBALANCES", "ROLLOUT", "BATCH",
         "READY",
     ]  # fmt: skip
     assert row.split()[:9] == [
-        NAME, NAME, "PreparingRebalance", "3", "8", "BatchJoining", "2/3", "2", "False",
+        NAME, NAME, "PreparingRebalance", "3", "8", "2", "BatchJoining", "2/3", "False",
     ]  # fmt: skip
     status, out, _ = plugin(capsys, "get", "-A", "--kubeconfig", str(cluster.kubeconfig))
     assert status == 0 and any(line.split()[:2] == [ns, NAME] for line in out.splitlines())
