@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from rebalancer import kubectl_plugin
 from rebalancer.kubectl.arguments import Connection, Verb, parse_request
 from rebalancer.kubectl.rebalances import (
+    HISTORY_HEADERS,
     explain_last,
     parse_description,
     rebalances_from_events,
@@ -25,12 +27,19 @@ from rebalancer.kubectl.requests import (
     pause_change,
     resume_change,
 )
-from rebalancer.kubectl.tables import age, group_row, render_groups, render_table
+from rebalancer.kubectl.tables import (
+    GROUP_HEADERS,
+    age,
+    group_row,
+    render_groups,
+    render_table,
+)
 from rebalancer.planning.rollout_states import RolloutState, format_time, parse_time
 from rebalancer.structs.gates import RESUME_ANNOTATION
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 
 NOW = parse_time("2026-03-01T12:00:00Z")
+DOC = Path(__file__).resolve().parents[2] / "docs" / "kubectl-plugin.md"
 
 
 def at(seconds_ago: float) -> str:
@@ -536,3 +545,15 @@ def test_watch_prints_again_only_when_a_row_changed() -> None:
     tables = out.getvalue().split("\n\n")
     assert len(tables) == 2
     assert "Stable" in tables[0] and "PreparingRebalance" in tables[1]
+
+
+# -- the docs --------------------------------------------------------------------------------
+
+
+def test_the_docs_show_the_plugins_own_columns() -> None:
+    headers = [
+        line.split()
+        for line in DOC.read_text(encoding="utf-8").splitlines()
+        if line.startswith(("NAME ", "AGE "))
+    ]
+    assert headers == [list(GROUP_HEADERS), list(HISTORY_HEADERS)]
