@@ -137,6 +137,13 @@ def test_the_agents_run_from_the_base_install(lean_bin: Path, command: str) -> N
     assert result.stdout.startswith(f"usage: rebalancer {command}")
 
 
+def test_the_kubectl_plugin_runs_from_the_base_install(lean_bin: Path) -> None:
+    # kubectl finds `kubectl-rebalancer` on PATH: the base install puts it beside `rebalancer`.
+    result = _run(lean_bin / "kubectl-rebalancer", "--help", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: kubectl rebalancer")
+
+
 def test_the_base_install_has_no_spark_and_imports_every_base_module(lean_bin: Path) -> None:
     for absent in ("pyspark", "pyarrow", "pandas", "matplotlib", "rich"):
         shown = _run(lean_bin / "python", "-m", "pip", "show", "--quiet", absent, timeout=60)
