@@ -142,6 +142,24 @@ def test_stops_and_restarts_from_the_container_status(
     )
 
 
+def test_the_first_runs_start_says_when_the_pod_reached_its_gate() -> None:
+    """The planner's measured arrivals (planning.startup_history) come from this moment: a
+    restart does not pass the gate again, so only run 0 carries it."""
+    gated = pod(started_at=T0 + 9, gate_started_at=T0 + 2)
+    _, tracking = look(PodTracking(), [gated], T0 + 10)
+    events, tracking = look(tracking, None, T0 + 10 + PAIR_WAIT_SECONDS)
+    assert [(e.detected_at, e.started_at) for e in events] == [(T0 + 9, T0 + 2)]
+    restarted = pod(
+        restarts=1, started_at=T0 + 60, previous_finished_at=T0 + 50, gate_started_at=T0 + 2
+    )
+    events, tracking = look(tracking, [restarted], T0 + 61)
+    later, _ = look(tracking, None, T0 + 61 + PAIR_WAIT_SECONDS)
+    starts = [e for e in events + later if e.record_type is RecordType.POD_START]
+    assert [(e.record_key, e.started_at) for e in starts] == [("pod-start/u0/1", None)]
+    ungated, _ = look(PodTracking(), [pod(started_at=T0)], T0 + PAIR_WAIT_SECONDS)
+    assert [e.started_at for e in ungated] == [None]
+
+
 def test_a_pod_deleted_while_its_gate_held_it_never_started_nor_stopped() -> None:
     _, tracking = look(PodTracking(), [pod()], T0 + 1)
     events, tracking = look(tracking, [pod(deleting_at=T0 + 30)], T0 + 40)
@@ -189,6 +207,10 @@ def test_the_lifecycle_comes_from_the_consumer_container_not_the_sidecar() -> No
             ],
         },
     }  # fmt: skip
+    raw["status"]["initContainerStatuses"] = [
+        {"name": "rebalancer-gate",
+         "state": {"terminated": {"exitCode": 0, "startedAt": "2023-11-14T22:13:22Z"}}},
+    ]  # fmt: skip
     assert pod_lifecycle(raw) == PodLifecycle(
         container="consumer",
         scheduled_at=T0,
@@ -197,6 +219,7 @@ def test_the_lifecycle_comes_from_the_consumer_container_not_the_sidecar() -> No
         previous_finished_at=T0 + 8,
         previous_exit_code=137,
         deleting_at=T0 + 40,
+        gate_started_at=T0 + 2,
     )
     assert pod_lifecycle({}) == PodLifecycle()
 

@@ -114,28 +114,40 @@ class HistoryRecorder:
             return set()
         return await asyncio.to_thread(recorded_keys, self.root, namespace, sorted(set(days)))
 
+    async def recorded_rows(self, namespace: str, days: Iterable[str]) -> list[dict[str, Any]]:
+        """The rows the operator wrote for `namespace` on `days` (YYYY-MM-DD); none without a
+        store."""
+        if self.root is None:
+            return []
+        return await asyncio.to_thread(recorded_rows, self.root, namespace, sorted(set(days)))
+
 
 def recorded_keys(root: str | os.PathLike[str], namespace: str, days: Iterable[str]) -> set[str]:
     """Record keys in the JSON-lines files of `namespace` on `days`, so an operator that starts
     again can tell the facts it wrote before from new ones. Keys already compacted into Parquet
     are not read (the operator carries no Parquet reader): a fact written again after its day's
     compaction is one more row of the same key, which every reader of the history drops."""
+    rows = recorded_rows(root, namespace, days)
+    return {str(row["record_key"]) for row in rows if row.get("record_key") is not None}
+
+
+def recorded_rows(
+    root: str | os.PathLike[str], namespace: str, days: Iterable[str]
+) -> list[dict[str, Any]]:
+    """The rows of the JSON-lines files of `namespace` on `days`, in file order. Days already
+    compacted into Parquet are not read (the operator carries no Parquet reader)."""
     filesystem, base = open_store(root)
-    keys: set[str] = set()
+    rows: list[dict[str, Any]] = []
     for day in days:
         directory = f"{base}/date={day}/namespace={namespace}"
         if not filesystem.exists(directory):
             continue
         for path in _visible(filesystem.glob(f"{directory}/{FILE_PREFIX}*{JSON_SUFFIX}")):
             try:
-                rows = read_json_rows(filesystem, path)
-            except FileNotFoundError:  # compacted since the listing: its keys are in Parquet
+                rows += read_json_rows(filesystem, path)
+            except FileNotFoundError:  # compacted since the listing: its rows are in Parquet
                 continue
-            for row in rows:
-                key = row.get("record_key")
-                if key is not None:
-                    keys.add(str(key))
-    return keys
+    return rows
 
 
 def read_json_rows(filesystem: fsspec.AbstractFileSystem, path: str) -> list[dict[str, Any]]:

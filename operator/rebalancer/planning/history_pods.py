@@ -5,12 +5,13 @@ Every run of a pod's consumer container (structs.history_pods) is one start and,
 one stop. A start is `state.running.startedAt`; a stop is the earliest of the pod's
 `deletionTimestamp` (it was told to stop: `departure` `leave`) and the run's
 `terminated.finishedAt` (exit code 0: `leave`; any other: `crash`), or, for a run that ended
-before a restart, `lastState.terminated`. A pod that vanished between two looks stopped when
-its member reported `stopped` (`leave`: it closed cleanly), or else at the look that missed it
-(`departure` unknown). Each record carries a key (`pod-start/<uid>/<run>`,
-`pod-stop/<uid>/<run>`): the same fact always gets the same key, so an operator that reads the
-same pods again, or restarts, writes nothing twice (reconcilers.learning checks the store once per
-process) and readers can drop a repeat.
+before a restart, `lastState.terminated`. The start of a pod's first run also carries, as its
+`started_at`, when the pod reached its join gate (the gate's init container started), if it has
+one. A pod that vanished between two looks stopped when its member reported `stopped`
+(`leave`: it closed cleanly), or else at the look that missed it (`departure` unknown). Each
+record carries a key (`pod-start/<uid>/<run>`, `pod-stop/<uid>/<run>`): the same fact always
+gets the same key, so an operator that reads the same pods again, or restarts, writes nothing
+twice (reconcilers.learning checks the store once per process) and readers can drop a repeat.
 
 A start waits up to PAIR_WAIT_SECONDS for the member's join, to share its batch (the stagger
 batch, or the start-up burst: planning.history_records), so the learning job can pair them
@@ -28,6 +29,7 @@ from typing import Any
 from rebalancer.planning.history_records import JoinContext, RecordedJoin
 from rebalancer.planning.raw_fields import field_at as _get
 from rebalancer.planning.sidecar_templates import SIDECAR_CONTAINER
+from rebalancer.structs.gates import GATE_CONTAINER
 from rebalancer.structs.history import RebalanceEvent, RecordType, SettingsInForce, member_event
 from rebalancer.structs.history_pods import PodLifecycle
 from rebalancer.structs.workloads import PodView
@@ -71,6 +73,11 @@ def pod_lifecycle(pod: Mapping[str, Any]) -> PodLifecycle:
     terminated = _get(status, "state", "terminated")
     previous = _get(status, "lastState", "terminated")
     started = _get(status, "state", "running", "startedAt") or _get(terminated, "startedAt")
+    gates = _get(pod, "status", "initContainerStatuses") or []
+    gate = next((item for item in gates if _get(item, "name") == GATE_CONTAINER), None)
+    gate_started = _get(gate, "state", "running", "startedAt") or _get(
+        gate, "state", "terminated", "startedAt"
+    )
     return PodLifecycle(
         container=consumer,
         scheduled_at=_time(_get(pod, "status", "startTime")),
@@ -81,6 +88,7 @@ def pod_lifecycle(pod: Mapping[str, Any]) -> PodLifecycle:
         previous_finished_at=_time(_get(previous, "finishedAt")),
         previous_exit_code=_code(_get(previous, "exitCode")),
         deleting_at=_time(_get(pod, "metadata", "deletionTimestamp")),
+        gate_started_at=_time(gate_started),
     )
 
 
@@ -181,11 +189,14 @@ def _look(
         )
         stopped = run - 1
     if life.started_at is not None and started < run:
-        starts.append(
-            _event(
-                RecordType.POD_START, context, pod.name, life.started_at, start_key(pod.uid, run)
-            )
+        start = _event(
+            RecordType.POD_START, context, pod.name, life.started_at, start_key(pod.uid, run)
         )
+        if run == 0 and life.gate_started_at is not None:
+            # The first run passed the gate: when the pod reached it, for the planner's
+            # measured arrivals (planning.startup_history).
+            start = replace(start, started_at=life.gate_started_at)
+        starts.append(start)
         started = run
     ended = _departure_at(life)
     if ended is not None and stopped < run and life.started_at is not None:

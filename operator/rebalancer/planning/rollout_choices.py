@@ -8,6 +8,9 @@ so each pod joining on its own costs a rebalance (all partitions stopped, on the
 a KIP-848 group has no join barrier at all, so gathered pods leave every partition unowned while
 they wait. The planner asks the model (RolloutSetup.estimate, the simulation layer's
 estimate_arrival_plans) what each plan costs this group with these pods and takes the cheapest.
+The pods arrive and start as this workload's did before (RolloutSetup.startups, measured from
+its history by planning.startup_history) when enough of them were recorded; else as a
+documented assumption, which the plan's reason then states.
 
 The cost is what the user loses: partition-seconds without an owner plus stop-the-world
 partition-seconds, weighted by spec.policy.rollout.costWeights. Plans within TIE_SHARE of each
@@ -32,9 +35,10 @@ from rebalancer.structs.specs import ProtocolChoice
 from rebalancer.structs.workloads import WorkloadView
 
 TIE_SHARE = 0.05
-# Without a measured start-up the model assumes the pods reach their gates evenly over this
-# long, and their consumers join this long after their gates open (a Python or JVM client's
-# start on a busy node). Stated in the plan's reason whenever used.
+# Without enough measured start-ups (planning.startup_history: MIN_MEASURED_PODS) the model
+# assumes the pods reach their gates evenly over this long, and their consumers join this long
+# after their gates open (a Python or JVM client's start on a busy node). Stated in the plan's
+# reason whenever used.
 ASSUMED_ARRIVAL_SPREAD_MS = 6000.0
 ASSUMED_START_MS = 1500.0
 # A gate that holds only the join lets the consumer start while its batch gathers: once opened,
@@ -94,8 +98,19 @@ def arrival_question(
     partitions = (group.total_partitions if group is not None else None) or 2 * max(
         workload.replicas, 1
     )
-    spread = ASSUMED_ARRIVAL_SPREAD_MS
-    arrivals = tuple(spread * index / max(joiners - 1, 1) for index in range(joiners))
+    history = setup.startups
+    measured = history is not None and history.enough
+    if history is not None and measured:
+        arrivals = history.arrivals_ms(joiners)
+        start = round(history.join_median_ms, 1)
+    else:
+        spread = ASSUMED_ARRIVAL_SPREAD_MS
+        arrivals = tuple(spread * index / max(joiners - 1, 1) for index in range(joiners))
+        start = ASSUMED_START_MS
+    if workload.gate_holds_join:
+        # Its consumers started while they waited: what the history measured from their
+        # containers' start to their join is the wait at the gate, not a start-up.
+        start = JOIN_HOLD_START_MS
     heartbeat = KIP848_HEARTBEAT_MS if kind is GroupKind.KIP848 else setup.heartbeat_s * 1000
     return ArrivalQuestion(
         group=kind,
@@ -106,9 +121,9 @@ def arrival_question(
         heartbeat_ms=heartbeat,
         session_ms=setup.session_s * 1000,
         arrivals_ms=arrivals,
-        start_ms=JOIN_HOLD_START_MS if workload.gate_holds_join else ASSUMED_START_MS,
+        start_ms=start,
         release_ms=RELEASE_MS,
-        measured=False,
+        measured=measured,
     )
 
 
@@ -148,7 +163,21 @@ def _reason(
     )
     if runner_up is not None:
         text += f"; {runner_up.plan.value} {_costs(runner_up)}, cost {runner_up.score(weights):.0f}"
-    if not question.measured:
+    history = setup.startups
+    if question.measured and history is not None:
+        starts = "start" if history.starts == 1 else "starts"
+        text += (
+            f"; from {history.starts} past {starts} of this workload ({history.pods} pods): "
+            f"arrivals over {history.arrival_p90_ms / 1000:.1f} s (p90), join "
+            f"{history.join_median_ms / 1000:.1f} s after open "
+            f"(p90 {history.join_p90_ms / 1000:.1f} s)"
+        )
+        if question.start_ms != round(history.join_median_ms, 1):
+            text += (
+                f"; its gate holds only the join: consumers joining "
+                f"{question.start_ms / 1000:.1f} s after their gates open"
+            )
+    else:
         text += (
             "; no start-up history for this workload: the model assumed pods reaching their "
             f"gates over {ASSUMED_ARRIVAL_SPREAD_MS / 1000:.0f} s and consumers joining "

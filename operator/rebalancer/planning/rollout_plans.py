@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rebalancer.planning.rollout_states import Mechanism, RolloutKind
+from rebalancer.planning.startup_history import StartupHistory
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.gates import GateState
 from rebalancer.structs.plan_costs import ArrivalQuestion, PlanCost
@@ -55,6 +56,9 @@ class RolloutSetup:
     estimate: Callable[[ArrivalQuestion], tuple[PlanCost, ...]] | None = None
     # spec.policy.protocol: what the user says the consumers speak (auto: not said).
     protocol: ProtocolChoice = ProtocolChoice.AUTO
+    # The workload's measured start-ups (planning.startup_history), which the arrival plans
+    # are costed on when there are enough; None: not read.
+    startups: StartupHistory | None = None
 
     @property
     def session_s(self) -> float:

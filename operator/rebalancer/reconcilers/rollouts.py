@@ -14,6 +14,7 @@ from rebalancer import metrics
 from rebalancer.clients.autoscaling import read_autoscalers
 from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.patching import ResourceGone, patch_status
+from rebalancer.clients.recording import day_of
 from rebalancer.clients.rolling import ActuationFailed, Actuator, read_workload
 from rebalancer.planning.consumer_settings_plans import timings_from_status
 from rebalancer.planning.gate_templates import DEFAULT_IMAGE, GateOptions
@@ -38,6 +39,7 @@ from rebalancer.planning.rollout_statuses import (
     snapshot_from_status,
 )
 from rebalancer.planning.rollouts import Observation, step
+from rebalancer.planning.startup_history import StartupHistory, startup_history
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.ownership import ClaimIndex, conflicts_of, refusal_of
@@ -71,6 +73,12 @@ from rebalancer.structs.specs import ConsumerGroupSpec, ProtocolChoice, Workload
 ACTIVE_POLL_SECONDS = 1.0
 # After a step that could not read or act (the API briefly away, a refusal reported).
 RETRY_SECONDS = 2.0
+# The days of history the arrival plans' start-ups are measured on (a week holds a workload's
+# deploys and scale-ups; older ones may have run another image), and how long one reading
+# serves (a Planning step waiting for its workload's controller reads it once).
+STARTUP_HISTORY_DAYS = 7
+STARTUP_HISTORY_SECONDS = 300.0
+DAY_SECONDS = 86_400.0
 logger = logging.getLogger(__name__)
 
 
@@ -89,6 +97,7 @@ def rollout_setup(
     policy: RolloutPolicy,
     profile: BrokerProfile,
     protocol: ProtocolChoice = ProtocolChoice.AUTO,
+    startups: StartupHistory | None = None,
 ) -> RolloutSetup:
     consumers = policy.consumers
     window = join_window(
@@ -100,7 +109,23 @@ def rollout_setup(
             max_poll_interval_ms=consumers.max_poll_interval_ms,
         ),
     )
-    return RolloutSetup(policy, profile, window, estimate_arrival_plans, protocol)
+    return RolloutSetup(policy, profile, window, estimate_arrival_plans, protocol, startups)
+
+
+async def read_startups(
+    deps: Dependencies, namespace: str, name: str, spec: ConsumerGroupSpec, now: float
+) -> StartupHistory | None:
+    """The group's measured start-ups over the last STARTUP_HISTORY_DAYS (None: no store, or
+    it could not be read; the planner then assumes, and says so)."""
+    if deps.recorder.root is None or not spec.policy.history_enabled:
+        return None
+    days = {day_of(now - back * DAY_SECONDS) for back in range(STARTUP_HISTORY_DAYS)}
+    try:
+        rows = await deps.recorder.recorded_rows(namespace, days)
+    except Exception as error:  # the store may be away: the plan falls back to the assumption
+        logger.warning("%s/%s: reading the start-up history failed: %s", namespace, name, error)
+        return None
+    return startup_history(rows, name=name, group_id=spec.group_id)
 
 
 def _post(body: kopf.Body, actions: list[Any]) -> None:
@@ -141,12 +166,16 @@ async def _step_once(
     state: RolloutState,
     policy: RolloutPolicy,
     spec: ConsumerGroupSpec,
+    startups: StartupHistory | None = None,
 ) -> tuple[RolloutState, list[Any]] | None:
     status = written_status(body)
     # Consumers whose settings the operator delivers are timed by what it delivered.
     consumers = timings_from_status(status.get("settings"), policy.consumers)
     setup = rollout_setup(
-        replace(policy, consumers=consumers), broker_profile(spec, status), spec.policy.protocol
+        replace(policy, consumers=consumers),
+        broker_profile(spec, status),
+        spec.policy.protocol,
+        startups,
     )
     kind, workload_name = spec.workload.kind, spec.workload.name
     try:
@@ -282,6 +311,8 @@ async def _roll_out_forever(
     wakeup = deps.rollout_wakeup(namespace, name)
     resting_poll = deps.settings.rollout_resting_poll_seconds
     followed_at_once = False
+    startups: StartupHistory | None = None
+    startups_read_at: float | None = None  # time.monotonic() of the last reading
     while not stopped:
         wakeup.clear()
         try:
@@ -309,7 +340,14 @@ async def _roll_out_forever(
             # over (with the operator restarted meanwhile): this step hands it back.
             hold_checked = True
         managed = policy.enabled
-        stepped = await _step_once(deps, body, namespace, name, state, policy, spec)
+        stale = startups_read_at is None or (
+            time.monotonic() - startups_read_at >= STARTUP_HISTORY_SECONDS
+        )
+        if state.phase is RolloutPhase.PLANNING and stale:
+            # Only the Planning step asks the model about arrivals: read the history for it.
+            startups = await read_startups(deps, namespace, name, spec, time.time())
+            startups_read_at = time.monotonic()
+        stepped = await _step_once(deps, body, namespace, name, state, policy, spec, startups)
         if stepped is None:
             await stopped.wait(RETRY_SECONDS)
             continue

@@ -3,9 +3,10 @@
 The history's pod-start and pod-stop records (docs/history.md) come from these fields, as the
 API server gives them: `status.containerStatuses[]` of the consumer container (`restartCount`,
 `state.running.startedAt`, `state.terminated`, `lastState.terminated`), `status.startTime` and
-`metadata.deletionTimestamp`. A run is numbered by the restart count it ran under: run 0 is the
-pod's first container, run n its n-th restart; a run's start and stop are each one fact, keyed
-by pod uid and run, however often the operator reads them.
+`metadata.deletionTimestamp`, and the join gate's start in `status.initContainerStatuses[]`.
+A run is numbered by the restart count it ran under: run 0 is the pod's first container, run n
+its n-th restart; a run's start and stop are each one fact, keyed by pod uid and run, however
+often the operator reads them.
 """
 
 from __future__ import annotations
@@ -32,3 +33,7 @@ class PodLifecycle:
     previous_exit_code: int | None = None
     # metadata.deletionTimestamp: the pod is being deleted (its containers were told to stop).
     deleting_at: float | None = None
+    # The join gate's init container started (state.running or state.terminated startedAt):
+    # the pod reached its gate. None for a pod without the gate. Init containers run once per
+    # pod, before run 0; a restarted consumer container does not pass the gate again.
+    gate_started_at: float | None = None

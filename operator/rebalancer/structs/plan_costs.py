@@ -64,7 +64,8 @@ class ArrivalQuestion:
     # them all (its next look and its writes). A pod released on arrival is opened before its
     # gate runs, so it does not wait for this.
     release_ms: float
-    # Whether arrivals_ms were measured on this workload (False: the documented assumption).
+    # Whether arrivals_ms and start_ms were measured on this workload's past start-ups (False:
+    # the planner's documented assumption).
     measured: bool = False
 
 
