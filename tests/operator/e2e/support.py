@@ -17,8 +17,14 @@ from kubernetes import client
 from tests import polling
 from tests.kafka_brokers import shared_broker
 
-from rebalancer.planning.gate_templates import GateOptions, gate_container
-from rebalancer.structs.gates import INSTANCE_ID_FIELD_PATH
+from rebalancer.planning.gate_templates import (
+    GateOptions,
+    gate_container,
+    join_gate_env,
+    join_gate_mount,
+    join_gate_volume,
+)
+from rebalancer.structs.gates import INSTANCE_ID_FIELD_PATH, GateHold
 from rebalancer_lab.ports import free_port
 from rebalancer_lab.processes import ChildProcess
 from rebalancer_lab.running import Lab, LabConfig
@@ -167,10 +173,12 @@ def consumer_statefulset(
     gated: bool,
     version: str = "1",
     record_dir: Path | None = None,
+    holds: GateHold = GateHold.POD,
 ) -> dict[str, Any]:
     """A Parallel StatefulSet `<name>-consumer` of lab consumers in group and topic `name`, with
-    the join gate when `gated`; with `record_dir`, each pod records what it processes in
-    `<record_dir>/<pod>.tsv`. APP_VERSION changes the template (a rolling update)."""
+    the join gate when `gated` (holding the pod, or only the join); with `record_dir`, each pod
+    records what it processes in `<record_dir>/<pod>.tsv`. APP_VERSION changes the template (a
+    rolling update)."""
     env: list[dict[str, Any]] = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
     ]
@@ -194,7 +202,11 @@ def consumer_statefulset(
         ],
     }
     if gated:
-        spec["initContainers"] = [gate_container(GateOptions(timeout_seconds=300))]
+        spec["initContainers"] = [gate_container(GateOptions(timeout_seconds=300, hold=holds))]
+    if gated and holds is GateHold.JOIN:
+        spec["volumes"] = [join_gate_volume()]
+        spec["containers"][0]["volumeMounts"] = [join_gate_mount()]
+        env.append(join_gate_env())
     labels = {"app": name}
     return {
         "apiVersion": "apps/v1",

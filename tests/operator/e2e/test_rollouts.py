@@ -10,6 +10,7 @@ drives the rollout daemon. Pods start seconds apart (the kubelet's jitter).
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -34,7 +35,12 @@ from tests.operator.e2e.support import (
     running_lab,
 )
 
-from rebalancer.structs.gates import GATE_BATCH_ANNOTATION, INSTANCE_ID_ANNOTATION
+from rebalancer.structs.gates import (
+    GATE_BATCH_ANNOTATION,
+    GATE_OPEN_AT_ANNOTATION,
+    INSTANCE_ID_ANNOTATION,
+    GateHold,
+)
 from rebalancer_lab.kubelet import START_DELAY_REASON
 from rebalancer_lab.producer import ensure_topic
 from rebalancer_lab.running import Lab
@@ -93,6 +99,10 @@ def pod_logs(lab: Lab, pod: str) -> list[Path]:
     root = lab.config.state_dir / "logs" / "pods"
     dirs = sorted(root.glob(f"{NS}_{pod}_*"), key=lambda path: path.stat().st_mtime)
     return [log for found in dirs for log in sorted((found / "consumer").glob("*.log"))]
+
+
+def parse_time(stamp: str) -> float:
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def start_delay(lab: Lab, pod: dict[str, Any]) -> float:
@@ -155,6 +165,47 @@ def test_a_gathered_cold_start_costs_exactly_one_rebalance(lab: Lab) -> None:
     header, row = table.splitlines()[:2]
     assert "ROLLOUT" in header and "BATCHES" in header, table
     assert "Completed" in row.split(), table
+
+
+def test_a_gate_that_holds_only_the_join_starts_the_consumers_before_their_batch_opens(
+    lab: Lab,
+) -> None:
+    """Gathered behind native-sidecar gates: the consumers run (started, connected) while the
+    batch gathers, and still join in one generation once it opens."""
+    name = "joinheld"
+    replicas = 4
+    asyncio.run(ensure_topic(lab.bootstrap, name, 8))
+    fleet = consumer_statefulset(lab, name, replicas, gated=True, holds=GateHold.JOIN)
+    apply(lab, managed(lab, name, arrivalPlan="Gather"), fleet)
+
+    def completed() -> dict[str, Any] | None:
+        rollout = rollout_of(lab, name)
+        return rollout if rollout.get("phase") == "Completed" else None
+
+    rollout = eventually(completed, 90, "the cold start Completed")
+    assert rollout["batches"] == 1 and rollout["membersJoined"] == replicas, rollout
+    assert "0.2 s after their gates open" in rollout["planReason"], rollout
+    pods = pods_of(lab, name)
+    (released,) = {float(pod["metadata"]["annotations"][GATE_OPEN_AT_ANNOTATION]) for pod in pods}
+    started = sorted(
+        parse_time(status["state"]["running"]["startedAt"])
+        for pod in pods
+        for status in pod["status"]["containerStatuses"]
+        if status["name"] == "consumer"
+    )
+    # startedAt has whole seconds: the first consumers ran seconds before the batch let go.
+    assert started[0] < released - 1.0, (started, released)
+    generations = [
+        consumer_log_generations(log)
+        for pod in pods
+        for log in pod_logs(lab, pod["metadata"]["name"])
+    ]
+    assert len(generations) == replicas, generations
+    assert len(set().union(*generations)) == 1 and all(len(g) == 1 for g in generations), (
+        generations
+    )
+    logs = [log.read_text() for pod in pods for log in pod_logs(lab, pod["metadata"]["name"])]
+    assert all("holding the join until" in text and "the gate is open" in text for text in logs)
 
 
 def test_a_kip848_cold_start_opens_each_pod_as_it_appears(lab: Lab) -> None:
