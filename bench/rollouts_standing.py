@@ -34,6 +34,36 @@ from rollouts_summary import (
 )
 
 FIGURES = (("rebalances", 0), ("time_to_stable_s", 1), ("unowned_ps", 0))
+# Managed runs whose gate held only the join (bench/rollouts.py --gate-holds Join) stand in
+# rows of their own: that gate needs consumers that wait for its file.
+JOIN_HELD = "managed-join"
+JOIN_HELD_LABEL = " [gate holds the join]"
+
+
+def split_join_held(lines: Sequence[Line]) -> list[Line]:
+    """Managed runs behind a join-holding gate under a strategy of their own."""
+    out = []
+    for line in lines:
+        holds = (line.get("setup") or {}).get("gate_holds", "Pod")
+        held = line["strategy"] == "managed" and holds == "Join"
+        out.append({**line, "strategy": JOIN_HELD} if held else line)
+    return out
+
+
+Row = tuple[str, CellKey, dict[str, list[Line]]]
+
+
+def rows(cells: dict[CellKey, dict[str, list[Line]]]) -> list[Row]:
+    """One row per cell and kind of managed gate: its label, key, and strategies' runs."""
+    out: list[Row] = []
+    for key, strategies in cells.items():
+        others = {name: lines for name, lines in strategies.items() if name != JOIN_HELD}
+        if "managed" in strategies:
+            out.append((cell_label(key), key, others))
+        if JOIN_HELD in strategies:
+            held = {**others, "managed": strategies[JOIN_HELD]}
+            out.append((cell_label(key) + JOIN_HELD_LABEL, key, held))
+    return out
 
 
 def newest_sittings(
@@ -83,7 +113,7 @@ def limit_distance(key: CellKey, managed: Sequence[Line]) -> str:
     return text
 
 
-def row(key: CellKey, strategies: dict[str, list[Line]]) -> str:
+def row(label: str, key: CellKey, strategies: dict[str, list[Line]]) -> str:
     managed = strategies.get("managed", [])
     tuned, naive = strategies.get("tuned", []), strategies.get("naive", [])
     cells = []
@@ -106,7 +136,7 @@ def row(key: CellKey, strategies: dict[str, list[Line]]) -> str:
     )
     sitting = max((line["date"][:10] for line in managed), default="-")
     return (
-        f"| {cell_label(key)} | {cells[0]} | {cells[1]} | {cells[2]} | {ratios[0]} | "
+        f"| {label} | {cells[0]} | {cells[1]} | {cells[2]} | {ratios[0]} | "
         f"{ratios[1]} | {verdict} | {limit_distance(key, managed) or '-'} | {sitting} |"
     )
 
@@ -122,7 +152,7 @@ def table(cells: dict[CellKey, dict[str, list[Line]]]) -> list[str]:
         "limit | managed measured |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    out += [row(key, strategies) for key, strategies in cells.items() if "managed" in strategies]
+    out += [row(label, key, strategies) for label, key, strategies in rows(cells)]
     return out
 
 
@@ -132,28 +162,24 @@ def plot(cells: dict[CellKey, dict[str, list[Line]]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = [
-        key
-        for key, strategies in cells.items()
-        if "managed" in strategies and "tuned" in strategies
-    ]
-    figure, axis = plt.subplots(figsize=(11, 0.32 * len(keys) + 1.6))
+    shown_rows = [row for row in rows(cells) if "tuned" in row[2]]
+    figure, axis = plt.subplots(figsize=(11, 0.32 * len(shown_rows) + 1.6))
     offsets = {"rebalances": -0.27, "time_to_stable_s": 0.0, "unowned_ps": 0.27}
     colours = {"rebalances": "#9467bd", "time_to_stable_s": "#ff7f0e", "unowned_ps": "#17becf"}
     titles = {"rebalances": "rebalances", "time_to_stable_s": "time to Stable",
               "unowned_ps": "unowned partition-s"}  # fmt: skip
     for name, offset in offsets.items():
         values: list[Any] = []
-        for key in keys:
-            ours = median(cells[key]["managed"], name)
-            theirs = median(cells[key]["tuned"], name)
+        for _, _, strategies in shown_rows:
+            ours = median(strategies["managed"], name)
+            theirs = median(strategies["tuned"], name)
             values.append(ours / theirs if ours is not None and theirs else float("nan"))
         shown = [min(value, 3.0) for value in values]
-        axis.barh([i + offset for i in range(len(keys))], shown, height=0.26,
+        axis.barh([i + offset for i in range(len(shown_rows))], shown, height=0.26,
                   color=colours[name], label=titles[name])  # fmt: skip
     axis.axvline(1.0, color="black", linewidth=1)
-    axis.set_yticks(range(len(keys)))
-    axis.set_yticklabels([cell_label(key) for key in keys], fontsize=7)
+    axis.set_yticks(range(len(shown_rows)))
+    axis.set_yticklabels([label for label, _, _ in shown_rows], fontsize=7)
     axis.invert_yaxis()
     axis.set_xlabel("managed / tuned (medians; 1 = the best hand configuration; capped at 3)")
     axis.set_title("Managed against the best hand configuration, every cell measured")
@@ -168,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("results", nargs="+", type=Path, help="results files (JSON lines)")
     parser.add_argument("--png", type=Path, default=None, help="write the plot here")
     args = parser.parse_args(argv)
-    lines = load(args.results)
+    lines = split_join_held(load(args.results))
     if not lines:
         print("no runs", file=sys.stderr)
         return 1
