@@ -19,8 +19,8 @@ from pydantic import BaseModel
 
 KEY_ORDER = (
     "type",
-    "description",
     "enum",
+    "description",
     "minimum",
     "maximum",
     "minLength",
@@ -34,6 +34,8 @@ KEY_ORDER = (
     "additionalProperties",
     "x-kubernetes-validations",
 )
+# A CEL rule's keys, in the order the Kubernetes docs write them.
+RULE_ORDER = ("rule", "message", "messageExpression", "fieldPath", "reason", "optionalOldSelf")
 DROPPED = {"title", "$defs"}
 
 
@@ -72,6 +74,11 @@ def _structural(node: dict[str, Any], defs: dict[str, Any], where: str) -> dict[
         }
     if "items" in node:
         node["items"] = _structural(node["items"], defs, f"{where}[]")
+    if "x-kubernetes-validations" in node:
+        node["x-kubernetes-validations"] = [
+            {key: rule[key] for key in RULE_ORDER if key in rule}
+            for rule in node["x-kubernetes-validations"]
+        ]
     if "type" not in node:
         raise NotStructural(f"{where} has no type")
     return _ordered({key: value for key, value in node.items() if key not in DROPPED})
