@@ -3,7 +3,9 @@
 The CRD's schema for the block is rendered from these classes (`make crd`; descriptions are
 folded to one line, so write them as prose), and the operator validates the resource with them
 (structs/rollout_policy.parse_rollout_policy). To add a field, add it here with its description,
-default, bounds and CEL rule, run `make crd`, and read it where it is used.
+default, bounds and CEL rule and run `make crd`: the CRD, the chart and the validation follow.
+The planner reads the frozen RolloutPolicy made of this block (rollout_policy.policy_of); a field
+it is to read is carried over there, one line that mypy checks.
 
 Checks that need the workload or the broker (a deadline shorter than the join window, an
 OrderedReady StatefulSet that cannot gather a batch) live in

@@ -69,7 +69,8 @@ class SpecModel(BaseModel):
 
     model_config = ConfigDict(
         alias_generator=to_camel,
-        validate_by_name=True,
+        # Only the CRD's names: the API server would prune a snake_case key, so must we.
+        validate_by_name=False,
         validate_by_alias=True,
         frozen=True,
         # The API server prunes unknown fields; an older operator reading a newer CRD ignores them.
