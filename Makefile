@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps kafka controlplane lab test lint unit e2e bench clean chart-package images
+.PHONY: install system-deps kafka controlplane lab test lint unit e2e bench clean chart-package images crd
 
 # The operator's package and the lab's (lab/: its own distribution, so that the operator's wheel
 # carries none of it), both editable.
@@ -38,6 +38,12 @@ controlplane: $(STAMP)
 
 lab: kafka controlplane
 	$(BIN)/rebalancer lab
+
+# The CRD's subtrees that the typed spec model in operator/rebalancer/structs/ defines, rendered
+# from it into crds/, the chart's copy and deploy/rebalancer.yaml (deploy/crd_gen.py; a test fails
+# when a committed file differs).
+crd: $(STAMP)
+	$(BIN)/python deploy/crd_gen.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check operator lab tests bench deploy charts

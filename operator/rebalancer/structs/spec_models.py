@@ -1,0 +1,209 @@
+"""The base of the typed ConsumerGroup model: one definition that validates and describes.
+
+Each block of the spec is a pydantic model (structs/rollout_spec.py is the first). A field's type,
+description, default, bounds, enum and CEL rules are written once, on the model; the CRD's schema
+is rendered from it (structs/structural_schemas.py, `make crd`) and the operator validates the
+resource with it (`read_spec`), so the two cannot drift apart.
+
+Why pydantic v2 rather than hand-written parsers or another library: it is the well-kept
+validation library next to kopf (the kubernetes client already depends on it); it renders a JSON
+Schema from the same type hints it validates with, so bounds and enums are not copied by hand;
+its errors carry a location (`loc`) that becomes the field path of a FieldProblem; and it is
+pure (no I/O), so it may live in structs/. Hand-written parsers are what this replaces (bounds
+copied from the CRD by hand, five styles of parsing). attrs/cattrs render no schema; msgspec does,
+but stops at the first error, where a user should see every problem of a block at once;
+marshmallow's schemas are untyped for mypy and its JSON Schema is a third-party add-on.
+
+What a model must say for the CRD (the rules of a structural schema): every field a description,
+a default where the API server should fill one in, bounds with `ge`/`le`, lengths with
+`min_length`/`max_length`, choices as a StrEnum, and CEL rules with `cel()` beside a `problems`
+method that tells the same rule with its fix (the API server runs the CEL, the operator the
+Python: a cluster may run an older CRD).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Strict, ValidationError
+from pydantic.alias_generators import to_camel
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
+
+from rebalancer.structs.problems import FieldProblem, SpecInvalid
+
+# JSON's types, checked as the API server checks them: "3" is no integer and 1 no boolean. A
+# number accepts integers (JSON has one number type); a StrEnum accepts its values.
+Int = Annotated[int, Strict()]
+Number = Annotated[float, Strict()]
+Bool = Annotated[bool, Strict()]
+Str = Annotated[str, Strict()]
+
+M = TypeVar("M", bound="SpecModel")
+
+
+def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
+    """One x-kubernetes-validations entry, in the order the CRD writes its keys."""
+    entry = {"rule": rule, "message": message}
+    if field_path is not None:
+        entry["fieldPath"] = field_path
+    return entry
+
+
+class Wording:
+    """How a field's problems are told when the generic wording would not help the user.
+
+    Annotate a field with it (`Annotated[Str, Field(...), Wording(...)]`): `message` replaces
+    what is said of any bad value, `fix` what the user is told to do. Not part of the schema."""
+
+    def __init__(self, message: str | None = None, fix: str | None = None) -> None:
+        self.message = message
+        self.fix = fix
+
+
+class SpecModel(BaseModel):
+    """A block of the ConsumerGroup spec: camelCase on the wire, snake_case in Python."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        # Only the CRD's names: the API server would prune a snake_case key, so must we.
+        validate_by_name=False,
+        validate_by_alias=True,
+        frozen=True,
+        # The API server prunes unknown fields; an older operator reading a newer CRD ignores them.
+        extra="ignore",
+    )
+
+    def problems(self, path: str) -> list[FieldProblem]:
+        """Problems between this block's fields (the Python twin of its CEL rules)."""
+        return []
+
+
+def read_spec(model: type[M], raw: object, path: str) -> M:
+    """Validate one block of the spec (None for its defaults), or raise SpecInvalid.
+
+    Every problem names its field path under `path`, what is wrong and the fix. Nulls are
+    dropped first, as the API server prunes them before defaulting."""
+    if raw is None:
+        raw = {}
+    try:
+        spec = model.model_validate(_without_nulls(raw))
+    except ValidationError as error:
+        raise SpecInvalid(
+            tuple(_problem(model, path, detail) for detail in error.errors())
+        ) from None
+    problems = _cross_field_problems(spec, path)
+    if problems:
+        raise SpecInvalid(tuple(problems))
+    return spec
+
+
+def _without_nulls(raw: object) -> object:
+    if isinstance(raw, Mapping):
+        return {key: _without_nulls(value) for key, value in raw.items() if value is not None}
+    return raw
+
+
+def _cross_field_problems(spec: SpecModel, path: str) -> list[FieldProblem]:
+    problems: list[FieldProblem] = []
+    for name, info in type(spec).model_fields.items():
+        value = getattr(spec, name)
+        if isinstance(value, SpecModel):
+            problems.extend(_cross_field_problems(value, f"{path}.{info.alias or name}"))
+    problems.extend(spec.problems(path))
+    return problems
+
+
+def _problem(model: type[SpecModel], path: str, detail: ErrorDetails) -> FieldProblem:
+    loc = [str(part) for part in detail["loc"]]
+    where = ".".join([path, *loc])
+    field = _field_at(model, loc)
+    value = detail["input"]
+    message, fix = _wording(detail["type"], field, value, where)
+    if field is not None:
+        for extra in field.metadata:
+            if isinstance(extra, Wording):
+                message = extra.message or message
+                fix = extra.fix or fix
+    return FieldProblem(where, message, fix)
+
+
+def _wording(kind: str, field: FieldInfo | None, value: object, where: str) -> tuple[str, str]:
+    low, high = _bounds(field)
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return "must be an object", f"write {where} as a mapping"
+    if kind == "bool_type":
+        return "must be true or false", "use a bool"
+    if kind == "int_type":
+        return "must be an integer", "use a number"
+    if kind == "enum" and field is not None:
+        allowed = [member.value for member in _enum_of(field)]
+        return f"unsupported value {value!r}", "use one of: " + ", ".join(allowed)
+    if kind in ("string_type", "string_too_short", "string_too_long"):
+        return "must be a string" if kind == "string_type" else "has the wrong length", (
+            "quote the value" if kind == "string_type" else "shorten or fill in the value"
+        )
+    if _is_number(field):
+        return f"must be a number from {low} to {high}, got {value!r}", (
+            f"use a number from {low} to {high}"
+        )
+    if kind in ("greater_than_equal", "less_than_equal"):
+        return f"must be between {low} and {high}, got {value}", f"set a value from {low} to {high}"
+    return f"is invalid: {kind}", "check the field against the CRD (kubectl explain)"
+
+
+def _field_at(model: type[SpecModel], loc: Sequence[str]) -> FieldInfo | None:
+    """The field a validation error's location points at, through nested blocks."""
+    current: type[SpecModel] | None = model
+    field: FieldInfo | None = None
+    for part in loc:
+        if current is None:
+            return None
+        field = next(
+            (info for name, info in current.model_fields.items() if part in (name, info.alias)),
+            None,
+        )
+        if field is None:
+            return None
+        current = _model_of(field.annotation)
+    return field
+
+
+def _unwrapped(annotation: Any) -> list[Any]:
+    """The types an annotation allows, Optional and Annotated taken off."""
+    if get_origin(annotation) is Annotated:
+        return _unwrapped(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, types.UnionType):
+        return [kind for arg in get_args(annotation) for kind in _unwrapped(arg)]
+    return [annotation]
+
+
+def _model_of(annotation: Any) -> type[SpecModel] | None:
+    for kind in _unwrapped(annotation):
+        if isinstance(kind, type) and issubclass(kind, SpecModel):
+            return kind
+    return None
+
+
+def _enum_of(field: FieldInfo) -> type[StrEnum]:
+    for kind in _unwrapped(field.annotation):
+        if isinstance(kind, type) and issubclass(kind, StrEnum):
+            return kind
+    raise TypeError(f"{field} is not a choice")
+
+
+def _is_number(field: FieldInfo | None) -> bool:
+    return field is not None and float in _unwrapped(field.annotation)
+
+
+def _bounds(field: FieldInfo | None) -> tuple[object, object]:
+    low: object = None
+    high: object = None
+    for bound in field.metadata if field is not None else ():
+        # pydantic keeps Field(ge=..., le=...) as annotated-types' Ge and Le.
+        low = getattr(bound, "ge", low)
+        high = getattr(bound, "le", high)
+    return low, high
