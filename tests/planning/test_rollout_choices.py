@@ -9,7 +9,7 @@ import pytest
 from tests.planning.rollout_world import T0, World, drive, roundtrip, setup_for, with_pods
 
 from rebalancer.planning.rollout_actions import OpenGate, RecordProgress
-from rebalancer.planning.rollout_choices import TIE_SHARE, arrival_fields
+from rebalancer.planning.rollout_choices import SOONER_S, TIE_SHARE, arrival_fields
 from rebalancer.planning.rollout_plans import Change, RolloutSetup
 from rebalancer.planning.rollout_states import Mechanism, RolloutKind, RolloutPhase, RolloutState
 from rebalancer.simulation import estimate_arrival_plans
@@ -81,6 +81,16 @@ def test_a_tie_goes_to_fewer_rebalances() -> None:
     apart = 100 * (1 + 2 * TIE_SHARE)
     costs = (cost(ON_ARRIVAL, 100, 0, rebalances=4), cost(GATHER, apart, 0, rebalances=1))
     assert chosen_for(fixed(*costs))["plan"] == "OnArrival"
+
+
+def test_a_tie_goes_to_a_plan_stable_seconds_sooner_before_fewer_rebalances() -> None:
+    """A cooperative scale-up: both plans move the same partitions; gathered, the batch pays
+    both of cooperative's rounds after its last pod; opened as they come, during."""
+    sooner = PlanCost(ON_ARRIVAL, 88.3, 88.3, rebalances=3, stable_s=11.2)
+    fewer = PlanCost(GATHER, 88.5, 88.5, rebalances=2, stable_s=13.6)
+    assert chosen_for(fixed(sooner, fewer))["plan"] == "OnArrival"
+    barely = replace(sooner, stable_s=fewer.stable_s - SOONER_S / 2)
+    assert chosen_for(fixed(barely, fewer))["plan"] == "Gather"
 
 
 def test_a_plan_named_in_the_spec_is_taken_and_the_models_choice_said() -> None:
@@ -242,3 +252,17 @@ def test_a_gate_that_holds_only_the_join_is_asked_about_with_the_start_up_taken_
     assert asked[1].start_ms < asked[0].start_ms / 5
     assert "1.5 s after their gates open" in str(pod_fields["plan_reason"])
     assert "0.2 s after their gates open" in str(join_fields["plan_reason"])
+
+
+def test_an_hpas_scale_up_is_gathered_for_its_window_whatever_the_model_prefers() -> None:
+    """autoscalerWindowSeconds asks for an HPA's quick steps to join as one wave: gathering is
+    the user's word there, and the model's preference is said beside it."""
+    scale_up = Change(RolloutKind.SCALE_UP, Mechanism.GATE_QUEUE, static=False)
+    setup = fixed(cost(ON_ARRIVAL, 100, 0), cost(GATHER, 300, 0))
+    view = World().workload(T0)
+    fields = arrival_fields(setup, view, None, scale_up, joiners=2, hpa_window=True)
+    assert (fields["plan"], fields["runner_up"]) == ("Gather", "OnArrival")
+    assert "autoscalerWindowSeconds" in str(fields["plan_reason"])
+    assert arrival_fields(setup, view, None, scale_up, joiners=2)["plan"] == "OnArrival"
+    # A cold start has no HPA steps to gather.
+    assert arrival_fields(setup, view, None, COLD_START, 2, hpa_window=True)["plan"] == "OnArrival"

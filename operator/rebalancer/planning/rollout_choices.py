@@ -14,7 +14,10 @@ documented assumption, which the plan's reason then states.
 
 The cost is what the user loses: partition-seconds without an owner plus stop-the-world
 partition-seconds, weighted by spec.policy.rollout.costWeights. Plans within TIE_SHARE of each
-other are a tie, broken by fewer rebalances, then by the sooner Stable group.
+other are a tie. A rebalance's own cost is in those partition-seconds already; what a tie leaves
+for the user is how long the new consumers wait for work (a scale-up is made because the group
+is behind), so a tie goes to the plan Stable sooner by more than SOONER_S, and between plans
+closer than that to fewer rebalances.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ from rebalancer.structs.specs import ProtocolChoice
 from rebalancer.structs.workloads import WorkloadView
 
 TIE_SHARE = 0.05
+# Within a tie, a plan Stable sooner by more than this is taken over one with fewer rebalances:
+# about the spread of the model's time between its seeds.
+SOONER_S = 1.0
 # Without enough measured start-ups (planning.startup_history: MIN_MEASURED_PODS) the model
 # assumes the pods reach their gates evenly over this long, and their consumers join this long
 # after their gates open (a Python or JVM client's start on a busy node). Stated in the plan's
@@ -135,7 +141,9 @@ def choose_plan(
     ranked = sorted(costs, key=lambda cost: cost.score(weights))
     best = ranked[0]
     tied = [c for c in ranked if c.score(weights) <= best.score(weights) * (1 + TIE_SHARE)]
-    chosen = min(tied, key=lambda cost: (cost.rebalances, cost.stable_s, ranked.index(cost)))
+    soonest = min(cost.stable_s for cost in tied)
+    timely = [cost for cost in tied if cost.stable_s <= soonest + SOONER_S]
+    chosen = min(timely, key=lambda cost: (cost.rebalances, cost.stable_s, ranked.index(cost)))
     others = [cost for cost in ranked if cost is not chosen]
     runner_up = others[0] if others else None
     return PlanChoice(
@@ -199,9 +207,13 @@ def arrival_fields(
     group: GroupSnapshot | None,
     change: Change,
     joiners: int,
+    *,
+    hpa_window: bool = False,
 ) -> dict[str, object]:
     """The RolloutState fields that record a change's arrival plan (all None for a change that
-    has none: rolling updates, ungated steps)."""
+    has none: rolling updates, ungated steps). `hpa_window`: an HPA scales the workload and
+    spec.policy.rollout.autoscalerWindowSeconds asks for its quick steps to be gathered, so a
+    scale-up is gathered whatever the model prefers."""
     fields: dict[str, object] = dict.fromkeys(
         ("plan", "plan_cost", "runner_up", "runner_up_cost", "plan_reason")
     )
@@ -216,13 +228,15 @@ def arrival_fields(
     choice = choose_plan(question, costs, setup)
     weights = setup.policy.cost_weights
     chosen, runner_up, reason = choice.chosen, choice.runner_up, choice.reason
+    if forced is None and hpa_window and change.kind is RolloutKind.SCALE_UP:
+        forced = ArrivalPlan.GATHER
+        said = "an HPA scales the workload and spec.policy.rollout.autoscalerWindowSeconds"
+    else:
+        said = "spec.policy.rollout.arrivalPlan"
     if forced is not None and forced is not chosen.plan:
         runner_up = chosen
         chosen = next(cost for cost in costs if cost.plan is forced)
-        reason = (
-            f"{forced.value}, as spec.policy.rollout.arrivalPlan says; the model would take "
-            f"{reason}"
-        )
+        reason = f"{forced.value}, as {said} says; the model would take {reason}"
     fields.update(
         plan=chosen.plan.value,
         plan_cost=round(chosen.score(weights)),

@@ -46,7 +46,14 @@ class PlanningStep(StoppedStep):
             settle_until=None,
             reason=None,
             message="; ".join(plan.notes) or None,
-            **arrival_fields(self.setup, workload, self.obs.group, change, sum(plan.sizes)),
+            **arrival_fields(
+                self.setup,
+                workload,
+                self.obs.group,
+                change,
+                sum(plan.sizes),
+                hpa_window=self.autoscaled and self.policy.autoscaler_window_seconds > 0,
+            ),
         )
         target = self.target(workload, fresh)
         rollout_id = hashlib.sha256(f"{target}|{self.now}".encode()).hexdigest()[:8]
