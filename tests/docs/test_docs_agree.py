@@ -210,7 +210,9 @@ def test_the_readers_find_what_they_look_for() -> None:
     readme = ROOT / "README.md"
     fields = {".".join(f) for _, _, f in field_paths(readme)}
     assert "spec.policy.rollout.maxBatchSize" in fields
-    assert {"gate.serviceAccounts", "rbac.strimzi"} <= {name for _, name in value_paths(readme)}
+    assert {"gate.serviceAccounts", "image.repository"} <= {name for _, name in value_paths(readme)}
+    settings = {name for _, name in value_paths(ROOT / "docs" / "settings.md")}
+    assert "rbac.strimzi" in settings
     shown = [words for _, words in printed_headers(readme)]
     assert shown == list(column_headers())
     images = {name for _, name in value_paths(ROOT / "docs" / "images.md")}

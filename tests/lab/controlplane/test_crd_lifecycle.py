@@ -186,6 +186,10 @@ def test_every_sample_is_accepted(crd: dict[str, Any], kubectl: Kubectl) -> None
     assert {"README.md", "deploy/examples/orders-consumergroup.yaml"} <= places, places
     assert "docs/enforcing.md" in places and "docs/kafka-security.md" in places, places
     for example in found:
+        # A sample may live in a namespace of its own (the quickstart's `orders`).
+        namespace = example.document["metadata"].get("namespace", "default")
+        if kubectl("get", "namespace", namespace, check=False).returncode != 0:
+            kubectl("create", "namespace", namespace)
         delete(kubectl, example.document)
         done = apply(kubectl, example.document)
         assert done.returncode == 0, f"{example.where}: {done.stderr}"
