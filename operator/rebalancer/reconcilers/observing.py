@@ -63,6 +63,7 @@ from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.learning import PodWatch, learning_status
 from rebalancer.reconcilers.ownership import ClaimIndex, refusal_of
 from rebalancer.reconcilers.permissions import report_denied
+from rebalancer.sleeping import sleep_or_wake
 from rebalancer.structs.brokers import cluster_key
 from rebalancer.structs.conditions import (
     Condition,
@@ -433,7 +434,7 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
             succeeded = False
             try:
                 if await observer.yields(body):
-                    await _sleep_or_wake(stopped, wakeup, delay, spacing)
+                    await sleep_or_wake(delay, wakeup.wait, stopped, settle=spacing)
                     continue
                 await observer.observe_once(body, spec)
                 succeeded = True
@@ -467,25 +468,12 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
                 with contextlib.suppress(Exception):
                     delay = await observer.report_failure(body, "ObserveFailed", message)
             metrics.record_observation_duration(time.monotonic() - started, succeeded=succeeded)
-            await _sleep_or_wake(stopped, wakeup, delay, spacing)
+            await sleep_or_wake(delay, wakeup.wait, stopped, settle=spacing)
     finally:
         observer.release()
         observer.deps.denials.forget(observer.namespace, observer.name)
         observer.deps.sightings.forget(observer.namespace, observer.name)
         metrics.forget_group(observer.namespace, observer.name)
-
-
-async def _sleep_or_wake(
-    stopped: kopf.DaemonStopped, wakeup: asyncio.Event, delay: float, spacing: float
-) -> None:
-    """Sleep `delay`, but come back early (after `spacing`) when members report something."""
-    deadline = time.monotonic() + delay
-    await stopped.wait(min(spacing, delay))
-    remaining = deadline - time.monotonic()
-    if stopped or remaining <= 0:
-        return
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(wakeup.wait(), timeout=remaining)
 
 
 async def observe(

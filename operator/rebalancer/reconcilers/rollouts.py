@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import replace
@@ -50,6 +49,7 @@ from rebalancer.simulation import (
     estimate_arrival_plans,
     join_window,
 )
+from rebalancer.sleeping import sleep_or_wake
 from rebalancer.structs.autoscalers import Autoscalers
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.conditions import (
@@ -327,14 +327,14 @@ async def _roll_out_forever(
             # An older resource owns the workload, or its consumers are another group's: no
             # parking, no gate, not even a hand-back (what is parked or held is not this
             # resource's). The observer says so.
-            await _sleep_or_wake(stopped, wakeup, resting_poll)
+            await sleep_or_wake(resting_poll, wakeup.wait, stopped)
             continue
         resting = state.phase.value == "Idle" and not state.parked and not state.holding_deployment
         if not policy.enabled and not managed and resting:
             if hold_checked or not await _held_for_rollout(deps, namespace, spec):
                 # Never managed: nothing to hand back, and the workload stays the user's alone.
                 hold_checked = True
-                await _sleep_or_wake(stopped, wakeup, resting_poll)
+                await sleep_or_wake(resting_poll, wakeup.wait, stopped)
                 continue
             # Paused by a settings write for a planner turned off before it took the hold
             # over (with the operator restarted meanwhile): this step hands it back.
@@ -400,7 +400,7 @@ async def _roll_out_forever(
             delay = min(delay, max(min(waits) - time.time(), 0.2))
         if at_once:
             delay = 0.0
-        await _sleep_or_wake(stopped, wakeup, delay)
+        await sleep_or_wake(delay, wakeup.wait, stopped)
 
 
 async def _held_for_rollout(deps: Dependencies, namespace: str, spec: ConsumerGroupSpec) -> bool:
@@ -412,16 +412,6 @@ async def _held_for_rollout(deps: Dependencies, namespace: str, spec: ConsumerGr
     except Exception:  # the API may be briefly away; the hand-back waits for a managed step
         return False
     return workload is not None and workload.paused and workload.held_for_rollout
-
-
-async def _sleep_or_wake(stopped: kopf.DaemonStopped, wakeup: asyncio.Event, delay: float) -> None:
-    """Sleep `delay`, but no longer than until the daemon stops or a settings write wakes it."""
-    waiting = {asyncio.ensure_future(stopped.wait(delay)), asyncio.ensure_future(wakeup.wait())}
-    try:
-        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in waiting:
-            task.cancel()
 
 
 async def hand_back(

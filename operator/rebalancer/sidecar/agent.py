@@ -37,6 +37,7 @@ from rebalancer.sidecar.control_log import (
 from rebalancer.sidecar.ledger import Action, ActorView, Ledger, RequestEntry, next_action
 from rebalancer.sidecar.membership import GroupMember, MemberView
 from rebalancer.sidecar.settings import SidecarSettings
+from rebalancer.sleeping import sleep_or_wake
 from rebalancer.structs.brokers import GroupProtocol, GroupState, TopicPartition
 from rebalancer.structs.enforcement import (
     ActorClaim,
@@ -505,8 +506,7 @@ class SidecarAgent:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), timeout=min(remaining, 1.0))
+                await sleep_or_wake(min(remaining, 1.0), self._changed.wait)
         return self.ledger.get(request_id)
 
     # The actor.
@@ -521,8 +521,7 @@ class SidecarAgent:
                 logger.exception("acting on enforcement requests failed")
             assert self._changed is not None
             async with self._changed:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), timeout=_TICK_S)
+                await sleep_or_wake(_TICK_S, self._changed.wait)
 
     async def _group_state(self) -> str | None:
         now = time.monotonic()
