@@ -34,11 +34,12 @@ from rebalancer.kubectl.tables import (
     render_groups,
     render_table,
 )
-from rebalancer.planning.rollout_states import RolloutState, format_time, parse_time
+from rebalancer.planning.rollout_states import RolloutState, format_time
 from rebalancer.structs.gates import RESUME_ANNOTATION
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
+from rebalancer.structs.times import parse_rfc3339
 
-NOW = parse_time("2026-03-01T12:00:00Z")
+NOW = parse_rfc3339("2026-03-01T12:00:00Z")
 DOC = Path(__file__).resolve().parents[2] / "docs" / "kubectl-plugin.md"
 
 

@@ -40,7 +40,7 @@ from rebalancer.planning.rollout_actions import (
     release_moment,
 )
 from rebalancer.planning.rollout_holds import HELD as HOLD_MARK
-from rebalancer.planning.rollout_states import format_time, parse_time
+from rebalancer.planning.rollout_states import format_time
 from rebalancer.planning.workload_views import selector_string, view_workload
 from rebalancer.structs.gates import (
     GATE_ANNOTATION,
@@ -53,6 +53,7 @@ from rebalancer.structs.gates import (
     INSTANCE_ID_ANNOTATION,
 )
 from rebalancer.structs.specs import WorkloadKind
+from rebalancer.structs.times import parse_rfc3339
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -266,7 +267,7 @@ class Actuator:
                 continue
             started = ((entry.get("state") or {}).get("running") or {}).get("startedAt")
             with contextlib.suppress(ValueError, TypeError):
-                return parse_time(str(started)) if started else None
+                return parse_rfc3339(str(started)) if started else None
         return None
 
     async def delete_pods(self, pods: Sequence[str], uids: Sequence[str] = ()) -> None:

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 
+from rebalancer.structs.times import parse_rfc3339
+
 
 class RolloutPhase(StrEnum):
     """Where a rollout is. Allowed transitions (TRANSITIONS enforces them):
@@ -120,10 +122,6 @@ def stamp(moment: float) -> float:
 def format_time(moment: float) -> str:
     value = datetime.datetime.fromtimestamp(moment, tz=datetime.UTC)
     return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_time(text: str) -> float:
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def encode_ordinals(ordinals: tuple[int, ...]) -> str:
@@ -317,7 +315,7 @@ def _read(raw: Mapping[str, object]) -> RolloutState:
         if value is None:
             continue
         if item.name in _TIMES:
-            values[item.name] = stamp(parse_time(_text(value)))
+            values[item.name] = stamp(parse_rfc3339(_text(value)))
         elif item.name in ("phase", "paused_from"):
             values[item.name] = RolloutPhase(_text(value))
         elif item.name == "kind":

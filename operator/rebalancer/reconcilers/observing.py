@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 import time
 from collections.abc import Mapping
@@ -76,6 +75,7 @@ from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.snapshots import moved_for_rollouts
 from rebalancer.structs.specs import ConsumerGroupSpec
+from rebalancer.structs.times import read_rfc3339
 
 logger = logging.getLogger(__name__)
 # A generation some members have not reported yet is looked at again this soon.
@@ -87,10 +87,7 @@ def tracking_from_status(status: Mapping[str, Any], since: float) -> GroupTracki
     """Resume counting where the previous operator process stopped."""
     group = status.get("group") or {}
     last = group.get("lastRebalanceTime")
-    last_at = None
-    if isinstance(last, str):
-        with contextlib.suppress(ValueError):
-            last_at = datetime.datetime.fromisoformat(last.replace("Z", "+00:00")).timestamp()
+    last_at = read_rfc3339(last)
     generation = group.get("generation")
     return GroupTracking(
         since=since,
