@@ -63,7 +63,7 @@ from rebalancer.reconcilers.learning import PodWatch, learning_status
 from rebalancer.reconcilers.ownership import ClaimIndex, refusal_of
 from rebalancer.reconcilers.permissions import report_denied
 from rebalancer.sleeping import sleep_or_wake
-from rebalancer.structs.brokers import cluster_key
+from rebalancer.structs.brokers import cluster_key, resolve_profile
 from rebalancer.structs.conditions import (
     Condition,
     ConditionStatus,
@@ -251,10 +251,8 @@ class Observer:
             self.refused_warned = message
         else:
             self.refused_warned = None
-        profile = None if spec.kafka.profile.value == "auto" else spec.kafka.profile.value
-        if profile is None and gateway.profile is not None:
-            profile = gateway.profile.value
-        group = render_group(snapshot, self.tracking, profile)
+        profile = resolve_profile(spec.kafka.profile.declared, gateway.profile)
+        group = render_group(snapshot, self.tracking, None if profile is None else profile.value)
         metrics.publish_snapshot(self.namespace, self.name, spec.group_id, snapshot, self.tracking)
         to_stable, self.stable = track_stable(self.stable, snapshot)
         metrics.record_time_to_stable(self.namespace, self.name, spec.group_id, to_stable)

@@ -51,7 +51,7 @@ from rebalancer.simulation import (
 )
 from rebalancer.sleeping import sleep_or_wake
 from rebalancer.structs.autoscalers import Autoscalers
-from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.brokers import BrokerProfile, resolve_profile
 from rebalancer.structs.conditions import (
     Condition,
     ConditionStatus,
@@ -84,13 +84,8 @@ logger = logging.getLogger(__name__)
 
 def broker_profile(spec: ConsumerGroupSpec, status: dict[str, Any]) -> BrokerProfile:
     """The spec's profile, else the one the observer detected, else Apache Kafka's timing."""
-    if spec.kafka.profile.value != "auto":
-        return BrokerProfile(spec.kafka.profile.value)
     detected = (status.get("group") or {}).get("brokerProfile")
-    try:
-        return BrokerProfile(str(detected))
-    except ValueError:
-        return BrokerProfile.APACHE_KAFKA
+    return resolve_profile(spec.kafka.profile.declared, detected) or BrokerProfile.APACHE_KAFKA
 
 
 def rollout_setup(

@@ -64,7 +64,7 @@ from rebalancer.planning.sidecar_templates import (
 )
 from rebalancer.structs.broker_configs import ApplyState, BrokerLimits, ConfigOutcome
 from rebalancer.structs.broker_delay_policy import BrokerDelayPolicy
-from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.brokers import BrokerProfile, resolve_profile
 from rebalancer.structs.consumer_settings_policy import SettingsPolicy
 from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
@@ -152,7 +152,7 @@ async def reconcile_settings(
     Raises KafkaUnavailable when the cluster cannot be reached (the handler retries).
     """
     cluster = await gateway.describe_cluster()
-    profile = target.profile or gateway.profile
+    profile = resolve_profile(target.profile, gateway.profile)
     limits = await read_broker_limits(gateway)
     for _ in range(CONFLICT_ATTEMPTS):
         # A lost attempt wrote nothing to the template: what it would have announced is dropped.

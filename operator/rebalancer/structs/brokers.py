@@ -45,6 +45,18 @@ class BrokerProfile(StrEnum):
     REDPANDA = "redpanda"
 
 
+def resolve_profile(declared: BrokerProfile | None, detected: object) -> BrokerProfile | None:
+    """The profile the spec declares, else the one detected (the gateway's guess from the
+    cluster id, or status.group.brokerProfile as the observer wrote it); None when neither
+    names one."""
+    if declared is not None:
+        return declared
+    try:
+        return BrokerProfile(str(detected))
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True, order=True)
 class TopicPartition:
     topic: str
