@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime
 
-from rebalancer.planning.rebalances import GroupTracking
+from rebalancer.planning.rebalances import REBALANCING_STATES, GroupTracking
+from rebalancer.structs.brokers import GroupState
 from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
 from rebalancer.structs.snapshots import GroupSnapshot
 
@@ -20,7 +21,7 @@ def render_group(
     snapshot: GroupSnapshot, tracking: GroupTracking, profile: str | None
 ) -> dict[str, object]:
     group: dict[str, object] = {
-        "state": snapshot.state,
+        "state": str(snapshot.state),
         "members": snapshot.members,
         "rebalances": tracking.rebalances,
         "observedAt": rfc3339(snapshot.observed_at),
@@ -72,14 +73,7 @@ def observed_conditions(
             f", {snapshot.assigned_partitions}/{snapshot.total_partitions} partitions assigned"
         )
     summary = f"group is {snapshot.state} with {snapshot.members} members{partitions}"
-    # Classic groups rebalance in the first two; KIP-848 groups compute and then reconcile a
-    # target assignment in the last two.
-    rebalancing = snapshot.state in {
-        "PreparingRebalance",
-        "CompletingRebalance",
-        "Assigning",
-        "Reconciling",
-    }
+    rebalancing = snapshot.state in REBALANCING_STATES
     if snapshot.settled:
         ready = Condition(ConditionType.READY, ConditionStatus.TRUE, "GroupStable", summary)
     elif scaled_to_zero is not None and snapshot.members == 0 and not rebalancing:
@@ -94,7 +88,7 @@ def observed_conditions(
         )
     elif rebalancing:
         ready = Condition(ConditionType.READY, ConditionStatus.FALSE, "Rebalancing", summary)
-    elif snapshot.state == "Stable":
+    elif snapshot.state == GroupState.STABLE:
         ready = Condition(
             ConditionType.READY, ConditionStatus.FALSE, "PartitionsUnassigned", summary
         )
