@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from rebalancer.clients.group_visiting import GroupVisitor, VisitFailed
 from rebalancer.clients.kafka_admin import AdminGateway
@@ -66,6 +66,16 @@ _ANSWERED = frozenset(
         EnforceStatus.EXPIRED,
     }
 )
+
+
+class InFlight(NamedTuple):
+    """The request this sidecar's rejoin or visit is under way for."""
+
+    request_id: str
+    # The generation the rejoin started from.
+    generation: int
+    # time.monotonic() when it started: the enforce latency is measured from it.
+    started: float
 
 
 class EnforceRefused(Exception):
@@ -163,7 +173,7 @@ class SidecarAgent:
         self._tasks: list[asyncio.Task[None]] = []
         self._claim: str | None = None
         self._claimed = False
-        self._in_flight: tuple[str, int, float] | None = None
+        self._in_flight: InFlight | None = None
         self._written: dict[str, EnforceOutcome] = {}
         self._state: str | None = None
         self._state_at = 0.0
@@ -593,7 +603,7 @@ class SidecarAgent:
                 now=time.time(),
                 group_state=state,
                 generation=generation,
-                in_flight=self._in_flight[0] if self._in_flight else None,
+                in_flight=self._in_flight.request_id if self._in_flight else None,
                 request_ttl=self.settings.request_ttl_seconds,
                 enforce_timeout=self.settings.enforce_timeout_seconds,
             )
@@ -638,7 +648,7 @@ class SidecarAgent:
                 )
             )
             assert self._member is not None
-            self._in_flight = (request.request_id, generation, time.monotonic())
+            self._in_flight = InFlight(request.request_id, generation, time.monotonic())
             if visiting and self._lever is not None:
                 # Under way while the actor keeps answering: requests arriving meanwhile are
                 # "in-progress", as during a rejoin.
@@ -647,8 +657,8 @@ class SidecarAgent:
                 await asyncio.to_thread(self._member.flip)
         elif action is Action.CONFIRM:
             took = ""
-            if self._in_flight is not None and self._in_flight[0] == request.request_id:
-                seconds = time.monotonic() - self._in_flight[2]
+            if self._in_flight is not None and self._in_flight.request_id == request.request_id:
+                seconds = time.monotonic() - self._in_flight.started
                 metrics.ENFORCE_LATENCY.observe(seconds)
                 took = f" after {seconds:.1f} s"
                 self._in_flight = None
@@ -675,7 +685,7 @@ class SidecarAgent:
                 )
             )
         elif action is Action.FAIL:
-            if self._in_flight is not None and self._in_flight[0] == request.request_id:
+            if self._in_flight is not None and self._in_flight.request_id == request.request_id:
                 self._in_flight = None
             await self._write_outcome(
                 EnforceOutcome(
