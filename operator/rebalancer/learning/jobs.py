@@ -49,6 +49,8 @@ from rebalancer.learning.inputs import HistoryInputs, find_inputs
 from rebalancer.learning.locations import read_by_spark
 from rebalancer.learning.outputs import LearnOutput, build_output, write_output
 from rebalancer.learning.scoring import (
+    P50_INDEX,
+    P90_INDEX,
     DepartureProfile,
     GroupProfile,
     ScoreRow,
@@ -355,8 +357,8 @@ def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
         rollouts_per_day=profile.rollouts_per_day,
         departures_per_day=sum(d.per_day for d in departures),
         processing_ms=profile.processing_ms,
-        latency_p50_ms=quantiles[10] if quantiles else None,
-        latency_p90_ms=quantiles[18] if quantiles else None,
+        latency_p50_ms=quantiles[P50_INDEX] if quantiles else None,
+        latency_p90_ms=quantiles[P90_INDEX] if quantiles else None,
         join_samples=joins,
         rebalance_samples=int(_number(row.get("rebalance_samples"), 0)),
         departure_samples=stops_total,
