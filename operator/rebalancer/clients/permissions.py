@@ -34,6 +34,7 @@ from rebalancer.planning.permissions import (
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.structs.conditions import merge_conditions
 from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
+from rebalancer.structs.errors import RebalancerError
 
 logger = logging.getLogger(__name__)
 # While something the operator always needs is missing, the check runs again this often, so a
@@ -41,7 +42,7 @@ logger = logging.getLogger(__name__)
 RECHECK_SECONDS = 30.0
 
 
-class ReviewUnavailable(Exception):
+class ReviewUnavailable(RebalancerError):
     """The API server would not answer a SelfSubjectAccessReview (the check is skipped)."""
 
 

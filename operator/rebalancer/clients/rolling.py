@@ -42,6 +42,7 @@ from rebalancer.planning.rollout_actions import (
 from rebalancer.planning.rollout_holds import HELD as HOLD_MARK
 from rebalancer.planning.rollout_states import format_time
 from rebalancer.planning.workload_views import selector_string, view_workload
+from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.gates import (
     GATE_ANNOTATION,
     GATE_BATCH_ANNOTATION,
@@ -61,7 +62,7 @@ JSON_PATCH = "application/json-patch+json"
 Body = dict[str, Any]
 
 
-class ActuationFailed(Exception):
+class ActuationFailed(RebalancerError):
     """An action could not be carried out; the message says which and why."""
 
     def __init__(self, action: Action, message: str) -> None:

@@ -49,6 +49,7 @@ from rebalancer.structs.enforcement import (
     control_topic,
     flip_topic,
 )
+from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.kafka_properties import SettingsError, drop_classic_only
 
 logger = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ class InFlight(NamedTuple):
     started: float
 
 
-class EnforceRefused(Exception):
+class EnforceRefused(RebalancerError):
     """A request the sidecar will not take; `answer` names the metric and the HTTP status."""
 
     status = 400
