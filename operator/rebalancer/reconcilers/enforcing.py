@@ -23,6 +23,7 @@ from rebalancer.planning.enforce_conditions import REASON as UNSUPPORTED_REASON
 from rebalancer.planning.enforce_conditions import UNSUPPORTED
 from rebalancer.planning.statuses import rfc3339
 from rebalancer.planning.triggers import (
+    TriggerDecision,
     TriggerInputs,
     Verdict,
     decide_enforcement,
@@ -211,6 +212,21 @@ async def _enforce(
         metrics.record_enforcement(namespace, str(body.metadata.name), parsed.group_id, "skipped")
         patch.status["enforcement"] = {**record, "lastStatus": "skipped-in-progress"}
         return
+    await _request(deps, body, namespace, parsed, previous, record, decision, patch)
+
+
+async def _request(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    parsed: ConsumerGroupSpec,
+    previous: dict[str, Any],
+    record: dict[str, Any],
+    decision: TriggerDecision,
+    patch: kopf.Patch,
+) -> None:
+    """Send the decided request to a sidecar and record its answer (or why there was none)."""
+    policy = parsed.policy.enforce
     if policy.sidecar.token_secret is None:
         kopf.warn(body, reason="EnforceNotConfigured", message=f"set {TOKEN_FIELD}")
         return
