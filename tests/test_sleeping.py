@@ -4,24 +4,11 @@ wake-up back."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
+from tests.stopping import Stopped
+
 from rebalancer.sleeping import sleep_or_wake
-
-
-class Stopped:
-    """What kopf hands a daemon: false until it is to stop, and a wait that ends early then."""
-
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-
-    def __bool__(self) -> bool:
-        return self.event.is_set()
-
-    async def wait(self, timeout: float | None = None) -> None:  # noqa: ASYNC109  (kopf's own)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.event.wait(), timeout)
 
 
 async def timed(sleeping: asyncio.Future[None] | asyncio.Task[None]) -> float:
