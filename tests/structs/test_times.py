@@ -1,10 +1,10 @@
-"""The one RFC 3339 reader: "Z", offsets, fractions, and no offset taken as UTC."""
+"""The one RFC 3339 reader and writer: "Z", offsets, fractions, and no offset taken as UTC."""
 
 from __future__ import annotations
 
 import pytest
 
-from rebalancer.structs.times import parse_rfc3339, read_rfc3339
+from rebalancer.structs.times import format_rfc3339, parse_rfc3339, read_rfc3339
 
 NOON = 1772366400.0  # 2026-03-01T12:00:00Z
 
@@ -30,3 +30,9 @@ def test_what_is_not_a_time_raises_or_reads_as_none() -> None:
         parse_rfc3339("yesterday")
     for value in (None, "", "yesterday", 1772366400, True, b"2026-03-01T12:00:00Z"):
         assert read_rfc3339(value) is None
+
+
+def test_times_are_written_in_utc_with_z_in_seconds_or_milliseconds() -> None:
+    assert format_rfc3339(NOON + 0.25) == "2026-03-01T12:00:00Z"
+    assert format_rfc3339(NOON + 0.25, milliseconds=True) == "2026-03-01T12:00:00.250Z"
+    assert parse_rfc3339(format_rfc3339(NOON + 0.25, milliseconds=True)) == NOON + 0.25

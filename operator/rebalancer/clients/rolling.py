@@ -40,7 +40,6 @@ from rebalancer.planning.rollout_actions import (
     release_moment,
 )
 from rebalancer.planning.rollout_holds import HELD as HOLD_MARK
-from rebalancer.planning.rollout_states import format_time
 from rebalancer.planning.workload_views import selector_string, view_workload
 from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.gates import (
@@ -54,7 +53,7 @@ from rebalancer.structs.gates import (
     INSTANCE_ID_ANNOTATION,
 )
 from rebalancer.structs.specs import WorkloadKind
-from rebalancer.structs.times import parse_rfc3339
+from rebalancer.structs.times import format_rfc3339, parse_rfc3339
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -220,13 +219,15 @@ class Actuator:
     async def hold_gates(self, pods: Sequence[str]) -> None:
         if not pods:
             return
-        patch = {"metadata": {"annotations": {GATE_HELD_ANNOTATION: format_time(self.clock())}}}
+        moment = format_rfc3339(self.clock(), milliseconds=True)
+        patch = {"metadata": {"annotations": {GATE_HELD_ANNOTATION: moment}}}
         with self._pool(len(pods)) as run:
             await asyncio.gather(*(run(self._patch_pod_now, pod, patch) for pod in pods))
 
     async def note_bypasses(self, pods: Sequence[str]) -> None:
         """Mark pods whose gates were bypassed, so a restarted operator does not tell it again."""
-        patch = {"metadata": {"annotations": {GATE_BYPASSED_ANNOTATION: format_time(self.clock())}}}
+        moment = format_rfc3339(self.clock(), milliseconds=True)
+        patch = {"metadata": {"annotations": {GATE_BYPASSED_ANNOTATION: moment}}}
         with self._pool(len(pods)) as run:
             await asyncio.gather(*(run(self._patch_pod_now, pod, patch) for pod in pods))
 

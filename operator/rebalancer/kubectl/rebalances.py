@@ -11,7 +11,6 @@ cause and time) is shown beside them, and stands in for them once they have expi
 
 from __future__ import annotations
 
-import datetime
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from typing import Any
 from rebalancer.kubectl.tables import MISSING, age, render_table
 from rebalancer.planning.rollout_states import RolloutState
 from rebalancer.structs.history import RebalanceCause
-from rebalancer.structs.times import read_rfc3339
+from rebalancer.structs.times import format_rfc3339, read_rfc3339
 
 REBALANCE_REASON = "Rebalance"
 # describe() names at most this many members joined and left.
@@ -221,8 +220,7 @@ CAUSES: Mapping[str, str] = {
 def _clock(moment: float | None) -> str:
     if moment is None:
         return "at an unknown time"
-    text = datetime.datetime.fromtimestamp(moment, tz=datetime.UTC).isoformat(timespec="seconds")
-    return text.replace("+00:00", "Z")
+    return format_rfc3339(moment)
 
 
 def _rollout_note(rollout: RolloutState, moment: float | None) -> str | None:

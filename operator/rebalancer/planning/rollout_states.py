@@ -7,12 +7,11 @@ millisecond, the precision status keeps, so a state read back equals the state w
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 
-from rebalancer.structs.times import parse_rfc3339
+from rebalancer.structs.times import format_rfc3339, parse_rfc3339
 
 
 class RolloutPhase(StrEnum):
@@ -117,11 +116,6 @@ class Mechanism(StrEnum):
 def stamp(moment: float) -> float:
     """`moment` at the precision status keeps, so that it survives the round trip."""
     return round(moment, 3)
-
-
-def format_time(moment: float) -> str:
-    value = datetime.datetime.fromtimestamp(moment, tz=datetime.UTC)
-    return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def encode_ordinals(ordinals: tuple[int, ...]) -> str:
@@ -245,7 +239,7 @@ class RolloutState:
             if value is None or item.name == "phase":
                 continue
             if item.name in _TIMES:
-                body[key] = format_time(value)
+                body[key] = format_rfc3339(value, milliseconds=True)
             elif item.name == "ordinals":
                 if value:
                     body[key] = encode_ordinals(value)

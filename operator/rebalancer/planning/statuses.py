@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import datetime
-
 from rebalancer.planning.rebalances import REBALANCING_STATES, GroupTracking
 from rebalancer.structs.brokers import GroupState
 from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
 from rebalancer.structs.snapshots import GroupSnapshot
+from rebalancer.structs.times import format_rfc3339
 
 MAX_MEMBER_DETAILS = 50
-
-
-def rfc3339(timestamp: float) -> str:
-    moment = datetime.datetime.fromtimestamp(timestamp, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def render_group(
@@ -24,7 +18,7 @@ def render_group(
         "state": str(snapshot.state),
         "members": snapshot.members,
         "rebalances": tracking.rebalances,
-        "observedAt": rfc3339(snapshot.observed_at),
+        "observedAt": format_rfc3339(snapshot.observed_at),
         "sources": {key: value.value for key, value in sorted(snapshot.sources.items())},
         "memberDetails": [
             {
@@ -51,7 +45,7 @@ def render_group(
         "totalPartitions": snapshot.total_partitions,
         "lag": snapshot.lag,
         "lastRebalanceTime": (
-            rfc3339(tracking.last_rebalance_at) if tracking.last_rebalance_at else None
+            format_rfc3339(tracking.last_rebalance_at) if tracking.last_rebalance_at else None
         ),
         "lastRebalanceCause": tracking.last_cause,
         "brokerProfile": profile,

@@ -21,7 +21,6 @@ from rebalancer.clients.librdkafka_config import build_client_config
 from rebalancer.clients.resolving import SecretUnavailable, read_secret_key, resolve_security
 from rebalancer.planning.enforce_conditions import REASON as UNSUPPORTED_REASON
 from rebalancer.planning.enforce_conditions import UNSUPPORTED
-from rebalancer.planning.statuses import rfc3339
 from rebalancer.planning.triggers import (
     TriggerDecision,
     TriggerInputs,
@@ -44,6 +43,7 @@ from rebalancer.structs.enforce_policy import EnforceSpec
 from rebalancer.structs.enforcement import pattern_takes_control_topics
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.specs import ConsumerGroupSpec, SecretKeyRef
+from rebalancer.structs.times import format_rfc3339
 
 TOKEN_FIELD = "spec.policy.enforce.sidecar.tokenSecretRef"
 
@@ -205,7 +205,7 @@ async def _enforce(
     record.update(
         lastRequestId=decision.request_id,
         lastCause=decision.cause_text,
-        lastTime=rfc3339(time.time()),
+        lastTime=format_rfc3339(time.time()),
     )
     if decision.verdict is Verdict.SKIP_IN_PROGRESS:
         kopf.info(body, reason="EnforceSkipped", message=decision.message)

@@ -56,7 +56,6 @@ from rebalancer.planning.statuses import (
     failure_conditions,
     observed_conditions,
     render_group,
-    rfc3339,
 )
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.learning import PodWatch, learning_status
@@ -75,7 +74,7 @@ from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.snapshots import moved_for_rollouts
 from rebalancer.structs.specs import ConsumerGroupSpec
-from rebalancer.structs.times import read_rfc3339
+from rebalancer.structs.times import format_rfc3339, read_rfc3339
 
 logger = logging.getLogger(__name__)
 # A generation some members have not reported yet is looked at again this soon.
@@ -308,7 +307,7 @@ class Observer:
         merged = merge_conditions(
             status.get("conditions") or [],
             conditions,
-            now=rfc3339(time.time()),
+            now=format_rfc3339(time.time()),
             generation=body.metadata.get("generation"),
         )
         fields: dict[str, Any] = {
@@ -385,7 +384,7 @@ class Observer:
         merged = merge_conditions(
             status.get("conditions") or [],
             conditions,
-            now=rfc3339(now),
+            now=format_rfc3339(now),
             generation=body.metadata.get("generation"),
         )
         new_fields: dict[str, Any] = {

@@ -39,7 +39,6 @@ from rebalancer.planning.rollout_statuses import (
 )
 from rebalancer.planning.rollouts import Observation, step
 from rebalancer.planning.startup_history import StartupHistory, startup_history
-from rebalancer.planning.statuses import rfc3339
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.ownership import ClaimIndex, conflicts_of, refusal_of
 from rebalancer.reconcilers.permissions import report_denied
@@ -67,6 +66,7 @@ from rebalancer.structs.gates import RESUME_ANNOTATION
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.rollout_policy import RolloutPolicy
 from rebalancer.structs.specs import ConsumerGroupSpec, ProtocolChoice, WorkloadKind
+from rebalancer.structs.times import format_rfc3339
 
 # How often an active rollout looks at its workload: each phase waits on pods the controllers
 # replace, so every look saved is a batch released sooner (four or more looks per batch).
@@ -366,7 +366,7 @@ async def _roll_out_forever(
                 fields["conditions"] = merge_conditions(
                     status.get("conditions") or [],
                     conditions,
-                    now=rfc3339(time.time()),
+                    now=format_rfc3339(time.time()),
                     generation=body.metadata.get("generation"),
                 )
             try:

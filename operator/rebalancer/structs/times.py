@@ -1,4 +1,5 @@
-"""The one reader of RFC 3339 times, as the API server, kopf and this operator write them."""
+"""The one reader and writer of RFC 3339 times, as the API server, kopf and this operator
+write them."""
 
 from __future__ import annotations
 
@@ -24,3 +25,13 @@ def read_rfc3339(value: object) -> float | None:
         return parse_rfc3339(value)
     except ValueError:
         return None
+
+
+def format_rfc3339(moment: float, *, milliseconds: bool = False) -> str:
+    """`moment` (epoch seconds) in UTC with "Z": in whole seconds, as Kubernetes writes its own
+    times (conditions, status.group), or in milliseconds where a time must come back as it
+    was stored (the rollout state, the gate's annotations)."""
+    value = datetime.datetime.fromtimestamp(moment, tz=datetime.UTC)
+    if milliseconds:
+        return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
