@@ -34,16 +34,17 @@ from rebalancer.kubectl.tables import (
     render_groups,
     render_table,
 )
-from rebalancer.planning.rollout_states import RolloutState, format_time, parse_time
+from rebalancer.planning.rollout_states import RolloutState
 from rebalancer.structs.gates import RESUME_ANNOTATION
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
+from rebalancer.structs.times import format_rfc3339, parse_rfc3339
 
-NOW = parse_time("2026-03-01T12:00:00Z")
+NOW = parse_rfc3339("2026-03-01T12:00:00Z")
 DOC = Path(__file__).resolve().parents[2] / "docs" / "kubectl-plugin.md"
 
 
 def at(seconds_ago: float) -> str:
-    return format_time(NOW - seconds_ago)
+    return format_rfc3339(NOW - seconds_ago, milliseconds=True)
 
 
 def body(

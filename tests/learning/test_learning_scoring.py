@@ -15,6 +15,8 @@ from tests.stagger_replays import replayed
 
 from rebalancer.learning.scoring import (
     DEPARTURE_AT_MS,
+    P50_INDEX,
+    P90_INDEX,
     QUANTILE_SHARES,
     UNSETTLED_PENALTY_S,
     DepartureProfile,
@@ -229,3 +231,12 @@ def test_departures_alone_are_scored_without_start_up_draws() -> None:
     rows = score_group(bare, delays_ms=(), sessions_ms=SESSIONS, samples=SAMPLES, seed=SEED)
     assert [row.kind for row in rows] == ["departure", "departure"]
     assert rows == [row for row in rows_of(DYNAMIC) if row.kind == "departure"]
+
+
+def test_the_median_and_p90_picks_follow_the_quantile_shares() -> None:
+    # The job reports latency_p50_ms and latency_p90_ms by these positions: they must name the
+    # shares, and a change of the shares that moves them is a change to review (the learning
+    # report and its readers have known them at 10 and 18).
+    assert QUANTILE_SHARES[P50_INDEX] == 0.5
+    assert QUANTILE_SHARES[P90_INDEX] == 0.9
+    assert (P50_INDEX, P90_INDEX) == (10, 18)

@@ -17,11 +17,10 @@ from rebalancer.planning.rollout_states import (
     RolloutState,
     decode_ordinals,
     encode_ordinals,
-    format_time,
-    parse_time,
     stamp,
 )
 from rebalancer.structs.rollout_policy import RolloutPolicy, StaticMembership
+from rebalancer.structs.times import format_rfc3339, parse_rfc3339
 
 Phase = RolloutPhase
 SECONDS = 400.0
@@ -133,7 +132,7 @@ def test_a_crash_before_saving_neither_repeats_nor_skips_a_batch(
 @given(st.floats(min_value=1e9, max_value=4e9, allow_nan=False))
 def test_times_survive_status(moment: float) -> None:
     held = stamp(moment)
-    assert stamp(parse_time(format_time(held))) == held
+    assert stamp(parse_rfc3339(format_rfc3339(held, milliseconds=True))) == held
 
 
 @given(st.lists(st.integers(min_value=0, max_value=5000), max_size=60))

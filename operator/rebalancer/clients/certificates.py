@@ -14,8 +14,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from rebalancer.structs.errors import RebalancerError
 
-class CertificateFailed(Exception):
+
+class CertificateFailed(RebalancerError):
     """No certificate could be made: the message names the cause and the flags to use instead."""
 
 

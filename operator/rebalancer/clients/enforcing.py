@@ -18,6 +18,7 @@ import aiohttp
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.planning.triggers import new_matching_topics
+from rebalancer.structs.errors import RebalancerError
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ FINAL_STATUSES = frozenset({"enforced", "failed", "expired"})
 UNSUPPORTED_STATUS = 422
 
 
-class EnforceRequestFailed(Exception):
+class EnforceRequestFailed(RebalancerError):
     """The sidecar refused the request or could not be reached; `status` is the HTTP status
     (0 when there was no answer) and the message the sidecar's own words."""
 
@@ -35,10 +36,8 @@ class EnforceRequestFailed(Exception):
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
-
-    @property
-    def retriable(self) -> bool:
-        return self.status in (0, 429, 502, 503, 504)
+        # No answer, too many requests, or a sidecar that is starting or behind a proxy.
+        self.retriable = status in (0, 429, 502, 503, 504)
 
 
 @dataclass(frozen=True)

@@ -31,13 +31,14 @@ from aiokafka.protocol.admin import DescribeGroupsRequest
 from aiokafka.protocol.group import JoinGroupRequest, LeaveGroupRequest
 
 from rebalancer.planning.group_levers import CONSUMER_PROTOCOL_TYPE
+from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.kafka_properties import SettingsError
 
 _MEMBER_ID_REQUIRED = 79
 _SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
 
 
-class VisitFailed(Exception):
+class VisitFailed(RebalancerError):
     """The broker refused a call of the visit, or did not answer; the message says which."""
 
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.kafka_problems import KafkaProblem
 
 # A broker's answer that the principal lacks an ACL; the condition says KafkaNotAuthorized.
@@ -28,7 +29,7 @@ AUTHORIZATION_CODES = frozenset(
 NOT_AUTHORIZED = KafkaProblem.NOT_AUTHORIZED.value
 
 
-class KafkaGatewayError(Exception):
+class KafkaGatewayError(RebalancerError):
     """Base of the gateway's errors; str() is a complete sentence for users."""
 
     def __init__(self, message: str) -> None:

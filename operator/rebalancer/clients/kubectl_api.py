@@ -24,6 +24,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from rebalancer import __version__
 from rebalancer.structs.consumer_group import GROUP, KIND, PLURAL, VERSION
+from rebalancer.structs.errors import RebalancerError
 
 # The user agent names the writer of each field in metadata.managedFields: this plugin's
 # writes are the user's, not the operator's.
@@ -34,7 +35,7 @@ MERGE_PATCH = "application/merge-patch+json"
 Body = dict[str, Any]
 
 
-class KubectlApiError(RuntimeError):
+class KubectlApiError(RebalancerError, RuntimeError):
     """A call the API server refused or could not answer; `status` is its HTTP status (0 when
     there was no answer)."""
 

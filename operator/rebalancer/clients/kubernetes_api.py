@@ -13,6 +13,7 @@ from kubernetes.client.exceptions import ForbiddenException
 
 from rebalancer import __version__
 from rebalancer.planning.permissions import Denial, account_from_status, denial_from_request
+from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.workloads import FIELD_MANAGER
 
 
@@ -35,7 +36,7 @@ class KubernetesApi:
 REQUEST_TIMEOUT = (10.0, 60.0)
 
 
-class PermissionDenied(ForbiddenException):  # type: ignore[misc]
+class PermissionDenied(ForbiddenException, RebalancerError):  # type: ignore[misc]
     """A 403 from the API server, told as the permission the operator lacks (`denial`).
 
     Still an ApiException with status 403, so code that looks at statuses keeps working; its
@@ -43,7 +44,8 @@ class PermissionDenied(ForbiddenException):  # type: ignore[misc]
     """
 
     def __init__(self, denial: Denial, response: Any = None) -> None:
-        super().__init__(http_resp=response)
+        # The API exception's constructor, as before: to mypy, super() is RebalancerError's.
+        ForbiddenException.__init__(self, http_resp=response)
         self.denial = denial
 
     def __str__(self) -> str:

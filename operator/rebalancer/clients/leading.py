@@ -19,6 +19,7 @@ from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.metrics import record_leader
 from rebalancer.operator_settings import PeeringSettings
 from rebalancer.planning.leadership import leads, peer_entries
+from rebalancer.structs.errors import RebalancerError
 
 logger = logging.getLogger(__name__)
 PEERING_GROUP = "kopf.dev"
@@ -31,7 +32,7 @@ MERGE_PATCH = "application/merge-patch+json"
 FOLLOW_SECONDS = 1.0
 
 
-class PeeringMissing(Exception):
+class PeeringMissing(RebalancerError):
     """The peering object (or its CRD) is not there: kopf would keep every replica paused."""
 
 

@@ -9,12 +9,13 @@ from kubernetes.client.exceptions import ApiException
 
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
+from rebalancer.structs.errors import RebalancerError
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 
 
-class ResourceGone(Exception):
+class ResourceGone(RebalancerError):
     """The ConsumerGroup was deleted while we were working on it."""
 
 

@@ -31,9 +31,10 @@ from rebalancer.planning.permissions import (
     needs,
     workload_watch_needs,
 )
-from rebalancer.planning.statuses import rfc3339
 from rebalancer.structs.conditions import merge_conditions
 from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
+from rebalancer.structs.errors import RebalancerError
+from rebalancer.structs.times import format_rfc3339
 
 logger = logging.getLogger(__name__)
 # While something the operator always needs is missing, the check runs again this often, so a
@@ -41,7 +42,7 @@ logger = logging.getLogger(__name__)
 RECHECK_SECONDS = 30.0
 
 
-class ReviewUnavailable(Exception):
+class ReviewUnavailable(RebalancerError):
     """The API server would not answer a SelfSubjectAccessReview (the check is skipped)."""
 
 
@@ -166,7 +167,7 @@ async def mark_groups(api: KubernetesApi, namespace: str, denials: Sequence[Deni
         merged = merge_conditions(
             status.get("conditions") or [],
             conditions,
-            now=rfc3339(time.time()),
+            now=format_rfc3339(time.time()),
             generation=(item.get("metadata") or {}).get("generation"),
         )
         meta = item.get("metadata") or {}

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rebalancer.structs.brokers import TopicPartition
+from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.group_metadata import parse_group_metadata
 from rebalancer.structs.reports import REPORT_VERSION, ReportEvent
 
@@ -105,8 +106,10 @@ def consumer_position(consumer: Any) -> tuple[str, int]:
     return member_id, parse_group_metadata(raw).generation
 
 
-class _RejectedError(Exception):
+class _RejectedError(RebalancerError):
     """The operator answered and refused the report: sending it again cannot help."""
+
+    retriable = False
 
 
 class MemberReporter:

@@ -13,10 +13,11 @@ from kubernetes.client.exceptions import ApiException
 
 from rebalancer.clients.kubernetes_api import KubernetesApi, PermissionDenied
 from rebalancer.structs.brokers import SecuritySettings
+from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.specs import KafkaSpec, SecretKeyRef
 
 
-class SecretUnavailable(Exception):
+class SecretUnavailable(RebalancerError):
     """A referenced Secret or key is missing or unreadable; the message names which and why."""
 
 

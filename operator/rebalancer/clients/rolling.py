@@ -40,8 +40,8 @@ from rebalancer.planning.rollout_actions import (
     release_moment,
 )
 from rebalancer.planning.rollout_holds import HELD as HOLD_MARK
-from rebalancer.planning.rollout_states import format_time, parse_time
 from rebalancer.planning.workload_views import selector_string, view_workload
+from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.gates import (
     GATE_ANNOTATION,
     GATE_BATCH_ANNOTATION,
@@ -53,6 +53,7 @@ from rebalancer.structs.gates import (
     INSTANCE_ID_ANNOTATION,
 )
 from rebalancer.structs.specs import WorkloadKind
+from rebalancer.structs.times import format_rfc3339, parse_rfc3339
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -60,7 +61,7 @@ JSON_PATCH = "application/json-patch+json"
 Body = dict[str, Any]
 
 
-class ActuationFailed(Exception):
+class ActuationFailed(RebalancerError):
     """An action could not be carried out; the message says which and why."""
 
     def __init__(self, action: Action, message: str) -> None:
@@ -218,13 +219,15 @@ class Actuator:
     async def hold_gates(self, pods: Sequence[str]) -> None:
         if not pods:
             return
-        patch = {"metadata": {"annotations": {GATE_HELD_ANNOTATION: format_time(self.clock())}}}
+        moment = format_rfc3339(self.clock(), milliseconds=True)
+        patch = {"metadata": {"annotations": {GATE_HELD_ANNOTATION: moment}}}
         with self._pool(len(pods)) as run:
             await asyncio.gather(*(run(self._patch_pod_now, pod, patch) for pod in pods))
 
     async def note_bypasses(self, pods: Sequence[str]) -> None:
         """Mark pods whose gates were bypassed, so a restarted operator does not tell it again."""
-        patch = {"metadata": {"annotations": {GATE_BYPASSED_ANNOTATION: format_time(self.clock())}}}
+        moment = format_rfc3339(self.clock(), milliseconds=True)
+        patch = {"metadata": {"annotations": {GATE_BYPASSED_ANNOTATION: moment}}}
         with self._pool(len(pods)) as run:
             await asyncio.gather(*(run(self._patch_pod_now, pod, patch) for pod in pods))
 
@@ -266,7 +269,7 @@ class Actuator:
                 continue
             started = ((entry.get("state") or {}).get("running") or {}).get("startedAt")
             with contextlib.suppress(ValueError, TypeError):
-                return parse_time(str(started)) if started else None
+                return parse_rfc3339(str(started)) if started else None
         return None
 
     async def delete_pods(self, pods: Sequence[str], uids: Sequence[str] = ()) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from rebalancer.clients.kubernetes_api import KubernetesApi, PermissionDenied
+from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.specs import WorkloadKind
 
 JSON_PATCH = "application/json-patch+json"
@@ -24,7 +25,7 @@ MERGE_PATCH = "application/merge-patch+json"
 Body = dict[str, Any]
 
 
-class ConfiguringFailed(Exception):
+class ConfiguringFailed(RebalancerError):
     """A write the settings need was refused; the message names the object and the reason."""
 
 

@@ -22,6 +22,7 @@ from urllib.parse import quote
 import aiohttp
 
 from rebalancer.gate.verdicts import Decision, GateLimits, Verdict, decide
+from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.gates import GATE_ANNOTATION, GATE_HELD_ANNOTATION, GATE_OPEN
 
 Log = Callable[[str], None]
@@ -77,7 +78,7 @@ class GateOutcome:
     annotations: Mapping[str, str] = field(default_factory=dict)
 
 
-class _Refused(Exception):
+class _Refused(RebalancerError):
     """The API server answered with an error status the gate cannot wait out by relisting."""
 
     def __init__(self, status: int, text: str, verb: str = "list") -> None:
@@ -87,8 +88,10 @@ class _Refused(Exception):
         self.verb = verb  # what the gate asked: list or watch its pod
 
 
-class _Gone(Exception):
+class _Gone(RebalancerError):
     """The watch's resourceVersion is too old: list again."""
+
+    retriable = True
 
 
 @dataclass

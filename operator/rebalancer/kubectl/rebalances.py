@@ -11,15 +11,15 @@ cause and time) is shown beside them, and stands in for them once they have expi
 
 from __future__ import annotations
 
-import datetime
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rebalancer.kubectl.tables import MISSING, age, parse_timestamp, render_table
+from rebalancer.kubectl.tables import MISSING, age, render_table
 from rebalancer.planning.rollout_states import RolloutState
 from rebalancer.structs.history import RebalanceCause
+from rebalancer.structs.times import format_rfc3339, read_rfc3339
 
 REBALANCE_REASON = "Rebalance"
 # describe() names at most this many members joined and left.
@@ -73,10 +73,10 @@ def event_time(event: Mapping[str, Any]) -> float | None:
     """When an Event happened: its eventTime, else its last or first timestamp, else when it
     was created (core v1 Events carry any of them)."""
     for key in ("eventTime", "lastTimestamp", "firstTimestamp"):
-        moment = parse_timestamp(event.get(key))
+        moment = read_rfc3339(event.get(key))
         if moment is not None:
             return moment
-    return parse_timestamp(_mapping(event.get("metadata")).get("creationTimestamp"))
+    return read_rfc3339(_mapping(event.get("metadata")).get("creationTimestamp"))
 
 
 def rebalances_from_events(
@@ -140,7 +140,7 @@ def group_status(body: Mapping[str, Any]) -> GroupStatus:
         group_id=str(_mapping(body.get("spec")).get("groupId") or MISSING),
         rebalances=count if isinstance(count, int) and not isinstance(count, bool) else None,
         last_cause=cause if isinstance(cause, str) and cause else None,
-        last_at=parse_timestamp(group.get("lastRebalanceTime")),
+        last_at=read_rfc3339(group.get("lastRebalanceTime")),
     )
 
 
@@ -220,8 +220,7 @@ CAUSES: Mapping[str, str] = {
 def _clock(moment: float | None) -> str:
     if moment is None:
         return "at an unknown time"
-    text = datetime.datetime.fromtimestamp(moment, tz=datetime.UTC).isoformat(timespec="seconds")
-    return text.replace("+00:00", "Z")
+    return format_rfc3339(moment)
 
 
 def _rollout_note(rollout: RolloutState, moment: float | None) -> str | None:
@@ -244,7 +243,7 @@ def _enforcement_note(status: Mapping[str, Any]) -> str | None:
     cause = enforcement.get("lastCause")
     if not isinstance(cause, str) or not cause:
         return None
-    when = _clock(parse_timestamp(enforcement.get("lastTime")))
+    when = _clock(read_rfc3339(enforcement.get("lastTime")))
     outcome = enforcement.get("lastStatus")
     text = f"last enforcement request: {cause} {when}"
     if isinstance(outcome, str) and outcome:

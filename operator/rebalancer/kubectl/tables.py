@@ -7,13 +7,13 @@ the `Ready` condition. A group the operator has not observed yet shows `-` rathe
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
 from rebalancer.structs.conditions import ConditionType
+from rebalancer.structs.times import read_rfc3339
 
 MISSING = "-"
 
@@ -43,19 +43,6 @@ def _int(value: object) -> int | None:
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def parse_timestamp(value: object) -> float | None:
-    """An RFC 3339 time as the API server writes it, in epoch seconds; None when absent."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return moment.timestamp()
 
 
 def ready_status(status: Mapping[str, Any]) -> str:
@@ -91,7 +78,7 @@ def group_row(body: Mapping[str, Any]) -> GroupRow:
         batch=batch_text(rollout),
         rebalances=_int(group.get("rebalances")),
         ready=ready_status(status),
-        created_at=parse_timestamp(metadata.get("creationTimestamp")),
+        created_at=read_rfc3339(metadata.get("creationTimestamp")),
     )
 
 

@@ -49,6 +49,8 @@ from rebalancer.learning.inputs import HistoryInputs, find_inputs
 from rebalancer.learning.locations import read_by_spark
 from rebalancer.learning.outputs import LearnOutput, build_output, write_output
 from rebalancer.learning.scoring import (
+    P50_INDEX,
+    P90_INDEX,
     DepartureProfile,
     GroupProfile,
     ScoreRow,
@@ -355,8 +357,8 @@ def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
         rollouts_per_day=profile.rollouts_per_day,
         departures_per_day=sum(d.per_day for d in departures),
         processing_ms=profile.processing_ms,
-        latency_p50_ms=quantiles[10] if quantiles else None,
-        latency_p90_ms=quantiles[18] if quantiles else None,
+        latency_p50_ms=quantiles[P50_INDEX] if quantiles else None,
+        latency_p90_ms=quantiles[P90_INDEX] if quantiles else None,
         join_samples=joins,
         rebalance_samples=int(_number(row.get("rebalance_samples"), 0)),
         departure_samples=stops_total,
@@ -456,30 +458,9 @@ def learn(
 
     step(1, f"compacting and checking history files under {options.history}")
     if options.compact and not read_by_spark(options.history):
-        try:
-            compacted = compact(options.history, progress)
-        except OSError as error:  # a read-only history: read what is there as it is
-            result.messages.append(f"history not compacted ({error}): read as it is")
-            progress(f"      {result.messages[-1]}")
-        else:
-            progress(
-                f"      compacted {compacted.partitions:,} partitions: "
-                f"{compacted.files_read:,} files into {compacted.partitions:,}, "
-                f"{compacted.repeats_dropped:,} repeated records dropped "
-                f"({compacted.seconds:.1f} s)"
-            )
+        _compact(options, result, progress)
         lap("compact")
-    inputs = find_inputs(options.history)
-    result.messages.extend(inputs.messages)
-    for message in inputs.messages:
-        progress(f"      {message}")
-    if inputs.listed_by_spark:
-        progress(f"      {inputs.root} is listed and read by Spark (no footer checks here)")
-    else:
-        progress(
-            f"      {len(inputs.files) + len(inputs.json_files)} files, {inputs.rows:,} records, "
-            f"{inputs.size_bytes / 1e6:.1f} MB; {len(inputs.skipped)} skipped"
-        )
+    inputs = _find_inputs(options, result, progress)
     lap("inputs")
     clusters: list[Any] = []
     choices: list[Any] = []
@@ -548,6 +529,38 @@ def learn(
     lap("write")
     progress(f"      run {run_id}: {len(choices)} groups, {len(clusters)} clusters")
     return result
+
+
+def _compact(options: LearnOptions, result: LearnResult, progress: Progress) -> None:
+    """Step 1's compaction of the history, told as it goes; a failure is a message, not an end."""
+    try:
+        compacted = compact(options.history, progress)
+    except OSError as error:  # a read-only history: read what is there as it is
+        result.messages.append(f"history not compacted ({error}): read as it is")
+        progress(f"      {result.messages[-1]}")
+    else:
+        progress(
+            f"      compacted {compacted.partitions:,} partitions: "
+            f"{compacted.files_read:,} files into {compacted.partitions:,}, "
+            f"{compacted.repeats_dropped:,} repeated records dropped "
+            f"({compacted.seconds:.1f} s)"
+        )
+
+
+def _find_inputs(options: LearnOptions, result: LearnResult, progress: Progress) -> HistoryInputs:
+    """Step 1's listing of the history files, told with what was skipped and why."""
+    inputs = find_inputs(options.history)
+    result.messages.extend(inputs.messages)
+    for message in inputs.messages:
+        progress(f"      {message}")
+    if inputs.listed_by_spark:
+        progress(f"      {inputs.root} is listed and read by Spark (no footer checks here)")
+    else:
+        progress(
+            f"      {len(inputs.files) + len(inputs.json_files)} files, {inputs.rows:,} records, "
+            f"{inputs.size_bytes / 1e6:.1f} MB; {len(inputs.skipped)} skipped"
+        )
+    return inputs
 
 
 def keyed_spreads(profiles: pd.DataFrame, spreads: pd.DataFrame) -> list[dict[str, Any]]:

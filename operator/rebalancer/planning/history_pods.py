@@ -20,8 +20,6 @@ into a start-up latency.
 
 from __future__ import annotations
 
-import contextlib
-import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -32,6 +30,7 @@ from rebalancer.planning.sidecar_templates import SIDECAR_CONTAINER
 from rebalancer.structs.gates import GATE_CONTAINER
 from rebalancer.structs.history import RebalanceEvent, RecordType, SettingsInForce, member_event
 from rebalancer.structs.history_pods import PodLifecycle
+from rebalancer.structs.times import read_rfc3339
 from rebalancer.structs.workloads import PodView
 
 KUBERNETES_SOURCE = "kubernetes"
@@ -49,10 +48,7 @@ def _time(value: object) -> float | None:
         return None
     if isinstance(value, int | float):
         return float(value)
-    if isinstance(value, str) and value:
-        with contextlib.suppress(ValueError):
-            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    return None
+    return read_rfc3339(value)
 
 
 def _code(value: object) -> int | None:

@@ -7,10 +7,11 @@ the operator can tell the Services which pod is the active one; kopf itself deci
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from rebalancer.structs.times import parse_rfc3339
 
 # Start times are counted in milliseconds and scaled so that a random tail (0..999) breaks a
 # tie between replicas started in the same millisecond: kopf would pause both on a tie.
@@ -40,14 +41,12 @@ def peer_entries(status: Mapping[str, Any] | None) -> list[PeerEntry]:
         if not isinstance(info, Mapping):
             continue
         try:
-            seen = datetime.datetime.fromisoformat(str(info["lastseen"]))
-            if seen.tzinfo is None:
-                seen = seen.replace(tzinfo=datetime.UTC)
+            seen = parse_rfc3339(str(info["lastseen"]))
             entries.append(
                 PeerEntry(
                     identity=str(identity),
                     priority=int(info.get("priority", 0)),
-                    deadline=seen.timestamp() + int(info.get("lifetime", 60)),
+                    deadline=seen + int(info.get("lifetime", 60)),
                 )
             )
         except (KeyError, TypeError, ValueError):

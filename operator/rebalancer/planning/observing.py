@@ -17,13 +17,13 @@ from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 _REBALANCING_EVENTS = {ReportEvent.REVOKED, ReportEvent.LOST}
 
 
-def _state_from_reports(reports: Sequence[MemberReport]) -> str:
+def _state_from_reports(reports: Sequence[MemberReport]) -> GroupState:
     if not reports:
-        return GroupState.EMPTY.value
+        return GroupState.EMPTY
     generations = {report.generation for report in reports}
     if any(report.event in _REBALANCING_EVENTS for report in reports) or len(generations) > 1:
-        return GroupState.PREPARING_REBALANCE.value
-    return GroupState.STABLE.value
+        return GroupState.PREPARING_REBALANCE
+    return GroupState.STABLE
 
 
 def combine_observation(
@@ -35,13 +35,13 @@ def combine_observation(
     sources: dict[str, Source] = {}
     broker_state = view.state if view is not None else GroupState.UNKNOWN
     if broker_state is not GroupState.UNKNOWN:
-        state = broker_state.value
+        state: GroupState = broker_state
         sources["state"] = Source.BROKER
     elif reports:
         state = _state_from_reports(reports)
         sources["state"] = Source.MEMBER_REPORTS
     else:
-        state = GroupState.UNKNOWN.value
+        state = GroupState.UNKNOWN
         sources["state"] = Source.NONE
 
     details: list[MemberSummary] = []

@@ -16,13 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from rebalancer.structs.brokers import GroupState
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.reports import GenerationSighting
 from rebalancer.structs.snapshots import GroupSnapshot, Source
 
-REBALANCING_STATES = frozenset(
-    {"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
-)
+REBALANCING_STATES = frozenset(state for state in GroupState if state.rebalancing)
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,13 @@ their own validation, stagger and status) exactly as they carry out a user's cha
 
 from __future__ import annotations
 
-import contextlib
-import datetime
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from rebalancer.planning.recommendations import CurrentSettings, LearningAction, LearningDecision
 from rebalancer.structs.specs import ConsumerGroupSpec
+from rebalancer.structs.times import read_rfc3339
 
 
 def _number(value: object) -> float | None:
@@ -49,15 +48,7 @@ def settings_in_force(spec: ConsumerGroupSpec, status: Mapping[str, Any]) -> Cur
 
 def applied_at(status: Mapping[str, Any]) -> float | None:
     """When a recommendation was last applied (status.learning.lastAppliedTime), unix seconds."""
-    stamp = (status.get("learning") or {}).get("lastAppliedTime")
-    if not isinstance(stamp, str):
-        return None
-    with contextlib.suppress(ValueError):
-        moment = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=datetime.UTC)
-        return moment.timestamp()
-    return None
+    return read_rfc3339((status.get("learning") or {}).get("lastAppliedTime"))
 
 
 def policy_patch(decision: LearningDecision, spec: ConsumerGroupSpec) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from rebalancer.structs.recommendations import (
     LearningPolicy,
     Recommendation,
 )
+from rebalancer.structs.times import read_rfc3339
 
 # Changes below this share of the current value are not worth a restart.
 MIN_RELATIVE_CHANGE = 0.05
@@ -112,13 +113,8 @@ def changes(target: CurrentSettings, current: CurrentSettings) -> CurrentSetting
 
 
 def _age_hours(generated_at: str, now: float) -> float | None:
-    try:
-        moment = datetime.datetime.fromisoformat(generated_at.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    return (now - moment.timestamp()) / 3600.0
+    moment = read_rfc3339(generated_at)
+    return None if moment is None else (now - moment) / 3600.0
 
 
 def decide_learning(

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from rebalancer.planning.rollout_states import Mechanism, RolloutKind
 from rebalancer.planning.startup_history import StartupHistory
-from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.brokers import BrokerProfile, GroupState
 from rebalancer.structs.gates import GateState
 from rebalancer.structs.plan_costs import ArrivalQuestion, PlanCost
 from rebalancer.structs.problems import FieldProblem
@@ -133,7 +133,7 @@ def group_members(group: GroupSnapshot | None) -> int:
 
 def group_is_empty(group: GroupSnapshot | None) -> bool:
     """Whether the next join meets an Empty group (the only one with an initial delay)."""
-    return group is None or group.members == 0 or group.state in ("Empty", "Dead")
+    return group is None or group.members == 0 or group.state in (GroupState.EMPTY, GroupState.DEAD)
 
 
 def stable_window_s(setup: RolloutSetup) -> float:

@@ -7,10 +7,11 @@ millisecond, the precision status keeps, so a state read back equals the state w
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
+
+from rebalancer.structs.times import format_rfc3339, parse_rfc3339
 
 
 class RolloutPhase(StrEnum):
@@ -115,15 +116,6 @@ class Mechanism(StrEnum):
 def stamp(moment: float) -> float:
     """`moment` at the precision status keeps, so that it survives the round trip."""
     return round(moment, 3)
-
-
-def format_time(moment: float) -> str:
-    value = datetime.datetime.fromtimestamp(moment, tz=datetime.UTC)
-    return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_time(text: str) -> float:
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def encode_ordinals(ordinals: tuple[int, ...]) -> str:
@@ -247,7 +239,7 @@ class RolloutState:
             if value is None or item.name == "phase":
                 continue
             if item.name in _TIMES:
-                body[key] = format_time(value)
+                body[key] = format_rfc3339(value, milliseconds=True)
             elif item.name == "ordinals":
                 if value:
                     body[key] = encode_ordinals(value)
@@ -317,7 +309,7 @@ def _read(raw: Mapping[str, object]) -> RolloutState:
         if value is None:
             continue
         if item.name in _TIMES:
-            values[item.name] = stamp(parse_time(_text(value)))
+            values[item.name] = stamp(parse_rfc3339(_text(value)))
         elif item.name in ("phase", "paused_from"):
             values[item.name] = RolloutPhase(_text(value))
         elif item.name == "kind":

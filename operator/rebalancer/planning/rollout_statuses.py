@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rebalancer.planning.rollout_states import Mechanism as RolloutMechanism
-from rebalancer.planning.rollout_states import RolloutPhase, RolloutState, parse_time
+from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
+from rebalancer.structs.brokers import GroupState
 from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
+from rebalancer.structs.times import parse_rfc3339
 
 
 def rollout_conditions(state: RolloutState) -> list[Condition]:
@@ -99,7 +101,7 @@ def snapshot_from_status(status: Mapping[str, object]) -> GroupSnapshot | None:
         else {}
     )
     return GroupSnapshot(
-        state=str(group.get("state") or "Unknown"),
+        state=GroupState.named(group.get("state")),
         protocol=_text(group.get("protocol")),
         assignor=_text(group.get("assignor")),
         generation=_int(group.get("generation")),
@@ -108,7 +110,7 @@ def snapshot_from_status(status: Mapping[str, object]) -> GroupSnapshot | None:
         assigned_partitions=_int(group.get("assignedPartitions")),
         total_partitions=_int(group.get("totalPartitions")),
         lag=_int(group.get("lag")),
-        observed_at=parse_time(str(group["observedAt"])),
+        observed_at=parse_rfc3339(str(group["observedAt"])),
         sources=sources,
     )
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rebalancer.planning.rebalances import REBALANCING_STATES
+from rebalancer.structs.brokers import GroupState
 from rebalancer.structs.snapshots import GroupSnapshot
 
 
@@ -29,7 +30,7 @@ class StableSpell:
 def _unsettled(snapshot: GroupSnapshot) -> bool:
     if snapshot.state in REBALANCING_STATES:
         return True
-    return snapshot.state == "Stable" and not snapshot.settled
+    return snapshot.state == GroupState.STABLE and not snapshot.settled
 
 
 def track_stable(spell: StableSpell, snapshot: GroupSnapshot) -> tuple[float | None, StableSpell]:

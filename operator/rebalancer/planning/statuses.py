@@ -2,28 +2,23 @@
 
 from __future__ import annotations
 
-import datetime
-
-from rebalancer.planning.rebalances import GroupTracking
+from rebalancer.planning.rebalances import REBALANCING_STATES, GroupTracking
+from rebalancer.structs.brokers import GroupState
 from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
 from rebalancer.structs.snapshots import GroupSnapshot
+from rebalancer.structs.times import format_rfc3339
 
 MAX_MEMBER_DETAILS = 50
-
-
-def rfc3339(timestamp: float) -> str:
-    moment = datetime.datetime.fromtimestamp(timestamp, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def render_group(
     snapshot: GroupSnapshot, tracking: GroupTracking, profile: str | None
 ) -> dict[str, object]:
     group: dict[str, object] = {
-        "state": snapshot.state,
+        "state": str(snapshot.state),
         "members": snapshot.members,
         "rebalances": tracking.rebalances,
-        "observedAt": rfc3339(snapshot.observed_at),
+        "observedAt": format_rfc3339(snapshot.observed_at),
         "sources": {key: value.value for key, value in sorted(snapshot.sources.items())},
         "memberDetails": [
             {
@@ -50,7 +45,7 @@ def render_group(
         "totalPartitions": snapshot.total_partitions,
         "lag": snapshot.lag,
         "lastRebalanceTime": (
-            rfc3339(tracking.last_rebalance_at) if tracking.last_rebalance_at else None
+            format_rfc3339(tracking.last_rebalance_at) if tracking.last_rebalance_at else None
         ),
         "lastRebalanceCause": tracking.last_cause,
         "brokerProfile": profile,
@@ -72,14 +67,7 @@ def observed_conditions(
             f", {snapshot.assigned_partitions}/{snapshot.total_partitions} partitions assigned"
         )
     summary = f"group is {snapshot.state} with {snapshot.members} members{partitions}"
-    # Classic groups rebalance in the first two; KIP-848 groups compute and then reconcile a
-    # target assignment in the last two.
-    rebalancing = snapshot.state in {
-        "PreparingRebalance",
-        "CompletingRebalance",
-        "Assigning",
-        "Reconciling",
-    }
+    rebalancing = snapshot.state in REBALANCING_STATES
     if snapshot.settled:
         ready = Condition(ConditionType.READY, ConditionStatus.TRUE, "GroupStable", summary)
     elif scaled_to_zero is not None and snapshot.members == 0 and not rebalancing:
@@ -94,7 +82,7 @@ def observed_conditions(
         )
     elif rebalancing:
         ready = Condition(ConditionType.READY, ConditionStatus.FALSE, "Rebalancing", summary)
-    elif snapshot.state == "Stable":
+    elif snapshot.state == GroupState.STABLE:
         ready = Condition(
             ConditionType.READY, ConditionStatus.FALSE, "PartitionsUnassigned", summary
         )

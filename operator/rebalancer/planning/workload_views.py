@@ -8,7 +8,6 @@ fixture) read the same as what a cluster stores.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -29,6 +28,7 @@ from rebalancer.structs.gates import (
 )
 from rebalancer.structs.kafka_properties import env_properties
 from rebalancer.structs.specs import WorkloadKind
+from rebalancer.structs.times import read_rfc3339
 from rebalancer.structs.workloads import (
     FIELD_MANAGER,
     ROLLOUT_HOLD_ANNOTATION,
@@ -59,9 +59,7 @@ def parse_timestamp(value: object) -> float | None:
         return None
     with contextlib.suppress(ValueError):
         return float(value)
-    with contextlib.suppress(ValueError):
-        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    return None
+    return read_rfc3339(value)
 
 
 def resolve_int_or_percent(value: object, replicas: int, default: str, *, round_up: bool) -> int:

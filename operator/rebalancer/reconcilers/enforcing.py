@@ -21,8 +21,8 @@ from rebalancer.clients.librdkafka_config import build_client_config
 from rebalancer.clients.resolving import SecretUnavailable, read_secret_key, resolve_security
 from rebalancer.planning.enforce_conditions import REASON as UNSUPPORTED_REASON
 from rebalancer.planning.enforce_conditions import UNSUPPORTED
-from rebalancer.planning.statuses import rfc3339
 from rebalancer.planning.triggers import (
+    TriggerDecision,
     TriggerInputs,
     Verdict,
     decide_enforcement,
@@ -43,6 +43,7 @@ from rebalancer.structs.enforce_policy import EnforceSpec
 from rebalancer.structs.enforcement import pattern_takes_control_topics
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.specs import ConsumerGroupSpec, SecretKeyRef
+from rebalancer.structs.times import format_rfc3339
 
 TOKEN_FIELD = "spec.policy.enforce.sidecar.tokenSecretRef"
 
@@ -204,13 +205,28 @@ async def _enforce(
     record.update(
         lastRequestId=decision.request_id,
         lastCause=decision.cause_text,
-        lastTime=rfc3339(time.time()),
+        lastTime=format_rfc3339(time.time()),
     )
     if decision.verdict is Verdict.SKIP_IN_PROGRESS:
         kopf.info(body, reason="EnforceSkipped", message=decision.message)
         metrics.record_enforcement(namespace, str(body.metadata.name), parsed.group_id, "skipped")
         patch.status["enforcement"] = {**record, "lastStatus": "skipped-in-progress"}
         return
+    await _request(deps, body, namespace, parsed, previous, record, decision, patch)
+
+
+async def _request(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    parsed: ConsumerGroupSpec,
+    previous: dict[str, Any],
+    record: dict[str, Any],
+    decision: TriggerDecision,
+    patch: kopf.Patch,
+) -> None:
+    """Send the decided request to a sidecar and record its answer (or why there was none)."""
+    policy = parsed.policy.enforce
     if policy.sidecar.token_secret is None:
         kopf.warn(body, reason="EnforceNotConfigured", message=f"set {TOKEN_FIELD}")
         return

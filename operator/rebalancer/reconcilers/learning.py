@@ -27,11 +27,11 @@ from rebalancer.planning.recommendations import (
     decide_learning,
     render_learning_status,
 )
-from rebalancer.planning.statuses import rfc3339
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.structs.consumer_group import written_status
 from rebalancer.structs.history import RebalanceEvent
 from rebalancer.structs.specs import ConsumerGroupSpec
+from rebalancer.structs.times import format_rfc3339
 
 logger = logging.getLogger(__name__)
 # The workload's pods are listed at most this often, for the pod records (an observation
@@ -66,7 +66,9 @@ async def learning_status(
             last = now
         else:
             decision = nothing_to_apply(decision)
-    rendered = render_learning_status(decision, recommendation, rfc3339(last) if last else None)
+    rendered = render_learning_status(
+        decision, recommendation, format_rfc3339(last) if last else None
+    )
     return rendered, last
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 import time
 from collections.abc import Mapping
@@ -57,13 +56,13 @@ from rebalancer.planning.statuses import (
     failure_conditions,
     observed_conditions,
     render_group,
-    rfc3339,
 )
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.learning import PodWatch, learning_status
 from rebalancer.reconcilers.ownership import ClaimIndex, refusal_of
 from rebalancer.reconcilers.permissions import report_denied
-from rebalancer.structs.brokers import cluster_key
+from rebalancer.sleeping import sleep_or_wake
+from rebalancer.structs.brokers import cluster_key, resolve_profile
 from rebalancer.structs.conditions import (
     Condition,
     ConditionStatus,
@@ -75,6 +74,7 @@ from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.snapshots import moved_for_rollouts
 from rebalancer.structs.specs import ConsumerGroupSpec
+from rebalancer.structs.times import format_rfc3339, read_rfc3339
 
 logger = logging.getLogger(__name__)
 # A generation some members have not reported yet is looked at again this soon.
@@ -86,10 +86,7 @@ def tracking_from_status(status: Mapping[str, Any], since: float) -> GroupTracki
     """Resume counting where the previous operator process stopped."""
     group = status.get("group") or {}
     last = group.get("lastRebalanceTime")
-    last_at = None
-    if isinstance(last, str):
-        with contextlib.suppress(ValueError):
-            last_at = datetime.datetime.fromisoformat(last.replace("Z", "+00:00")).timestamp()
+    last_at = read_rfc3339(last)
     generation = group.get("generation")
     return GroupTracking(
         since=since,
@@ -253,10 +250,8 @@ class Observer:
             self.refused_warned = message
         else:
             self.refused_warned = None
-        profile = None if spec.kafka.profile.value == "auto" else spec.kafka.profile.value
-        if profile is None and gateway.profile is not None:
-            profile = gateway.profile.value
-        group = render_group(snapshot, self.tracking, profile)
+        profile = resolve_profile(spec.kafka.profile.declared, gateway.profile)
+        group = render_group(snapshot, self.tracking, None if profile is None else profile.value)
         metrics.publish_snapshot(self.namespace, self.name, spec.group_id, snapshot, self.tracking)
         to_stable, self.stable = track_stable(self.stable, snapshot)
         metrics.record_time_to_stable(self.namespace, self.name, spec.group_id, to_stable)
@@ -312,7 +307,7 @@ class Observer:
         merged = merge_conditions(
             status.get("conditions") or [],
             conditions,
-            now=rfc3339(time.time()),
+            now=format_rfc3339(time.time()),
             generation=body.metadata.get("generation"),
         )
         fields: dict[str, Any] = {
@@ -389,7 +384,7 @@ class Observer:
         merged = merge_conditions(
             status.get("conditions") or [],
             conditions,
-            now=rfc3339(now),
+            now=format_rfc3339(now),
             generation=body.metadata.get("generation"),
         )
         new_fields: dict[str, Any] = {
@@ -433,7 +428,7 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
             succeeded = False
             try:
                 if await observer.yields(body):
-                    await _sleep_or_wake(stopped, wakeup, delay, spacing)
+                    await sleep_or_wake(delay, wakeup.wait, stopped, settle=spacing)
                     continue
                 await observer.observe_once(body, spec)
                 succeeded = True
@@ -467,25 +462,12 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
                 with contextlib.suppress(Exception):
                     delay = await observer.report_failure(body, "ObserveFailed", message)
             metrics.record_observation_duration(time.monotonic() - started, succeeded=succeeded)
-            await _sleep_or_wake(stopped, wakeup, delay, spacing)
+            await sleep_or_wake(delay, wakeup.wait, stopped, settle=spacing)
     finally:
         observer.release()
         observer.deps.denials.forget(observer.namespace, observer.name)
         observer.deps.sightings.forget(observer.namespace, observer.name)
         metrics.forget_group(observer.namespace, observer.name)
-
-
-async def _sleep_or_wake(
-    stopped: kopf.DaemonStopped, wakeup: asyncio.Event, delay: float, spacing: float
-) -> None:
-    """Sleep `delay`, but come back early (after `spacing`) when members report something."""
-    deadline = time.monotonic() + delay
-    await stopped.wait(min(spacing, delay))
-    remaining = deadline - time.monotonic()
-    if stopped or remaining <= 0:
-        return
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(wakeup.wait(), timeout=remaining)
 
 
 async def observe(

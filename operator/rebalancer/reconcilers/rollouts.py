@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import replace
@@ -40,7 +39,6 @@ from rebalancer.planning.rollout_statuses import (
 )
 from rebalancer.planning.rollouts import Observation, step
 from rebalancer.planning.startup_history import StartupHistory, startup_history
-from rebalancer.planning.statuses import rfc3339
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.ownership import ClaimIndex, conflicts_of, refusal_of
 from rebalancer.reconcilers.permissions import report_denied
@@ -50,8 +48,9 @@ from rebalancer.simulation import (
     estimate_arrival_plans,
     join_window,
 )
+from rebalancer.sleeping import sleep_or_wake
 from rebalancer.structs.autoscalers import Autoscalers
-from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.brokers import BrokerProfile, resolve_profile
 from rebalancer.structs.conditions import (
     Condition,
     ConditionStatus,
@@ -67,6 +66,7 @@ from rebalancer.structs.gates import RESUME_ANNOTATION
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.rollout_policy import RolloutPolicy
 from rebalancer.structs.specs import ConsumerGroupSpec, ProtocolChoice, WorkloadKind
+from rebalancer.structs.times import format_rfc3339
 
 # How often an active rollout looks at its workload: each phase waits on pods the controllers
 # replace, so every look saved is a batch released sooner (four or more looks per batch).
@@ -84,13 +84,8 @@ logger = logging.getLogger(__name__)
 
 def broker_profile(spec: ConsumerGroupSpec, status: dict[str, Any]) -> BrokerProfile:
     """The spec's profile, else the one the observer detected, else Apache Kafka's timing."""
-    if spec.kafka.profile.value != "auto":
-        return BrokerProfile(spec.kafka.profile.value)
     detected = (status.get("group") or {}).get("brokerProfile")
-    try:
-        return BrokerProfile(str(detected))
-    except ValueError:
-        return BrokerProfile.APACHE_KAFKA
+    return resolve_profile(spec.kafka.profile.declared, detected) or BrokerProfile.APACHE_KAFKA
 
 
 def rollout_setup(
@@ -327,14 +322,14 @@ async def _roll_out_forever(
             # An older resource owns the workload, or its consumers are another group's: no
             # parking, no gate, not even a hand-back (what is parked or held is not this
             # resource's). The observer says so.
-            await _sleep_or_wake(stopped, wakeup, resting_poll)
+            await sleep_or_wake(resting_poll, wakeup.wait, stopped)
             continue
         resting = state.phase.value == "Idle" and not state.parked and not state.holding_deployment
         if not policy.enabled and not managed and resting:
             if hold_checked or not await _held_for_rollout(deps, namespace, spec):
                 # Never managed: nothing to hand back, and the workload stays the user's alone.
                 hold_checked = True
-                await _sleep_or_wake(stopped, wakeup, resting_poll)
+                await sleep_or_wake(resting_poll, wakeup.wait, stopped)
                 continue
             # Paused by a settings write for a planner turned off before it took the hold
             # over (with the operator restarted meanwhile): this step hands it back.
@@ -371,7 +366,7 @@ async def _roll_out_forever(
                 fields["conditions"] = merge_conditions(
                     status.get("conditions") or [],
                     conditions,
-                    now=rfc3339(time.time()),
+                    now=format_rfc3339(time.time()),
                     generation=body.metadata.get("generation"),
                 )
             try:
@@ -400,7 +395,7 @@ async def _roll_out_forever(
             delay = min(delay, max(min(waits) - time.time(), 0.2))
         if at_once:
             delay = 0.0
-        await _sleep_or_wake(stopped, wakeup, delay)
+        await sleep_or_wake(delay, wakeup.wait, stopped)
 
 
 async def _held_for_rollout(deps: Dependencies, namespace: str, spec: ConsumerGroupSpec) -> bool:
@@ -412,16 +407,6 @@ async def _held_for_rollout(deps: Dependencies, namespace: str, spec: ConsumerGr
     except Exception:  # the API may be briefly away; the hand-back waits for a managed step
         return False
     return workload is not None and workload.paused and workload.held_for_rollout
-
-
-async def _sleep_or_wake(stopped: kopf.DaemonStopped, wakeup: asyncio.Event, delay: float) -> None:
-    """Sleep `delay`, but no longer than until the daemon stops or a settings write wakes it."""
-    waiting = {asyncio.ensure_future(stopped.wait(delay)), asyncio.ensure_future(wakeup.wait())}
-    try:
-        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in waiting:
-            task.cancel()
 
 
 async def hand_back(

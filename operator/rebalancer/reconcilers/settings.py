@@ -26,7 +26,7 @@ from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.ownership import ClaimIndex, refusal_of
 from rebalancer.reconcilers.permissions import report_denied
 from rebalancer.reconcilers.settings_delivery import SettingsTarget, reconcile_settings
-from rebalancer.structs.brokers import BrokerProfile, cluster_key
+from rebalancer.structs.brokers import cluster_key
 from rebalancer.structs.consumer_group import (
     read_consumer_group,
     written_status,
@@ -87,9 +87,6 @@ async def reconcile(
         return
     if refusal_of(body, namespace, claims, deps.hub) is not None:
         return  # not this resource's workload or group to act on: the observer says so
-    profile = (
-        None if spec.kafka.profile.value == "auto" else BrokerProfile(spec.kafka.profile.value)
-    )
     target = SettingsTarget(
         namespace=namespace,
         name=name,
@@ -100,7 +97,7 @@ async def reconcile(
         workload_name=spec.workload.name,
         container=spec.workload.container,
         protocol_choice=policy.protocol,
-        profile=profile,
+        profile=spec.kafka.profile.declared,
         settings=policy.settings,
         delay=policy.broker_delay,
         staggered=rollout.enabled,

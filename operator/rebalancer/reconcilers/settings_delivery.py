@@ -64,10 +64,11 @@ from rebalancer.planning.sidecar_templates import (
 )
 from rebalancer.structs.broker_configs import ApplyState, BrokerLimits, ConfigOutcome
 from rebalancer.structs.broker_delay_policy import BrokerDelayPolicy
-from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.brokers import BrokerProfile, resolve_profile
 from rebalancer.structs.consumer_settings_policy import SettingsPolicy
 from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
+from rebalancer.structs.workloads import WorkloadView
 
 # A lost race with another writer of the workload: read and plan again at once, this many times
 # in all (a workload's own controller writes its status right after it is created or scaled, so
@@ -152,7 +153,7 @@ async def reconcile_settings(
     Raises KafkaUnavailable when the cluster cannot be reached (the handler retries).
     """
     cluster = await gateway.describe_cluster()
-    profile = target.profile or gateway.profile
+    profile = resolve_profile(target.profile, gateway.profile)
     limits = await read_broker_limits(gateway)
     for _ in range(CONFLICT_ATTEMPTS):
         # A lost attempt wrote nothing to the template: what it would have announced is dropped.
@@ -209,50 +210,9 @@ async def _deliver(
             return {"sidecar": {"inject": target.sidecar.inject, "message": message}}, None
         return {"applied": False, "message": message}, None
     view = await read_workload(kube, target.namespace, target.workload_kind, target.workload_name)
-    ops: list[dict[str, Any]] = []
-    on_applied: list[Notice] = []
-    plan: SettingsPlan | None = None
-    if target.settings is not None:
-        plan = plan_settings(
-            SettingsInputs(
-                namespace=target.namespace,
-                name=target.name,
-                uid=target.uid,
-                policy=target.settings,
-                workload_kind=target.workload_kind,
-                container=target.container,
-                protocol_choice=target.protocol_choice,
-                workload=body,
-                view=view,
-                previous=previous,
-                observed=observed,
-                limits=limits,
-                staggered=target.staggered,
-                gate_joins=target.gate_joins,
-                park=target.park,
-            )
-        )
-        if not plan.refused:
-            assert plan.configmap is not None and plan.rendered is not None
-            await apply_configmap(kube, plan.configmap)
-            if plan.patch.changes:
-                ops += plan.patch.ops
-                step = (
-                    plan.resolved.assignor.step if plan.resolved and plan.resolved.assignor else 0
-                )
-                migration = f" (assignor migration step {step} of 2)" if step else ""
-                on_applied.append(
-                    Notice(
-                        False,
-                        "SettingsApplied",
-                        f"settings {plan.rendered.hash}{migration} are in the pod template of "
-                        f"{where}; they reach the pods as a staggered rollout",
-                    )
-                )
-    else:
-        ops += _withdrawal_ops(target, body)
-        if ops:
-            on_applied.append(_REMOVED)
+    plan, ops, on_applied = await _settings_ops(
+        kube, target, body, view, previous, observed, limits, where
+    )
     sidecar: SidecarPlan | None = None
     if sidecar_wanted:
         # The settings ops were rendered from this body, so they apply (PatchFailed is a bug).
@@ -301,6 +261,57 @@ async def _deliver(
             notices.append(Notice(True, sidecar.reason, str(described["message"])))
         status = {**(status or {}), "sidecar": described}
     return status, retry
+
+
+async def _settings_ops(
+    kube: KubernetesApi,
+    target: SettingsTarget,
+    body: dict[str, Any],
+    view: WorkloadView | None,
+    previous: Mapping[str, Any],
+    observed: Mapping[str, Any],
+    limits: BrokerLimits,
+    where: str,
+) -> tuple[SettingsPlan | None, list[dict[str, Any]], list[Notice]]:
+    """The settings' plan, their template ops and the notices those earn once applied (the
+    ConfigMap is written now); with spec.policy.settings removed, the ops that take them out."""
+    if target.settings is None:
+        ops = _withdrawal_ops(target, body)
+        return None, ops, [_REMOVED] if ops else []
+    plan = plan_settings(
+        SettingsInputs(
+            namespace=target.namespace,
+            name=target.name,
+            uid=target.uid,
+            policy=target.settings,
+            workload_kind=target.workload_kind,
+            container=target.container,
+            protocol_choice=target.protocol_choice,
+            workload=body,
+            view=view,
+            previous=previous,
+            observed=observed,
+            limits=limits,
+            staggered=target.staggered,
+            gate_joins=target.gate_joins,
+            park=target.park,
+        )
+    )
+    if plan.refused:
+        return plan, [], []
+    assert plan.configmap is not None and plan.rendered is not None
+    await apply_configmap(kube, plan.configmap)
+    if not plan.patch.changes:
+        return plan, [], []
+    step = plan.resolved.assignor.step if plan.resolved and plan.resolved.assignor else 0
+    migration = f" (assignor migration step {step} of 2)" if step else ""
+    applied = Notice(
+        False,
+        "SettingsApplied",
+        f"settings {plan.rendered.hash}{migration} are in the pod template of "
+        f"{where}; they reach the pods as a staggered rollout",
+    )
+    return plan, list(plan.patch.ops), [applied]
 
 
 _REMOVED = Notice(

@@ -10,7 +10,6 @@ import kopf
 from rebalancer import metrics
 from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.patching import patch_status
-from rebalancer.planning.statuses import rfc3339
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.permissions import report_denied
 from rebalancer.structs.conditions import (
@@ -25,6 +24,7 @@ from rebalancer.structs.consumer_group import (
     written_status,
 )
 from rebalancer.structs.problems import SpecInvalid
+from rebalancer.structs.times import format_rfc3339
 
 
 async def validate(deps: Dependencies, body: kopf.Body, namespace: str, name: str) -> None:
@@ -60,7 +60,10 @@ async def validate(deps: Dependencies, body: kopf.Body, namespace: str, name: st
     group_id = declared_group_id(body)
     metrics.publish_conditions(namespace, name, group_id, conditions)
     merged = merge_conditions(
-        status.get("conditions") or [], conditions, now=rfc3339(time.time()), generation=generation
+        status.get("conditions") or [],
+        conditions,
+        now=format_rfc3339(time.time()),
+        generation=generation,
     )
     try:
         await patch_status(

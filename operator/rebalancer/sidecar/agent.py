@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from rebalancer.clients.group_visiting import GroupVisitor, VisitFailed
 from rebalancer.clients.kafka_admin import AdminGateway
@@ -37,6 +37,7 @@ from rebalancer.sidecar.control_log import (
 from rebalancer.sidecar.ledger import Action, ActorView, Ledger, RequestEntry, next_action
 from rebalancer.sidecar.membership import GroupMember, MemberView
 from rebalancer.sidecar.settings import SidecarSettings
+from rebalancer.sleeping import sleep_or_wake
 from rebalancer.structs.brokers import GroupProtocol, GroupState, TopicPartition
 from rebalancer.structs.enforcement import (
     ActorClaim,
@@ -48,6 +49,7 @@ from rebalancer.structs.enforcement import (
     control_topic,
     flip_topic,
 )
+from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.kafka_properties import SettingsError, drop_classic_only
 
 logger = logging.getLogger(__name__)
@@ -67,7 +69,17 @@ _ANSWERED = frozenset(
 )
 
 
-class EnforceRefused(Exception):
+class InFlight(NamedTuple):
+    """The request this sidecar's rejoin or visit is under way for."""
+
+    request_id: str
+    # The generation the rejoin started from.
+    generation: int
+    # time.monotonic() when it started: the enforce latency is measured from it.
+    started: float
+
+
+class EnforceRefused(RebalancerError):
     """A request the sidecar will not take; `answer` names the metric and the HTTP status."""
 
     status = 400
@@ -162,7 +174,7 @@ class SidecarAgent:
         self._tasks: list[asyncio.Task[None]] = []
         self._claim: str | None = None
         self._claimed = False
-        self._in_flight: tuple[str, int, float] | None = None
+        self._in_flight: InFlight | None = None
         self._written: dict[str, EnforceOutcome] = {}
         self._state: str | None = None
         self._state_at = 0.0
@@ -505,8 +517,7 @@ class SidecarAgent:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), timeout=min(remaining, 1.0))
+                await sleep_or_wake(min(remaining, 1.0), self._changed.wait)
         return self.ledger.get(request_id)
 
     # The actor.
@@ -521,8 +532,7 @@ class SidecarAgent:
                 logger.exception("acting on enforcement requests failed")
             assert self._changed is not None
             async with self._changed:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), timeout=_TICK_S)
+                await sleep_or_wake(_TICK_S, self._changed.wait)
 
     async def _group_state(self) -> str | None:
         now = time.monotonic()
@@ -594,7 +604,7 @@ class SidecarAgent:
                 now=time.time(),
                 group_state=state,
                 generation=generation,
-                in_flight=self._in_flight[0] if self._in_flight else None,
+                in_flight=self._in_flight.request_id if self._in_flight else None,
                 request_ttl=self.settings.request_ttl_seconds,
                 enforce_timeout=self.settings.enforce_timeout_seconds,
             )
@@ -639,7 +649,7 @@ class SidecarAgent:
                 )
             )
             assert self._member is not None
-            self._in_flight = (request.request_id, generation, time.monotonic())
+            self._in_flight = InFlight(request.request_id, generation, time.monotonic())
             if visiting and self._lever is not None:
                 # Under way while the actor keeps answering: requests arriving meanwhile are
                 # "in-progress", as during a rejoin.
@@ -648,8 +658,8 @@ class SidecarAgent:
                 await asyncio.to_thread(self._member.flip)
         elif action is Action.CONFIRM:
             took = ""
-            if self._in_flight is not None and self._in_flight[0] == request.request_id:
-                seconds = time.monotonic() - self._in_flight[2]
+            if self._in_flight is not None and self._in_flight.request_id == request.request_id:
+                seconds = time.monotonic() - self._in_flight.started
                 metrics.ENFORCE_LATENCY.observe(seconds)
                 took = f" after {seconds:.1f} s"
                 self._in_flight = None
@@ -676,7 +686,7 @@ class SidecarAgent:
                 )
             )
         elif action is Action.FAIL:
-            if self._in_flight is not None and self._in_flight[0] == request.request_id:
+            if self._in_flight is not None and self._in_flight.request_id == request.request_id:
                 self._in_flight = None
             await self._write_outcome(
                 EnforceOutcome(

@@ -23,6 +23,7 @@ from rebalancer.structs.enforcement import (
     decode_record,
     encode_record,
 )
+from rebalancer.structs.errors import RebalancerError
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def refused(error_text: str) -> bool:
     return "authorization failed" in error_text.lower()
 
 
-class ControlWriteFailed(RuntimeError):
+class ControlWriteFailed(RebalancerError, RuntimeError):
     """A record did not reach the control topic; the request was not recorded."""
 
 

@@ -21,6 +21,7 @@ from rebalancer.sidecar import metrics
 from rebalancer.sidecar.agent import EnforceAnswer, EnforceRefused
 from rebalancer.sidecar.limits import RateLimiter
 from rebalancer.structs.enforcement import MAX_REASON, REQUEST_ID
+from rebalancer.structs.errors import RebalancerError
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class TokenFile:
         return self._token
 
 
-class _Problem(Exception):
+class _Problem(RebalancerError):
     def __init__(self, status: int, answer: str, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.status = status

@@ -31,6 +31,25 @@ class GroupState(StrEnum):
         """Whether a group in this state has live members (so an empty member list is a gap)."""
         return self not in (GroupState.EMPTY, GroupState.DEAD, GroupState.UNKNOWN)
 
+    @property
+    def rebalancing(self) -> bool:
+        """Classic groups rebalance in the first two; KIP-848 groups compute and then reconcile
+        a target assignment in the last two."""
+        return self in (
+            GroupState.PREPARING_REBALANCE,
+            GroupState.COMPLETING_REBALANCE,
+            GroupState.ASSIGNING,
+            GroupState.RECONCILING,
+        )
+
+    @classmethod
+    def named(cls, value: object) -> GroupState:
+        """The state a status field names by its value, Unknown for anything else."""
+        try:
+            return cls(str(value))
+        except ValueError:
+            return cls.UNKNOWN
+
 
 class GroupProtocol(StrEnum):
     CLASSIC = "classic"
@@ -43,6 +62,18 @@ class BrokerProfile(StrEnum):
 
     APACHE_KAFKA = "apache-kafka"
     REDPANDA = "redpanda"
+
+
+def resolve_profile(declared: BrokerProfile | None, detected: object) -> BrokerProfile | None:
+    """The profile the spec declares, else the one detected (the gateway's guess from the
+    cluster id, or status.group.brokerProfile as the observer wrote it); None when neither
+    names one."""
+    if declared is not None:
+        return declared
+    try:
+        return BrokerProfile(str(detected))
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, order=True)

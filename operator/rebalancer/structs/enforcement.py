@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from rebalancer.structs.errors import RebalancerError
+
 # Group states in which a rebalance under way will still compute an assignment after a request
 # that arrives now, so the request is served by it (KIP-568's "in progress"). A KIP-848 group
 # that is Reconciling already has its target for the current epoch, computed before the request:
@@ -126,7 +128,7 @@ class ActorClaim:
 ControlRecord = EnforceRequest | EnforceOutcome | ActorClaim
 
 
-class RecordInvalid(ValueError):
+class RecordInvalid(RebalancerError, ValueError):
     """A control-log record this version cannot read; readers skip it."""
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rebalancer.structs.errors import RebalancerError
+
 # Environment variable -> librdkafka property: the settings Rebalancer tunes, the static
 # member's instance id, and the security settings a cluster may need.
 ENV_PROPERTIES: Mapping[str, str] = {
@@ -33,7 +35,7 @@ ENV_PROPERTIES: Mapping[str, str] = {
 CLASSIC_ONLY = ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy")
 
 
-class SettingsError(ValueError):
+class SettingsError(RebalancerError, ValueError):
     """A client setting is missing or malformed; the message says which and how to fix it."""
 
 

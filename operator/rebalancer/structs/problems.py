@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from rebalancer.structs.errors import RebalancerError
+
 # Messages quote the offending value; a 100 kB string must not be copied into status and Events
 # (an Event's message is capped at 1 kB by the API server, status objects at 1.5 MB in etcd).
 MAX_MESSAGE = 300
@@ -23,7 +25,7 @@ class FieldProblem:
         return f"{self.path} {message}; fix: {self.fix}"
 
 
-class SpecInvalid(ValueError):
+class SpecInvalid(RebalancerError, ValueError):
     """A ConsumerGroup spec the operator cannot act on."""
 
     def __init__(self, problems: tuple[FieldProblem, ...]) -> None:

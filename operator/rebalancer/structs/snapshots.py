@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from rebalancer.structs.brokers import GroupState
+
 
 class Source(StrEnum):
     BROKER = "broker"
@@ -26,7 +28,7 @@ class MemberSummary:
 
 @dataclass(frozen=True)
 class GroupSnapshot:
-    state: str
+    state: GroupState
     protocol: str | None
     assignor: str | None
     generation: int | None
@@ -49,7 +51,7 @@ class GroupSnapshot:
     @property
     def settled(self) -> bool:
         """Stable with every partition owned, as far as the figures tell."""
-        if self.state != "Stable":
+        if self.state != GroupState.STABLE:
             return False
         if self.assigned_partitions is None or self.total_partitions is None:
             return True

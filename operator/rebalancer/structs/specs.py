@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from rebalancer.structs.broker_delay_policy import BrokerDelayPolicy, parse_broker_delay_policy
+from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.consumer_settings_policy import SettingsPolicy, parse_settings_policy
 from rebalancer.structs.enforce_policy import EnforceSpec, parse_enforce_policy
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
@@ -51,6 +52,11 @@ class BrokerProfileChoice(StrEnum):
     AUTO = "auto"
     APACHE_KAFKA = "apache-kafka"
     REDPANDA = "redpanda"
+
+    @property
+    def declared(self) -> BrokerProfile | None:
+        """The profile this choice names; None for auto, which leaves it to detection."""
+        return None if self is BrokerProfileChoice.AUTO else BrokerProfile(self.value)
 
 
 class ProtocolChoice(StrEnum):

@@ -33,9 +33,9 @@ from tests.operator.e2e.support import (
     running_lab,
 )
 
-from rebalancer.planning.rollout_states import parse_time
 from rebalancer.planning.workload_views import view_workload
 from rebalancer.structs.gates import GATE_BATCH_ANNOTATION, RESUME_ANNOTATION, GateState
+from rebalancer.structs.times import parse_rfc3339
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION, WorkloadView
 from rebalancer_lab.running import Lab
 
@@ -255,7 +255,7 @@ def observed_since(lab: Lab, name: str, moment: float) -> bool:
     stamp = group_of(lab, name).get("observedAt")
     if not isinstance(stamp, str):
         return False
-    return parse_time(stamp) > moment
+    return parse_rfc3339(stamp) > moment
 
 
 def assert_truthful_end(lab: Lab, name: str, replicas: int) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from tests.operator.e2e.support import (
 
 from rebalancer.clients.kafka_admin import AdminPool
 from rebalancer.planning.backoff import backoff_delay
-from rebalancer.planning.rollout_states import parse_time
 from rebalancer.reconcilers.observing import RENEW_AFTER_FAILURES
+from rebalancer.structs.times import parse_rfc3339
 from rebalancer_lab.producer import ensure_topic
 from rebalancer_lab.running import Lab
 
@@ -83,7 +83,7 @@ def observed_after(lab: Lab, moment: float) -> dict[str, Any] | None:
     body = get_cg(lab, NAME)
     group = body.get("status", {}).get("group") or {}
     stamp = group.get("observedAt")
-    if not isinstance(stamp, str) or parse_time(stamp) <= moment:
+    if not isinstance(stamp, str) or parse_rfc3339(stamp) <= moment:
         return None
     if group.get("members") != 2 or condition(body, "Degraded").get("status") == "True":
         return None
@@ -118,7 +118,7 @@ def test_the_admin_client_is_renewed_after_a_broker_restart(lab: Lab) -> None:
     asyncio.run(ensure_topic(lab.bootstrap, NAME, 4))
     eventually(lambda: renewals(lab) > before, 60, "the operator to renew its admin client")
     body = eventually(lambda: observed_after(lab, back), 60, f"{NAME} observed again")
-    observed_at = parse_time(body["status"]["group"]["observedAt"])
+    observed_at = parse_rfc3339(body["status"]["group"]["observedAt"])
     renewed = renewal_times(lab)[before:]
     print(
         f"renewals {len(renewed)}, the first {renewed[0] - back:+.1f} s from the restart; "

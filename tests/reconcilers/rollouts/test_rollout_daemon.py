@@ -6,7 +6,6 @@ controller is the real one; the Deployment has no replicas, so no pod runs."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from typing import Any, cast
 import kopf
 import pytest
 from tests.reconcilers.rollouts.support import until
+from tests.stopping import Stopped
 
 from rebalancer.clients.enforcing import SidecarClient
 from rebalancer.clients.kafka_admin import AdminPool
@@ -30,20 +30,6 @@ from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION
 
 NAME, WORKLOAD = "web", "web-consumer"
 GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
-
-
-class Stopped:
-    """What kopf hands a daemon: false until it is to stop, and a wait that ends early then."""
-
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-
-    def __bool__(self) -> bool:
-        return self.event.is_set()
-
-    async def wait(self, timeout: float | None = None) -> None:  # noqa: ASYNC109  (kopf's own)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.event.wait(), timeout)
 
 
 @pytest.fixture(autouse=True)
