@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from rebalancer.structs.errors import RebalancerError
+
 KEY_ORDER = (
     "type",
     "enum",
@@ -39,7 +41,7 @@ RULE_ORDER = ("rule", "message", "messageExpression", "fieldPath", "reason", "op
 DROPPED = {"title", "$defs"}
 
 
-class NotStructural(ValueError):
+class NotStructural(RebalancerError, ValueError):
     """The model asks for a schema a CRD cannot carry (a union of types, a node without type)."""
 
 
