@@ -54,22 +54,24 @@ Row = tuple[str, CellKey, dict[str, list[Line]]]
 
 
 def rows(cells: dict[CellKey, dict[str, list[Line]]]) -> list[Row]:
-    """One row per cell and kind of managed gate: its label, key, and strategies' runs."""
+    """One row per cell and kind of managed gate: its label, key, and strategies' runs (each
+    strategy's newest sitting; naive and tuned from managed's own where they ran there)."""
+    kept = newest_sittings(cells)
     out: list[Row] = []
-    for key, strategies in cells.items():
-        others = {name: lines for name, lines in strategies.items() if name != JOIN_HELD}
-        if "managed" in strategies:
-            out.append((cell_label(key), key, others))
-        if JOIN_HELD in strategies:
-            held = {**others, "managed": strategies[JOIN_HELD]}
-            out.append((cell_label(key) + JOIN_HELD_LABEL, key, held))
+    for key, strategies in kept.items():
+        for name, label in (("managed", ""), (JOIN_HELD, JOIN_HELD_LABEL)):
+            if name in strategies:
+                chosen = {**beside(cells, kept, key, strategies[name]), "managed": strategies[name]}
+                out.append((cell_label(key) + label, key, chosen))
     return out
 
 
 def newest_sittings(
     cells: dict[CellKey, dict[str, list[Line]]],
 ) -> dict[CellKey, dict[str, list[Line]]]:
-    """Each cell's strategies with the runs of their newest commit only."""
+    """Each cell's strategies with the runs of their newest commit only; naive and tuned from
+    the commit managed was measured at when they ran beside it there (the machine's load then
+    hit them alike), else their own newest."""
     kept: dict[CellKey, dict[str, list[Line]]] = {}
     for key, strategies in cells.items():
         kept[key] = {}
@@ -77,6 +79,21 @@ def newest_sittings(
             newest = max(lines, key=lambda line: line["date"])["commit"]
             kept[key][strategy] = [line for line in lines if line["commit"] == newest]
     return kept
+
+
+def beside(
+    cells: dict[CellKey, dict[str, list[Line]]],
+    kept: dict[CellKey, dict[str, list[Line]]],
+    key: CellKey,
+    managed: Sequence[Line],
+) -> dict[str, list[Line]]:
+    """naive's and tuned's runs for a row of `managed`: those of managed's own sitting if any."""
+    commits = {line["commit"] for line in managed}
+    out: dict[str, list[Line]] = {}
+    for strategy in ("naive", "tuned"):
+        same = [line for line in cells[key].get(strategy, []) if line["commit"] in commits]
+        out[strategy] = same or kept[key].get(strategy, [])
+    return out
 
 
 def median(lines: Sequence[Line], name: str) -> float | None:
@@ -198,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not lines:
         print("no runs", file=sys.stderr)
         return 1
-    cells = newest_sittings(grouped(lines))
+    cells = grouped(lines)
     print("\n".join(table(cells)))
     if args.png is not None:
         plot(cells, args.png)
