@@ -82,9 +82,11 @@ class Comparison:
         return f"{absolute} ({100 * difference / self.before.median:+.0f} %)"
 
 
-def measured(name: str) -> Any:
+def measured(name: str, source: str = "measured") -> Any:
+    """A figure of a line: what the bench measured, or ("simulated") the model's replay."""
+
     def figure(line: Line) -> float | None:
-        value = (line.get("measured") or {}).get(name)
+        value = (line.get(source) or {}).get(name)
         if isinstance(value, bool) or not isinstance(value, int | float):
             return None
         return float(value)
@@ -92,8 +94,9 @@ def measured(name: str) -> Any:
     return figure
 
 
-def compare(lines: Sequence[Line]) -> list[Comparison]:
-    """Every (scenario, figure) of the loop's lines, before against after."""
+def compare(lines: Sequence[Line], source: str = "measured") -> list[Comparison]:
+    """Every (scenario, figure) of the loop's lines, before against after; `source`
+    "simulated" compares the model's replays of the same pod timelines instead."""
     rows = []
     for scenario in SCENARIOS:
         of = {
@@ -111,8 +114,8 @@ def compare(lines: Sequence[Line]) -> list[Comparison]:
                     key,
                     label,
                     digits,
-                    spread(of["before"], measured(key)),
-                    spread(of["after"], measured(key)),
+                    spread(of["before"], measured(key, source)),
+                    spread(of["after"], measured(key, source)),
                 )
             )
     return rows
@@ -246,9 +249,23 @@ def plot(rows: Sequence[Comparison], lines: Sequence[Line], path: Path, title: s
 
 
 def report(lines: Sequence[Line]) -> str:
-    """The table and the verdict of one loop's lines."""
+    """The table and the verdict of one loop's lines, and the model's replay beside them."""
     rows = compare(lines)
-    return f"{table(rows)}\n\n{verdict(rows).text()}"
+    model = table(compare(lines, "simulated"))
+    return (
+        f"{table(rows)}\n\n{verdict(rows).text()}\n\n"
+        f"The coordinator model's replay of the same pod timelines:\n{model}"
+    )
+
+
+def changed(before: Any, after: Any, path: str = "") -> list[str]:
+    """What differs between two JSON documents, one 'path: old -> new' per leaf."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        found = []
+        for key in sorted(set(before) | set(after)):
+            found += changed(before.get(key), after.get(key), f"{path}.{key}" if path else key)
+        return found
+    return [] if before == after else [f"{path}: {before} -> {after}"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

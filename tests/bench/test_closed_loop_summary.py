@@ -153,3 +153,23 @@ def test_loops_in_order_and_the_newest_chosen(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
     path.write_text("".join(f"{json.dumps(item)}\n" for item in lines))
     assert summary.main([str(path)]) == 0
+
+
+def test_the_models_replay_is_compared_the_same_way() -> None:
+    lines = [
+        {**line("before", "cold-start", 1, 12.0, 600.0), "simulated": {"rebalances": 2}},
+        {**line("after", "cold-start", 1, 12.0, 600.0), "simulated": {"rebalances": 1}},
+    ]
+    rows = summary.compare(lines, "simulated")
+    assert row(rows, "cold-start", "rebalances").verdict == "better"
+    assert row(rows, "cold-start", "unowned_ps").before is None
+    assert "The coordinator model's replay" in summary.report(lines)
+
+
+def test_what_a_policy_change_changed() -> None:
+    before = {"rollout": {"enabled": True}, "learning": {"mode": "off"}}
+    after = {"rollout": {"enabled": True, "maxBatchSize": 6}, "learning": {"mode": "auto"}}
+    assert summary.changed(before, after) == [
+        "learning.mode: off -> auto",
+        "rollout.maxBatchSize: None -> 6",
+    ]
