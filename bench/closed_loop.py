@@ -61,6 +61,7 @@ from typing import Any
 
 from kubernetes import client
 
+import closed_loop_model
 import closed_loop_summary
 import rollouts
 from rebalancer.planning.consumer_settings_templates import SETTINGS_HASH_VARIABLE
@@ -667,6 +668,17 @@ def print_report(lines: Sequence[dict[str, Any]], args: argparse.Namespace) -> N
             applied.get("policy_before"), applied.get("policy_after")
         )
         print(f"spec.policy changed: {'; '.join(moves) or 'nothing'}")
+        learned = recommendation.get("batchSize")
+        print()
+        print(
+            f"Why, on the coordinator model: a rolling update of N={args.pods}, "
+            f"P={args.partitions}, per batch size (bench/closed_loop_model.py):"
+        )
+        bound = rollouts.jitter_bound(args.jitter) * 1000.0
+        found = closed_loop_model.updates(args.pods, args.partitions, bound)
+        print(
+            closed_loop_model.table(found, args.pods, learned if isinstance(learned, int) else None)
+        )
     if args.plot is not None and lines:
         title = (
             f"Closed loop on Apache Kafka, N={args.pods} {args.assignor}: "
