@@ -33,9 +33,12 @@ fleet's own and not a settings rollout.
 4. after: scaled to 0, the group Empty again, and the same cold start and rolling updates.
 
 Measured per event from the consumers' own member reports, as bench/rollouts.py measures them:
-rebalances (new generations the members saw after t0), time to Stable from t0, unowned
-partition-seconds from t0 (a cold start's wait for its first assignment included); the model's
-replay (bench/rollouts.py's `replayed`) of the same pod timeline beside each. Every event is a
+rebalances (generations the members saw after t0 other than the last one before it: the
+loop's group goes Empty and the broker may start it again at generation 1), time to Stable from
+t0, unowned partition-seconds from t0 (a cold start's wait for its first assignment included);
+the model's replay (bench/rollouts.py's `replayed`) of the same pod timeline beside each, and
+after the table the model's rolling update per batch size (bench/closed_loop_model.py), the
+learned one marked. Every event is a
 line of --out with the date, commit, command, the loop's id and the spec.policy in force; the
 summary (bench/closed_loop_summary.py) prints before and after side by side and plots them.
 """
@@ -409,7 +412,13 @@ class Loop:
             # from before, or start again at 1 if the broker dropped the empty group).
             reports = [report for report in reports if report.at >= t0]
         partitions = self.args.partitions
-        rebalances, stw, wait, stable = measure(reports, t0, end + 0.001, partitions)
+        _, stw, wait, stable = measure(reports, t0, end + 0.001, partitions)
+        # Not measure()'s count, whose baseline is the highest generation ever reported: the
+        # loop's group goes Empty between phases and in whole-group updates, and the broker
+        # may drop it and start again at generation 1 (closed_loop_summary.rebalances_in).
+        rebalances = closed_loop_summary.rebalances_in(
+            [(report.at, report.event, report.generation) for report in reports], t0, end + 0.001
+        )
         status = self.status()
         rollout = dict(status.get("rollout") or {})
         # The pods of this event: those still there at t0, and those it started.

@@ -82,6 +82,29 @@ class Comparison:
         return f"{absolute} ({100 * difference / self.before.median:+.0f} %)"
 
 
+REBALANCE_EVENTS = ("assigned", "revoked", "lost")
+
+
+def rebalances_in(reports: Sequence[tuple[float, str, int]], t0: float, end: float) -> int:
+    """New generations the members reported in [t0, end], from (time, event, generation).
+
+    A generation is new when it differs from the last one reported before t0, not when it is
+    above every one ever reported: a group that went Empty may be dropped by the broker and
+    start again at generation 1 (the lab's groups commit no offsets), and the highest
+    generation of an earlier life of the group would hide every rebalance of the next.
+    """
+    last = None
+    seen: set[int] = set()
+    for at, event, generation in sorted(reports, key=lambda item: item[0]):
+        if event not in REBALANCE_EVENTS:
+            continue
+        if at < t0:
+            last = generation
+        elif at <= end and generation != last:
+            seen.add(generation)
+    return len(seen)
+
+
 def measured(name: str, source: str = "measured") -> Any:
     """A figure of a line: what the bench measured, or ("simulated") the model's replay."""
 

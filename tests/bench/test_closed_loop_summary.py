@@ -173,3 +173,31 @@ def test_what_a_policy_change_changed() -> None:
         "learning.mode: off -> auto",
         "rollout.maxBatchSize: None -> 6",
     ]
+
+
+def test_rebalances_are_new_generations_after_t0() -> None:
+    reports = [
+        (1.0, "assigned", 7),
+        (2.0, "heartbeat", 7),
+        (10.0, "revoked", 8),
+        (10.5, "assigned", 8),
+        (12.0, "assigned", 9),
+        (30.0, "assigned", 10),  # after the end
+    ]
+    assert summary.rebalances_in(reports, 5.0, 20.0) == 2
+    assert summary.rebalances_in(reports, 0.0, 20.0) == 3  # a cold start: every generation
+
+
+def test_a_group_that_starts_again_at_generation_one_still_counts() -> None:
+    # The group went Empty and the broker dropped it: its next life counts from 1 again, far
+    # below the highest generation of the one before.
+    reports = [
+        (1.0, "assigned", 73),
+        (2.0, "revoked", 73),
+        (10.0, "assigned", 1),
+        (20.0, "revoked", 1),
+        (22.0, "assigned", 2),
+        (23.0, "assigned", 3),
+    ]
+    assert summary.rebalances_in(reports, 5.0, 15.0) == 1
+    assert summary.rebalances_in(reports, 15.0, 30.0) == 2
