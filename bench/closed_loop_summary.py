@@ -12,7 +12,9 @@ A figure is "better" after when its median fell, "worse" when it rose, "same" wh
 move by more than what the bench resolves (TOLERANCE: a rebalance count must move by a whole
 rebalance, a time or partition-second figure by 10 % of the larger median and by more than
 the absolute slack of its kind). The learned settings win when no figure is worse in any
-scenario and at least one is better.
+scenario and at least one is better. A recommendation that changed nothing in spec.policy
+(besides turning learning on) neither wins nor loses: before and after ran the same settings,
+and what moved is run-to-run spread.
 """
 
 from __future__ import annotations
@@ -191,6 +193,7 @@ class Verdict:
     wins: bool
     better: tuple[Comparison, ...]
     worse: tuple[Comparison, ...]
+    applied: bool = True  # the recommendation changed the fleet's spec.policy
 
     def text(self) -> str:
         def named(rows: Sequence[Comparison]) -> str:
@@ -199,6 +202,13 @@ class Verdict:
                 for row in rows
             )
 
+        if not self.applied:
+            moved = self.better + self.worse
+            spread = f" (moved: {named(moved)})" if moved else ""
+            return (
+                "nothing applied: the recommendation left spec.policy as it was, so before and "
+                f"after ran the same settings and any difference is run-to-run spread{spread}"
+            )
         if self.wins:
             return f"the learned settings WIN on Kafka: better on {named(self.better)}"
         if self.worse:
@@ -207,10 +217,23 @@ class Verdict:
         return "no difference: no figure moved beyond what the bench resolves"
 
 
-def verdict(rows: Sequence[Comparison]) -> Verdict:
+def verdict(rows: Sequence[Comparison], applied: bool = True) -> Verdict:
+    """`applied`: whether the recommendation changed spec.policy at all (a loop whose
+    recommendation changed nothing has nothing to win or lose)."""
     better = tuple(row for row in rows if row.verdict == "better")
     worse = tuple(row for row in rows if row.verdict == "worse")
-    return Verdict(bool(better) and not worse, better, worse)
+    return Verdict(applied and bool(better) and not worse, better, worse, applied)
+
+
+def policy_changes(lines: Sequence[Line]) -> list[str] | None:
+    """What applying the recommendation changed in spec.policy, besides turning learning on;
+    None when the lines do not say (no recommendation recorded)."""
+    for line in lines:
+        applied = (line.get("recommendation") or {}).get("applied")
+        if isinstance(applied, dict):
+            moves = changed(applied.get("policy_before"), applied.get("policy_after"))
+            return [move for move in moves if not move.startswith("learning.")]
+    return None
 
 
 def loops(lines: Sequence[Line]) -> list[str]:
@@ -275,8 +298,9 @@ def report(lines: Sequence[Line]) -> str:
     """The table and the verdict of one loop's lines, and the model's replay beside them."""
     rows = compare(lines)
     model = table(compare(lines, "simulated"))
+    moves = policy_changes(lines)
     return (
-        f"{table(rows)}\n\n{verdict(rows).text()}\n\n"
+        f"{table(rows)}\n\n{verdict(rows, moves is None or bool(moves)).text()}\n\n"
         f"The coordinator model's replay of the same pod timelines:\n{model}"
     )
 

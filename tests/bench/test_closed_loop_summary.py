@@ -201,3 +201,29 @@ def test_a_group_that_starts_again_at_generation_one_still_counts() -> None:
     ]
     assert summary.rebalances_in(reports, 5.0, 15.0) == 1
     assert summary.rebalances_in(reports, 15.0, 30.0) == 2
+
+
+def test_a_recommendation_that_changed_nothing_neither_wins_nor_loses() -> None:
+    lines = [
+        line("before", "rolling-update", 10, 34.1, 39.0),
+        line("after", "rolling-update", 9, 37.1, 22.0),
+    ]
+    policy = {"rollout": {"enabled": True}, "learning": {"mode": "off"}}
+    lines[1]["recommendation"] = {
+        "applied": {
+            "policy_before": policy,
+            "policy_after": {**policy, "learning": {"mode": "auto"}},
+        }
+    }
+    assert summary.policy_changes(lines) == []
+    result = summary.verdict(summary.compare(lines), applied=False)
+    assert not result.wins
+    assert result.text().startswith("nothing applied")
+    assert "rolling-update unowned partition-s -17" in result.text()
+    assert "nothing applied" in summary.report(lines)
+    lines[1]["recommendation"]["applied"]["policy_after"] = {
+        "rollout": {"enabled": True, "maxBatchSize": 6},
+        "learning": {"mode": "auto"},
+    }
+    assert summary.policy_changes(lines) == ["rollout.maxBatchSize: None -> 6"]
+    assert "WIN" in summary.report(lines)
