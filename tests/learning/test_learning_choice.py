@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rebalancer.learning.choosing import GroupFacts, GroupScores, choose
+from rebalancer.learning.choosing import WHOLE_GROUP_NOTE, GroupFacts, GroupScores, choose
 from rebalancer.learning.scoring import (
     GroupProfile,
     ScoreRow,
@@ -88,3 +88,17 @@ def test_a_wide_start_up_spread_costs_more_and_scoring_is_deterministic() -> Non
     # Tight joins never need the default's 3 s wait.
     rows = {r.delay_ms: r.cost_s for r in score_group(tight, delays_ms=(0.0, 3000.0))}
     assert rows[0.0] < rows[3000.0]
+
+
+def test_a_whole_group_batch_is_not_recommended() -> None:
+    # All at once is the best start-up, and what the operator does without maxBatchSize; as
+    # maxBatchSize it would also replace every pod of a rolling update at once.
+    whole = GroupScores(facts("a"), (startup(0, 4, 5.0), startup(0, 2, 9.8)))
+    _, choices = choose([whole])
+    assert choices[0].delay_ms == 0
+    assert choices[0].batch_size is None
+    assert WHOLE_GROUP_NOTE in choices[0].notes
+    smaller = GroupScores(facts("a"), (startup(0, 4, 10.0), startup(0, 2, 5.0)))
+    _, choices = choose([smaller])
+    assert choices[0].batch_size == 2
+    assert WHOLE_GROUP_NOTE not in choices[0].notes
