@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -73,3 +74,17 @@ def eventually(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
 
 def get_json(kubectl: Kubectl, *args: str) -> Any:
     return json.loads(kubectl("get", *args, "-o", "json").stdout)
+
+
+def wait_established(kubectl: Kubectl, crd: str, timeout: float = 60.0) -> None:
+    """`kubectl wait --for=condition=Established` on `crd`, asked again while the CRD has no
+    status.conditions yet: kubectl fails at once then ("accessor error: <nil>") instead of
+    waiting, when it reads the CRD before the API server wrote its first condition."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = kubectl("wait", "--for=condition=Established", f"crd/{crd}", check=False)
+        if done.returncode == 0:
+            return
+        if "accessor error" not in done.stderr or time.monotonic() > deadline:
+            pytest.fail(f"kubectl wait for crd/{crd} failed: {done.stderr}{done.stdout}")
+        time.sleep(0.2)

@@ -10,7 +10,7 @@ import urllib.request
 from typing import Any
 
 import pytest
-from tests.lab.controlplane.conftest import Kubectl, eventually, get_json
+from tests.lab.controlplane.conftest import Kubectl, eventually, get_json, wait_established
 
 from rebalancer_lab.controlplane import ControlPlane, building
 
@@ -92,7 +92,7 @@ def test_statefulset_pods_come_from_the_controller_and_are_collected(kubectl: Ku
 
 def test_crd_cel_rule_rejects_bad_objects(kubectl: Kubectl) -> None:
     kubectl("apply", "-f", "-", input=CRD)
-    kubectl("wait", "--for=condition=Established", "crd/ranges.lab.rebalancer.dev")
+    wait_established(kubectl, "ranges.lab.rebalancer.dev")
 
     def apply(name: str, low: int, high: int) -> Any:
         document = {

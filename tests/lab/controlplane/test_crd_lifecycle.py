@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.lab.controlplane.conftest import Kubectl, eventually
+from tests.lab.controlplane.conftest import Kubectl, eventually, wait_established
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -119,7 +119,7 @@ def refusals() -> list[Example]:
 @pytest.fixture(scope="module")
 def crd(kubectl: Kubectl) -> dict[str, Any]:
     kubectl("apply", "--server-side", "-f", str(CRD_FILE))
-    kubectl("wait", "--for=condition=Established", "crd/consumergroups.rebalancer.dev")
+    wait_established(kubectl, "consumergroups.rebalancer.dev")
     found: dict[str, Any] = json.loads(
         kubectl("get", "crd", "consumergroups.rebalancer.dev", "-o", "json").stdout
     )
