@@ -39,9 +39,9 @@ controlplane: $(STAMP)
 lab: kafka controlplane
 	$(BIN)/rebalancer lab
 
-# The CRD's subtrees that the typed spec model in operator/rebalancer/structs/ defines, rendered
-# from it into crds/, the chart's copy and deploy/rebalancer.yaml (deploy/crd_gen.py; a test fails
-# when a committed file differs).
+# The whole ConsumerGroup CRD, rendered from the typed model in operator/rebalancer/structs/
+# (consumer_group_resource.py) into crds/, the chart's copy and deploy/rebalancer.yaml
+# (deploy/crd_gen.py; a test fails when a committed file differs).
 crd: $(STAMP)
 	$(BIN)/python deploy/crd_gen.py
 

@@ -45,11 +45,17 @@ Str = Annotated[str, Strict()]
 M = TypeVar("M", bound="SpecModel")
 
 
-def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
-    """One x-kubernetes-validations entry, in the order the CRD writes its keys."""
+def cel(
+    rule: str, message: str, field_path: str | None = None, reason: str | None = None
+) -> dict[str, str]:
+    """One x-kubernetes-validations entry, in the order the CRD writes its keys.
+
+    `reason` is the API server's error type for a failing rule (FieldValueForbidden, ...)."""
     entry = {"rule": rule, "message": message}
     if field_path is not None:
         entry["fieldPath"] = field_path
+    if reason is not None:
+        entry["reason"] = reason
     return entry
 
 

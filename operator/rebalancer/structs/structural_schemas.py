@@ -23,14 +23,21 @@ KEY_ORDER = (
     "type",
     "enum",
     "description",
+    "nullable",
     "minimum",
     "maximum",
     "minLength",
     "maxLength",
+    "minItems",
+    "maxItems",
+    "maxProperties",
     "pattern",
     "format",
     "default",
     "required",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-preserve-unknown-fields",
     "items",
     "properties",
     "additionalProperties",
@@ -76,6 +83,10 @@ def _structural(node: dict[str, Any], defs: dict[str, Any], where: str) -> dict[
         }
     if "items" in node:
         node["items"] = _structural(node["items"], defs, f"{where}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        node["additionalProperties"] = _structural(
+            node["additionalProperties"], defs, f"{where}{{}}"
+        )
     if "x-kubernetes-validations" in node:
         node["x-kubernetes-validations"] = [
             {key: rule[key] for key in RULE_ORDER if key in rule}

@@ -1,0 +1,839 @@
+"""The ConsumerGroup spec as a typed model: every block but spec.policy.rollout (rollout_spec.py).
+
+The CRD's schema is rendered from these classes (`make crd`, deploy/crd_gen.py; descriptions are
+folded to one line, so write them as prose) and the operator validates the resource with them
+(structs/specs.parse_spec, through spec_models.read_spec). To add a field, add it here with its
+description, default, bounds and CEL rule and run `make crd`: the CRD, the chart and the
+validation follow.
+
+Rules between fields are written twice on purpose: as CEL (`cel()`, run by the API server at
+admission) and as a `problems` method or a reader check (run by the operator, for a cluster
+that still has an older CRD and to tell the fix).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from rebalancer.structs.rollout_spec import RolloutSpec
+from rebalancer.structs.spec_models import Bool, Int, Number, SpecModel, Str, cel
+
+
+class CaSecretRefSpec(SpecModel):
+    """Secret holding the CA certificate (PEM) that signs the brokers' certificates."""
+
+    name: Annotated[
+        Str, Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace.")
+    ]
+
+    key: Annotated[
+        Str, Field(max_length=253, description="Key of the CA certificate in the Secret.")
+    ] = "ca.crt"
+
+
+class ClientCertSecretRefSpec(SpecModel):
+    """Secret of type kubernetes.io/tls with a client certificate for mutual TLS."""
+
+    name: Annotated[
+        Str, Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace.")
+    ]
+
+    cert_key: Annotated[
+        Str, Field(max_length=253, description="Key of the client certificate (PEM).")
+    ] = "tls.crt"
+
+    key_key: Annotated[
+        Str, Field(max_length=253, description="Key of the client private key (PEM).")
+    ] = "tls.key"
+
+
+class BrokerTlsSpec(SpecModel):
+    """TLS to the brokers. Omit for plaintext."""
+
+    enabled: Annotated[Bool, Field(description="Connect with TLS.")] = True
+
+    ca_secret_ref: CaSecretRefSpec | None = None
+
+    client_cert_secret_ref: ClientCertSecretRefSpec | None = None
+
+    insecure_skip_verify: Annotated[
+        Bool, Field(description="Do not verify the brokers' certificates. Only for tests.")
+    ] = False
+
+
+class SecretKeyRefSpec(SpecModel):
+    """Secret key that holds the SASL username."""
+
+    name: Annotated[
+        Str, Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace.")
+    ]
+
+    key: Annotated[Str, Field(max_length=253, description="Key in the Secret.")]
+
+
+class BrokerSaslSpec(SpecModel):
+    """SASL authentication. Credentials are read from Secrets, never stored here."""
+
+    mechanism: Annotated[
+        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"], Field(description="SASL mechanism.")
+    ]
+
+    username_secret_ref: SecretKeyRefSpec
+
+    password_secret_ref: Annotated[
+        SecretKeyRefSpec, Field(description="Secret key that holds the SASL password.")
+    ]
+
+
+class KafkaConnectionSpec(SpecModel):
+    """How the operator reaches the Kafka cluster that hosts the group."""
+
+    bootstrap_servers: Annotated[
+        list[
+            Annotated[
+                Str,
+                Field(
+                    max_length=253,
+                    pattern="^[A-Za-z0-9.\\[\\]:_-]+:[0-9]{1,5}$",
+                    description="One bootstrap broker as host:port.",
+                ),
+            ]
+        ],
+        Field(
+            min_length=1,
+            max_length=32,
+            description="Bootstrap brokers as host:port, for example kafka-0.kafka:9092.",
+        ),
+    ]
+
+    profile: Annotated[
+        Literal["auto", "apache-kafka", "redpanda"],
+        Field(
+            description=(
+                "Broker implementation, which decides how the coordinator times joins and which "
+                "admin calls can be trusted. auto detects it from the cluster."
+            )
+        ),
+    ] = "auto"
+
+    request_timeout_seconds: Annotated[
+        Int,
+        Field(
+            ge=1, le=300, description="Timeout of each admin request to the cluster, in seconds."
+        ),
+    ] = 10
+
+    tls: BrokerTlsSpec | None = None
+
+    sasl: BrokerSaslSpec | None = None
+
+
+class TopicSubscriptionSpec(
+    SpecModel,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            cel(
+                "has(self.topics) != has(self.pattern)",
+                "set exactly one of subscription.topics or subscription.pattern",
+                reason="FieldValueInvalid",
+            )
+        ]
+    },
+):
+    """What the group consumes. Set exactly one of topics or pattern."""
+
+    topics: Annotated[
+        list[
+            Annotated[
+                Str,
+                Field(
+                    min_length=1,
+                    max_length=249,
+                    pattern="^[A-Za-z0-9._-]+$",
+                    description="A Kafka topic name.",
+                ),
+            ]
+        ]
+        | None,
+        Field(min_length=1, max_length=1000, description="Topic names the consumers subscribe to."),
+    ] = None
+
+    pattern: Annotated[
+        Str | None,
+        Field(
+            min_length=1,
+            max_length=1024,
+            description=(
+                "A regular expression the consumers subscribe with (librdkafka writes it with a "
+                "leading ^). New matching topics make the group rebalance."
+            ),
+        ),
+    ] = None
+
+
+# A rollout in progress holds this workload (its partition parked, a Deployment paused, pods at
+# their gates): pointing the resource elsewhere would strand that state on the old workload, so
+# another workload is a new resource (the CEL rule below).
+class WorkloadSpec(
+    SpecModel,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            cel(
+                "self.kind == oldSelf.kind && self.name == oldSelf.name",
+                (
+                    "spec.workload.kind and spec.workload.name are immutable: the operator may be"
+                    " holding that workload mid-rollout. To point at another workload, create a "
+                    "new ConsumerGroup for it and delete this one (deleting hands the old "
+                    "workload back)"
+                ),
+                reason="FieldValueForbidden",
+            )
+        ]
+    },
+):
+    """The workload that runs the group's consumers, in the same namespace. kind and name cannot
+    change once set; container can.
+    """
+
+    kind: Annotated[
+        Literal["StatefulSet", "Deployment"],
+        Field(
+            description=(
+                "StatefulSet (stable pod names, static membership possible) or Deployment."
+            )
+        ),
+    ]
+
+    name: Annotated[
+        Str,
+        Field(
+            min_length=1,
+            max_length=253,
+            pattern="^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+            description="Name of the StatefulSet or Deployment.",
+        ),
+    ]
+
+    container: Annotated[
+        Str | None,
+        Field(
+            max_length=63,
+            description="Container that runs the consumer. Defaults to the first container.",
+        ),
+    ] = None
+
+
+class ObservationSpec(
+    SpecModel,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            cel(
+                (
+                    "!has(self.reportTtlSeconds) || !has(self.intervalSeconds) || "
+                    "self.reportTtlSeconds >= self.intervalSeconds"
+                ),
+                "policy.observe.reportTtlSeconds must be at least policy.observe.intervalSeconds",
+                field_path=".reportTtlSeconds",
+            )
+        ]
+    },
+):
+    """How the operator watches the group."""
+
+    interval_seconds: Annotated[
+        Int,
+        Field(
+            ge=1,
+            le=3600,
+            description="Seconds between two observations of the group on the broker.",
+        ),
+    ] = 10
+
+    report_ttl_seconds: Annotated[
+        Int,
+        Field(
+            ge=5,
+            le=86400,
+            description=(
+                "Seconds after which a member that stopped sending reports is no longer counted "
+                "as a member."
+            ),
+        ),
+    ] = 60
+
+
+class SettingsEnvSpec(
+    SpecModel,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            cel(
+                (
+                    "!has(self.convention) || (self.convention == 'custom' ? has(self.prefix) : "
+                    "!has(self.prefix))"
+                ),
+                "env.prefix is required with convention custom, and only used with it",
+                field_path=".prefix",
+            )
+        ]
+    },
+):
+    """How settings are named as environment variables."""
+
+    convention: Annotated[
+        Literal["kafka", "spring", "custom", "none"],
+        Field(
+            description=(
+                "kafka: KAFKA_SESSION_TIMEOUT_MS; spring: "
+                "SPRING_KAFKA_CONSUMER_PROPERTIES_SESSION_TIMEOUT_MS; custom: prefix + "
+                "SESSION_TIMEOUT_MS; none: the properties file only (no static membership then)."
+            )
+        ),
+    ] = "kafka"
+
+    prefix: Annotated[
+        Str | None,
+        Field(
+            max_length=100,
+            pattern="^[A-Z_][A-Z0-9_]*$",
+            description="Variable prefix for convention custom, for example ORDERS_KAFKA_.",
+        ),
+    ] = None
+
+    config_file_variable: Annotated[
+        Str,
+        Field(
+            max_length=200,
+            pattern="^([A-Za-z_][A-Za-z0-9_]*)?$",
+            description=(
+                'Variable set to the mounted file\'s path; "" sets none. Left alone when the '
+                "container already sets it itself."
+            ),
+        ),
+    ] = "KAFKA_CONFIG_FILE"
+
+
+class ConsumerSettingsSpec(
+    SpecModel,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            cel(
+                (
+                    "!has(self.heartbeatIntervalMs) || self.heartbeatIntervalMs * 3 <= "
+                    "self.sessionTimeoutMs"
+                ),
+                "heartbeatIntervalMs must be at most a third of sessionTimeoutMs",
+                field_path=".heartbeatIntervalMs",
+                reason="FieldValueInvalid",
+            ),
+            cel(
+                (
+                    "!has(self.properties) || self.properties.all(k, !(k in "
+                    "['session.timeout.ms', 'heartbeat.interval.ms', 'max.poll.interval.ms', "
+                    "'partition.assignment.strategy', 'group.instance.id', 'group.protocol', "
+                    "'group.id', 'bootstrap.servers']))"
+                ),
+                "properties must not set what a typed field, spec.groupId or spec.kafka sets",
+                field_path=".properties",
+                reason="FieldValueForbidden",
+            ),
+            cel(
+                (
+                    "!has(self.properties) || self.properties.all(k, !k.startsWith('consumer.') "
+                    "&& !k.startsWith('group.consumer.') && !(k in "
+                    "['group.initial.rebalance.delay.ms', 'group.min.session.timeout.ms', "
+                    "'group.max.session.timeout.ms', 'group_initial_rebalance_delay']))"
+                ),
+                (
+                    "properties must not hold broker settings or group configs: use "
+                    "spec.policy.brokerDelay and sessionTimeoutMs/heartbeatIntervalMs"
+                ),
+                field_path=".properties",
+                reason="FieldValueForbidden",
+            ),
+        ]
+    },
+):
+    """Consumer settings the operator delivers to the workload's pod template: a ConfigMap
+    <name>-consumer-settings mounted as consumer.properties, and environment variables named by
+    env.convention. Absent: the operator leaves the consumers' settings alone. A change becomes
+    a pod-template change (a settings hash annotation), rolled out by the rollout stagger, never
+    by restarting every pod at once. For KIP-848 groups (group.protocol=consumer) the session
+    and heartbeat are set as group configs on the broker and no assignor is injected.
+    """
+
+    session_timeout_ms: Annotated[
+        Int,
+        Field(
+            ge=1,
+            le=3600000,
+            description=(
+                "session.timeout.ms for classic groups; the group config "
+                "consumer.session.timeout.ms for KIP-848 groups. Must be inside the broker's "
+                "group.min/max.session.timeout.ms (Kafka's defaults 6000 to 1800000 when the "
+                "broker does not report them) or, for KIP-848 groups, "
+                "group.consumer.min/max.session.timeout.ms (45000 to 60000 by default)."
+            ),
+        ),
+    ] = 45000
+
+    heartbeat_interval_ms: Annotated[
+        Int | None,
+        Field(
+            ge=1,
+            le=3600000,
+            description=(
+                "heartbeat.interval.ms (consumer.heartbeat.interval.ms for KIP-848 groups), at "
+                "most a third of sessionTimeoutMs. Omitted: a third of the session, at most 3000 "
+                "(classic) or 5000 (KIP-848)."
+            ),
+        ),
+    ] = None
+
+    max_poll_interval_ms: Annotated[
+        Int,
+        Field(
+            ge=1,
+            le=86400000,
+            description=(
+                "max.poll.interval.ms, also the rebalance timeout of classic groups. librdkafka "
+                "requires it to be at least sessionTimeoutMs."
+            ),
+        ),
+    ] = 300000
+
+    assignment_strategy: Annotated[
+        Literal["cooperative-sticky", "range", "roundrobin", "sticky"] | None,
+        Field(
+            description=(
+                "partition.assignment.strategy. Omitted: cooperative-sticky. Moving a live group "
+                "from an eager assignor to cooperative-sticky follows KIP-429: one rollout "
+                "listing cooperative-sticky and the current eager assignor, then one with "
+                "cooperative-sticky alone (Java clients; librdkafka cannot list both and is "
+                "refused with the way out). sticky is Java's eager StickyAssignor. Not applied to"
+                " KIP-848 groups."
+            )
+        ),
+    ] = None
+
+    static_membership: Annotated[
+        Bool,
+        Field(
+            description=(
+                "Set group.instance.id to each pod's name (KIP-345), through the downward API. "
+                "StatefulSets only: a Deployment's pod names change on every restart."
+            )
+        ),
+    ] = False
+
+    client_library: Annotated[
+        Literal["auto", "java", "librdkafka"],
+        Field(
+            description=(
+                "The consumers' client: java (class names for assignors, KIP-429 upgrade path) or"
+                " librdkafka (confluent-kafka, Go, .NET, Node). auto: java with env.convention "
+                "spring, librdkafka otherwise."
+            )
+        ),
+    ] = "auto"
+
+    env: SettingsEnvSpec = Field(default_factory=SettingsEnvSpec, json_schema_extra={"default": {}})
+
+    mount_path: Annotated[
+        Str,
+        Field(
+            max_length=250,
+            pattern="^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$",
+            description="Directory where consumer.properties is mounted.",
+        ),
+    ] = "/etc/rebalancer"
+
+    properties: Annotated[
+        dict[str, Annotated[Str, Field(max_length=4096)]] | None,
+        Field(
+            max_length=64,
+            description=(
+                "Extra client properties (librdkafka or Java names), written to the file and the "
+                "variables. Refused: broker settings (group.initial.rebalance.delay.ms: use "
+                "brokerDelay), group configs (consumer.*), the typed settings above, "
+                "bootstrap.servers and group.id, and credentials (a ConfigMap is not a Secret)."
+            ),
+        ),
+    ] = None
+
+
+class StrimziKafkaSpec(SpecModel):
+    """The Strimzi Kafka resource (kafka.strimzi.io/v1beta2) of this cluster."""
+
+    name: Annotated[
+        Str,
+        Field(
+            max_length=253,
+            pattern="^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+            description="The Kafka resource's name.",
+        ),
+    ]
+
+    namespace: Annotated[
+        Str | None,
+        Field(
+            max_length=63,
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            description="Its namespace; defaults to the ConsumerGroup's.",
+        ),
+    ] = None
+
+
+class BrokerDelaySpec(
+    SpecModel,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            cel(
+                "self.delayMs <= self.maxDelayMs",
+                "brokerDelay.delayMs must not be above brokerDelay.maxDelayMs",
+                field_path=".delayMs",
+            ),
+            cel(
+                "self.mode != 'strimzi' || has(self.strimzi)",
+                "brokerDelay.strimzi names the Kafka resource to patch in mode strimzi",
+                field_path=".strimzi",
+                reason="FieldValueRequired",
+            ),
+        ]
+    },
+):
+    """The group.initial.rebalance.delay.ms this group wants on its cluster. The delay is
+    cluster-wide, so the cluster gets the largest delayMs among its ConsumerGroups, capped at
+    the smallest maxDelayMs among them; status.settings.brokerDelay says which group decided.
+    Absent: this group wants nothing.
+    """
+
+    mode: Annotated[
+        Literal["recommend", "strimzi", "alter-configs"],
+        Field(
+            description=(
+                "recommend: status and an Event with the value to set. strimzi: write it into the"
+                " Strimzi Kafka resource's spec.kafka.config (Strimzi then rolls the brokers). "
+                "alter-configs: IncrementalAlterConfigs where the broker takes it live "
+                "(Redpanda's group_initial_rebalance_delay; refused on Apache Kafka, where it is "
+                "read-only)."
+            )
+        ),
+    ] = "recommend"
+
+    delay_ms: Annotated[
+        Int, Field(ge=0, le=300000, description="The delay this group wants, in milliseconds.")
+    ] = 3000
+
+    max_delay_ms: Annotated[
+        Int,
+        Field(
+            ge=0,
+            le=300000,
+            description="The longest delay this group accepts; caps the cluster's value.",
+        ),
+    ] = 30000
+
+    strimzi: StrimziKafkaSpec | None = None
+
+
+class MillisecondBoundsSpec(
+    SpecModel,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            cel(
+                "!has(self.min) || !has(self.max) || self.min <= self.max",
+                "min must not exceed max",
+            )
+        ]
+    },
+):
+    """Limits of group.initial.rebalance.delay.ms, in ms."""
+
+    min: Annotated[Number | None, Field(ge=0, description="Lowest value applied.")] = None
+
+    max: Annotated[Number | None, Field(ge=0, description="Highest value applied.")] = None
+
+
+class BatchSizeBoundsSpec(
+    SpecModel,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            cel(
+                "!has(self.min) || !has(self.max) || self.min <= self.max",
+                "min must not exceed max",
+            )
+        ]
+    },
+):
+    """Limits of the rollout batch size, in pods."""
+
+    min: Annotated[Int | None, Field(ge=1, description="Lowest value applied.")] = None
+
+    max: Annotated[Int | None, Field(ge=1, description="Highest value applied.")] = None
+
+
+class LearningBoundsSpec(SpecModel):
+    """Inclusive limits; values outside are clamped and named in status.learning.clamped."""
+
+    initial_rebalance_delay_ms: MillisecondBoundsSpec | None = None
+
+    batch_size: BatchSizeBoundsSpec | None = None
+
+    session_timeout_ms: Annotated[
+        MillisecondBoundsSpec | None, Field(description="Limits of session.timeout.ms, in ms.")
+    ] = None
+
+
+class LearningSpec(SpecModel):
+    """What the operator does with the recommendations of `rebalancer learn` (docs/learning.md):
+    off, show them in status.learning (recommend), or apply them through the settings, rollout
+    and broker-delay policies (auto), never more often than minIntervalMinutes and never outside
+    the bounds.
+    """
+
+    mode: Annotated[
+        Literal["off", "recommend", "auto"],
+        Field(description="off, recommend (status only) or auto (apply)."),
+    ] = "off"
+
+    min_interval_minutes: Annotated[
+        Int, Field(ge=1, le=525600, description="Minutes between two applied changes.")
+    ] = 1440
+
+    max_age_hours: Annotated[
+        Int,
+        Field(
+            ge=1, le=8760, description="Recommendations older than this are shown, never applied."
+        ),
+    ] = 72
+
+    bounds: LearningBoundsSpec = Field(
+        default_factory=LearningBoundsSpec, json_schema_extra={"default": {}}
+    )
+
+
+class TokenSecretRefSpec(SpecModel):
+    """Secret key holding the bearer token the sidecars require."""
+
+    name: Annotated[
+        Str, Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace.")
+    ]
+
+    key: Annotated[Str, Field(max_length=253, description="Key of the token in the Secret.")] = (
+        "token"
+    )
+
+
+class EnforceSidecarSpec(
+    SpecModel,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            cel(
+                "!has(self.inject) || !self.inject || has(self.tokenSecretRef)",
+                "inject needs tokenSecretRef: create a Secret with a random token and reference it",
+                field_path=".tokenSecretRef",
+            )
+        ]
+    },
+):
+    """Whether the operator adds the sidecar to the workload's pods, and how it reaches the
+    sidecars.
+    """
+
+    inject: Annotated[
+        Bool,
+        Field(
+            description=(
+                "Add the rebalancer sidecar container to the workload's pod template (the "
+                "operator's image, listening on the pod's IP at the port below, the token mounted"
+                " from tokenSecretRef, the application container's KAFKA_* variables and mounts)."
+                " The change rolls out through the managed rollout, so "
+                "spec.policy.rollout.enabled must be true. Turning it off takes the container out"
+                " again. Leave it false when the manifests run the sidecar themselves."
+            )
+        ),
+    ] = False
+
+    url: Annotated[
+        Str | None,
+        Field(
+            max_length=2048,
+            pattern="^https?://",
+            description=(
+                "Base URL of the sidecars, for example a Service in front of them "
+                "(http://orders-sidecar.default.svc:8091). Without it the operator calls the "
+                "ready pods of spec.workload on the port below."
+            ),
+        ),
+    ] = None
+
+    port: Annotated[
+        Int,
+        Field(ge=1024, le=65535, description="Port the sidecars listen on in the workload's pods."),
+    ] = 8091
+
+    token_secret_ref: TokenSecretRefSpec | None = None
+
+
+class EnforcementSpec(SpecModel):
+    """Enforced rebalances through the rebalancer sidecar, for any client library
+    (docs/enforcing.md). Each trigger costs one rebalance; under cooperative-sticky the
+    application members keep their partitions.
+    """
+
+    request_token: Annotated[
+        Str | None,
+        Field(
+            min_length=1,
+            max_length=253,
+            description=(
+                "Change to any new value (a timestamp works) to request one rebalance. The first "
+                "value the operator sees is only a baseline."
+            ),
+        ),
+    ] = None
+
+    schedule_seconds: Annotated[
+        Int | None,
+        Field(
+            ge=60,
+            le=604800,
+            description=(
+                "Enforce a rebalance this often, in seconds; any enforcement restarts the interval."
+            ),
+        ),
+    ] = None
+
+    after_rollout: Annotated[
+        Bool, Field(description="Enforce one rebalance after each managed rollout finishes.")
+    ] = False
+
+    on_topic_creation: Annotated[
+        Bool,
+        Field(
+            description=(
+                "With a pattern subscription, enforce one rebalance when matching topics appear, "
+                "so every member picks them up together (librdkafka consumers also need a short "
+                "metadata.max.age.ms)."
+            )
+        ),
+    ] = False
+
+    retry_when_stable: Annotated[
+        Bool,
+        Field(
+            description=(
+                "A request met by a rebalance in progress is retried once the group is Stable; "
+                "otherwise the running rebalance serves it."
+            )
+        ),
+    ] = False
+
+    sidecar: EnforceSidecarSpec | None = None
+
+
+class HistorySpec(SpecModel):
+    """What is recorded about rebalances."""
+
+    enabled: Annotated[
+        Bool, Field(description="Record every detected rebalance as a history event.")
+    ] = True
+
+
+class GroupPolicySpec(SpecModel):
+    """How Rebalancer treats this group. Sections are added as features grow."""
+
+    protocol: Annotated[
+        Literal["auto", "classic", "consumer"],
+        Field(
+            description=(
+                "Group protocol the consumers use: classic (JoinGroup/SyncGroup) or consumer "
+                "(KIP-848). auto takes what the broker reports."
+            )
+        ),
+    ] = "auto"
+
+    observe: ObservationSpec = Field(
+        default_factory=ObservationSpec, json_schema_extra={"default": {}}
+    )
+
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+
+    settings: ConsumerSettingsSpec | None = None
+
+    broker_delay: BrokerDelaySpec | None = None
+
+    learning: LearningSpec = Field(default_factory=LearningSpec, json_schema_extra={"default": {}})
+
+    enforce: EnforcementSpec | None = None
+
+    history: HistorySpec = Field(default_factory=HistorySpec, json_schema_extra={"default": {}})
+
+
+class ResourceSpec(
+    SpecModel,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            cel(
+                (
+                    "self.workload.kind != 'Deployment' || !has(self.policy) || "
+                    "!has(self.policy.settings) || !has(self.policy.settings.staticMembership) ||"
+                    " !self.policy.settings.staticMembership || (has(self.policy.rollout) && "
+                    "has(self.policy.rollout.enabled) && self.policy.rollout.enabled && "
+                    "(!has(self.policy.rollout.gateJoins) || self.policy.rollout.gateJoins))"
+                ),
+                (
+                    "spec.policy.settings.staticMembership on a Deployment needs the join gate, "
+                    "where the operator hands each new pod the identity of a pod that left: set "
+                    "spec.policy.rollout.enabled: true (with gateJoins), or run the consumers as "
+                    "a StatefulSet, or set staticMembership: false"
+                ),
+                field_path=".policy.settings.staticMembership",
+                reason="FieldValueForbidden",
+            )
+        ]
+    },
+):
+    """Desired state, written by the user."""
+
+    # The status, history and rollout state all describe this one group: an edit would silently
+    # mix two groups' records, so a different group is a new resource (self == oldSelf).
+    group_id: Annotated[
+        Str,
+        Field(
+            min_length=1,
+            max_length=249,
+            pattern="^[A-Za-z0-9._:/-]+$",
+            description=(
+                "The Kafka consumer group id (the consumers' group.id). Letters, digits and . _ -"
+                " : / are allowed, 1 to 249 characters. Cannot be changed once set: create a new "
+                "ConsumerGroup for another group."
+            ),
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    cel(
+                        "self == oldSelf",
+                        (
+                            "spec.groupId is immutable: this ConsumerGroup's status and rebalance"
+                            " history belong to the group it was created for. To manage another "
+                            "group, create a new ConsumerGroup with that groupId and delete this "
+                            "one"
+                        ),
+                        reason="FieldValueForbidden",
+                    )
+                ]
+            },
+        ),
+    ]
+
+    kafka: KafkaConnectionSpec
+
+    subscription: TopicSubscriptionSpec
+
+    workload: WorkloadSpec
+
+    policy: GroupPolicySpec = Field(
+        default_factory=GroupPolicySpec, json_schema_extra={"default": {}}
+    )
