@@ -13,19 +13,99 @@ that still has an older CRD and to tell the fix).
 
 from __future__ import annotations
 
+import re
+from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, model_validator
 
+from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.rollout_spec import RolloutSpec
-from rebalancer.structs.spec_models import Bool, Int, Number, SpecModel, Str, cel
+from rebalancer.structs.spec_models import (
+    Bool,
+    Int,
+    Number,
+    SpecModel,
+    Str,
+    Wording,
+    cel,
+    problem,
+)
+from rebalancer.structs.topic_patterns import check_pattern
+
+# What Kubernetes accepts as an object's name; the CRD leaves Secret names unchecked (a
+# kubectl-created Secret's name is always one), the operator does not.
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_PORT = re.compile(r":(\d{1,5})$")
+
+
+class WorkloadKind(StrEnum):
+    STATEFULSET = "StatefulSet"
+    DEPLOYMENT = "Deployment"
+
+
+class BrokerProfileChoice(StrEnum):
+    AUTO = "auto"
+    APACHE_KAFKA = "apache-kafka"
+    REDPANDA = "redpanda"
+
+    @property
+    def declared(self) -> BrokerProfile | None:
+        """The profile this choice names; None for auto, which leaves it to detection."""
+        return None if self is BrokerProfileChoice.AUTO else BrokerProfile(self.value)
+
+
+class ProtocolChoice(StrEnum):
+    AUTO = "auto"
+    CLASSIC = "classic"
+    CONSUMER = "consumer"
+
+
+class SaslMechanism(StrEnum):
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+
+
+def _secret_name(name: str) -> str:
+    if not _DNS_SUBDOMAIN.match(name):
+        raise problem(f"{name[:80]!r} is not a valid Secret name", "use the Secret's name")
+    return name
+
+
+def _port_in_range(server: str) -> str:
+    port = _PORT.search(server)
+    if port is None or not 0 < int(port.group(1)) < 65536:
+        raise problem(
+            f"{server[:80]!r} is not host:port",
+            "write it as host:port, for example kafka-0.kafka:9092",
+        )
+    return server
+
+
+def _topic_name(topic: str) -> str:
+    if topic in {".", ".."}:
+        raise problem(f"{topic!r} is not a valid Kafka topic name", TOPIC_FIX)
+    return topic
+
+
+def _usable_pattern(pattern: str) -> str:
+    trouble = check_pattern(pattern)
+    if trouble is not None:
+        raise problem(trouble, "write a simple regular expression like orders\\..*")
+    return pattern
+
+
+TOPIC_FIX = "use letters, digits, '.', '_' or '-', at most 249 characters"
+SecretName = Annotated[Str, AfterValidator(_secret_name)]
 
 
 class CaSecretRefSpec(SpecModel):
     """Secret holding the CA certificate (PEM) that signs the brokers' certificates."""
 
     name: Annotated[
-        Str, Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace.")
+        SecretName,
+        Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace."),
     ]
 
     key: Annotated[
@@ -37,7 +117,8 @@ class ClientCertSecretRefSpec(SpecModel):
     """Secret of type kubernetes.io/tls with a client certificate for mutual TLS."""
 
     name: Annotated[
-        Str, Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace.")
+        SecretName,
+        Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace."),
     ]
 
     cert_key: Annotated[
@@ -67,7 +148,8 @@ class SecretKeyRefSpec(SpecModel):
     """Secret key that holds the SASL username."""
 
     name: Annotated[
-        Str, Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace.")
+        SecretName,
+        Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace."),
     ]
 
     key: Annotated[Str, Field(max_length=253, description="Key in the Secret.")]
@@ -76,9 +158,7 @@ class SecretKeyRefSpec(SpecModel):
 class BrokerSaslSpec(SpecModel):
     """SASL authentication. Credentials are read from Secrets, never stored here."""
 
-    mechanism: Annotated[
-        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"], Field(description="SASL mechanism.")
-    ]
+    mechanism: Annotated[SaslMechanism, Field(description="SASL mechanism.")]
 
     username_secret_ref: SecretKeyRefSpec
 
@@ -99,6 +179,7 @@ class KafkaConnectionSpec(SpecModel):
                     pattern="^[A-Za-z0-9.\\[\\]:_-]+:[0-9]{1,5}$",
                     description="One bootstrap broker as host:port.",
                 ),
+                AfterValidator(_port_in_range),
             ]
         ],
         Field(
@@ -106,17 +187,25 @@ class KafkaConnectionSpec(SpecModel):
             max_length=32,
             description="Bootstrap brokers as host:port, for example kafka-0.kafka:9092.",
         ),
+        Wording(fix="list the brokers as host:port", when=("missing",)),
+        Wording(fix="list at least one broker", when=("too_short",)),
+        Wording(
+            "{value} is not host:port",
+            "write it as host:port, for example kafka-0.kafka:9092",
+            when=("string_pattern_mismatch",),
+            items=True,
+        ),
     ]
 
     profile: Annotated[
-        Literal["auto", "apache-kafka", "redpanda"],
+        BrokerProfileChoice,
         Field(
             description=(
                 "Broker implementation, which decides how the coordinator times joins and which "
                 "admin calls can be trusted. auto detects it from the cluster."
             )
         ),
-    ] = "auto"
+    ] = BrokerProfileChoice.AUTO
 
     request_timeout_seconds: Annotated[
         Int,
@@ -154,10 +243,13 @@ class TopicSubscriptionSpec(
                     pattern="^[A-Za-z0-9._-]+$",
                     description="A Kafka topic name.",
                 ),
+                AfterValidator(_topic_name),
             ]
         ]
         | None,
         Field(min_length=1, max_length=1000, description="Topic names the consumers subscribe to."),
+        Wording(fix="list at least one topic", when=("too_short",)),
+        Wording("{value} is not a valid Kafka topic name", TOPIC_FIX, items=True),
     ] = None
 
     pattern: Annotated[
@@ -170,7 +262,14 @@ class TopicSubscriptionSpec(
                 "leading ^). New matching topics make the group rebalance."
             ),
         ),
+        AfterValidator(_usable_pattern),
     ] = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TopicSubscriptionSpec:
+        if (self.topics is None) == (self.pattern is None):
+            raise problem("must set exactly one of topics or pattern", "keep topics or pattern")
+        return self
 
 
 # A rollout in progress holds this workload (its partition parked, a Deployment paused, pods at
@@ -198,7 +297,7 @@ class WorkloadSpec(
     """
 
     kind: Annotated[
-        Literal["StatefulSet", "Deployment"],
+        WorkloadKind,
         Field(
             description=(
                 "StatefulSet (stable pod names, static membership possible) or Deployment."
@@ -213,6 +312,11 @@ class WorkloadSpec(
             max_length=253,
             pattern="^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
             description="Name of the StatefulSet or Deployment.",
+        ),
+        Wording(
+            "{value} is not a valid workload name",
+            "use the StatefulSet's or Deployment's metadata.name (lowercase, digits, '-', '.')",
+            when=("string_pattern_mismatch", "string_too_long", "string_too_short"),
         ),
     ]
 
@@ -262,6 +366,17 @@ class ObservationSpec(
             ),
         ),
     ] = 60
+
+    @model_validator(mode="after")
+    def _reports_outlive_an_interval(self) -> ObservationSpec:
+        if self.report_ttl_seconds < self.interval_seconds:
+            raise problem(
+                f"({self.report_ttl_seconds}) is shorter than intervalSeconds "
+                f"({self.interval_seconds})",
+                "make reportTtlSeconds at least intervalSeconds",
+                ".reportTtlSeconds",
+            )
+        return self
 
 
 class SettingsEnvSpec(
@@ -746,14 +861,14 @@ class GroupPolicySpec(SpecModel):
     """How Rebalancer treats this group. Sections are added as features grow."""
 
     protocol: Annotated[
-        Literal["auto", "classic", "consumer"],
+        ProtocolChoice,
         Field(
             description=(
                 "Group protocol the consumers use: classic (JoinGroup/SyncGroup) or consumer "
                 "(KIP-848). auto takes what the broker reports."
             )
         ),
-    ] = "auto"
+    ] = ProtocolChoice.AUTO
 
     observe: ObservationSpec = Field(
         default_factory=ObservationSpec, json_schema_extra={"default": {}}
@@ -825,6 +940,11 @@ class ResourceSpec(
                     )
                 ]
             },
+        ),
+        Wording(
+            "{value} is not a valid group id",
+            "use 1 to 249 letters, digits or . _ - : /",
+            when=("string_pattern_mismatch", "string_too_long", "string_too_short"),
         ),
     ]
 

@@ -24,16 +24,16 @@ Python: a cluster may run an older CRD).
 from __future__ import annotations
 
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
-from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Strict, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic.fields import FieldInfo
-from pydantic_core import ErrorDetails
+from pydantic_core import ErrorDetails, PydanticCustomError
 
-from rebalancer.structs.problems import FieldProblem, SpecInvalid
+from rebalancer.structs.problems import FieldProblem, SpecInvalid, kind_of
 
 # JSON's types, checked as the API server checks them: "3" is no integer and 1 no boolean. A
 # number accepts integers (JSON has one number type); a StrEnum accepts its values.
@@ -63,11 +63,38 @@ class Wording:
     """How a field's problems are told when the generic wording would not help the user.
 
     Annotate a field with it (`Annotated[Str, Field(...), Wording(...)]`): `message` replaces
-    what is said of any bad value, `fix` what the user is told to do. Not part of the schema."""
+    what is said of a bad value (`{value}` in it stands for the value, quoted and cut short),
+    `fix` what the user is told to do. `when` limits it to some kinds of pydantic error
+    ("string_pattern_mismatch", "too_short", ...); `items` to the problems of a list's items
+    rather than of the field itself. A field may carry several. Not part of the schema."""
 
-    def __init__(self, message: str | None = None, fix: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str | None = None,
+        fix: str | None = None,
+        *,
+        when: tuple[str, ...] | None = None,
+        items: bool = False,
+    ) -> None:
         self.message = message
         self.fix = fix
+        self.when = when
+        self.items = items
+
+    def applies(self, kind: str, at_item: bool) -> bool:
+        return self.items == at_item and (self.when is None or kind in self.when)
+
+
+PROBLEM = "spec_problem"
+
+
+def problem(message: str, fix: str, field: str = "") -> PydanticCustomError:
+    """A problem a validator of the model raises, told with its fix.
+
+    `field` (".heartbeatIntervalMs") names the field under the validated block the problem is
+    about. Raised from a model_validator it is reported with every other problem of the spec,
+    where a `problems` method runs only once the whole spec has validated."""
+    return PydanticCustomError(PROBLEM, "{message}", {"message": message, "fix": fix, "at": field})
 
 
 class SpecModel(BaseModel):
@@ -124,34 +151,74 @@ def _cross_field_problems(spec: SpecModel, path: str) -> list[FieldProblem]:
 
 
 def _problem(model: type[SpecModel], path: str, detail: ErrorDetails) -> FieldProblem:
-    loc = [str(part) for part in detail["loc"]]
-    where = ".".join([path, *loc])
-    field = _field_at(model, loc)
+    loc = detail["loc"]
+    where = path + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
+    kind = detail["type"]
+    if kind == PROBLEM:
+        context = detail.get("ctx", {})
+        return FieldProblem(where + context["at"], context["message"], context["fix"])
+    field = _field_at(model, [str(part) for part in loc if not isinstance(part, int)])
     value = detail["input"]
-    message, fix = _wording(detail["type"], field, value, where)
-    if field is not None:
-        for extra in field.metadata:
-            if isinstance(extra, Wording):
-                message = extra.message or message
-                fix = extra.fix or fix
+    message, fix = _wording(kind, field, detail, where)
+    at_item = bool(loc) and isinstance(loc[-1], int)
+    for extra in field.metadata if field is not None else ():
+        if isinstance(extra, Wording) and extra.applies(kind, at_item):
+            message = (extra.message or message).replace("{value}", _quoted(value))
+            fix = extra.fix or fix
     return FieldProblem(where, message, fix)
 
 
-def _wording(kind: str, field: FieldInfo | None, value: object, where: str) -> tuple[str, str]:
-    low, high = _bounds(field)
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return "must be an object", f"write {where} as a mapping"
-    if kind == "bool_type":
-        return "must be true or false", "use a bool"
-    if kind == "int_type":
-        return "must be an integer", "use a number"
-    if kind == "enum" and field is not None:
-        allowed = [member.value for member in _enum_of(field)]
+def _quoted(value: object) -> str:
+    return repr(value[:80] if isinstance(value, str) else value)
+
+
+# What is said of a value of the wrong kind or shape, by pydantic's error type: the problem and
+# its fix, from the value, the field's path and the error's context.
+_Told = Callable[[object, str, Mapping[str, Any]], tuple[str, str]]
+_PLAIN_WORDING: dict[str, _Told] = {
+    "missing": lambda _, where, __: ("is required", f"add {where} to the ConsumerGroup"),
+    "model_type": lambda _, where, __: ("must be an object", f"write {where} as a mapping"),
+    "model_attributes_type": lambda _, where, __: (
+        "must be an object",
+        f"write {where} as a mapping",
+    ),
+    "dict_type": lambda _, where, __: ("must be an object", f"write {where} as a mapping"),
+    "list_type": lambda value, _, __: (
+        f"must be a list, got {kind_of(value)}",
+        "write a YAML list",
+    ),
+    "too_short": lambda _, where, __: ("must not be empty", f"list at least one item in {where}"),
+    "too_long": lambda _, __, ctx: (f"has more than {ctx.get('max_length')} items", "list fewer"),
+    "string_pattern_mismatch": lambda value, _, ctx: (
+        f"{_quoted(value)} does not match {ctx.get('pattern')}",
+        "write a value the pattern accepts",
+    ),
+    "value_error": lambda _, __, ctx: (str(ctx.get("error", "is invalid")), "correct the value"),
+    "bool_type": lambda _, __, ___: ("must be true or false", "use a bool"),
+    "int_type": lambda _, __, ___: ("must be an integer", "use a number"),
+    "string_type": lambda _, __, ___: ("must be a string", "quote the value"),
+    "string_too_long": lambda _, __, ctx: (
+        f"is longer than {ctx.get('max_length')} characters",
+        f"shorten it to {ctx.get('max_length')} characters",
+    ),
+    "string_too_short": lambda _, where, __: (
+        "must not be empty",
+        f"fill in {where} or leave it out",
+    ),
+}
+
+
+def _wording(
+    kind: str, field: FieldInfo | None, detail: ErrorDetails, where: str
+) -> tuple[str, str]:
+    value = detail["input"]
+    plain = _PLAIN_WORDING.get(kind)
+    if plain is not None:
+        return plain(value, where, detail.get("ctx", {}))
+    if kind in ("literal_error", "enum") and field is not None:
+        allowed = [str(choice) for choice in _choices(field)]
         return f"unsupported value {value!r}", "use one of: " + ", ".join(allowed)
-    if kind in ("string_type", "string_too_short", "string_too_long"):
-        return "must be a string" if kind == "string_type" else "has the wrong length", (
-            "quote the value" if kind == "string_type" else "shorten or fill in the value"
-        )
+    low, high = _bounds(field)
     if _is_number(field):
         return f"must be a number from {low} to {high}, got {value!r}", (
             f"use a number from {low} to {high}"
@@ -194,11 +261,14 @@ def _model_of(annotation: Any) -> type[SpecModel] | None:
     return None
 
 
-def _enum_of(field: FieldInfo) -> type[StrEnum]:
+def _choices(field: FieldInfo) -> tuple[object, ...]:
+    """The values a StrEnum or Literal field allows."""
     for kind in _unwrapped(field.annotation):
+        if get_origin(kind) is Literal:
+            return get_args(kind)
         if isinstance(kind, type) and issubclass(kind, StrEnum):
-            return kind
-    raise TypeError(f"{field} is not a choice")
+            return tuple(member.value for member in kind)
+    return ()
 
 
 def _is_number(field: FieldInfo | None) -> bool:
