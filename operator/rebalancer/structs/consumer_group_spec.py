@@ -61,6 +61,12 @@ class ProtocolChoice(StrEnum):
     CONSUMER = "consumer"
 
 
+class LearningMode(StrEnum):
+    OFF = "off"
+    RECOMMEND = "recommend"
+    AUTO = "auto"
+
+
 class SaslMechanism(StrEnum):
     PLAIN = "PLAIN"
     SCRAM_SHA_256 = "SCRAM-SHA-256"
@@ -94,6 +100,11 @@ def _usable_pattern(pattern: str) -> str:
     if trouble is not None:
         raise problem(trouble, "write a simple regular expression like orders\\..*")
     return pattern
+
+
+def _check_ordered(low: float | None, high: float | None) -> None:
+    if low is not None and high is not None and low > high:
+        raise problem(f"min {low:g} exceeds max {high:g}", "swap them")
 
 
 TOPIC_FIX = "use letters, digits, '.', '_' or '-', at most 249 characters"
@@ -670,6 +681,11 @@ class MillisecondBoundsSpec(
 
     max: Annotated[Number | None, Field(ge=0, description="Highest value applied.")] = None
 
+    @model_validator(mode="after")
+    def _ordered(self) -> MillisecondBoundsSpec:
+        _check_ordered(self.min, self.max)
+        return self
+
 
 class BatchSizeBoundsSpec(
     SpecModel,
@@ -687,6 +703,11 @@ class BatchSizeBoundsSpec(
     min: Annotated[Int | None, Field(ge=1, description="Lowest value applied.")] = None
 
     max: Annotated[Int | None, Field(ge=1, description="Highest value applied.")] = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> BatchSizeBoundsSpec:
+        _check_ordered(self.min, self.max)
+        return self
 
 
 class LearningBoundsSpec(SpecModel):
@@ -709,9 +730,9 @@ class LearningSpec(SpecModel):
     """
 
     mode: Annotated[
-        Literal["off", "recommend", "auto"],
+        LearningMode,
         Field(description="off, recommend (status only) or auto (apply)."),
-    ] = "off"
+    ] = LearningMode.OFF
 
     min_interval_minutes: Annotated[
         Int, Field(ge=1, le=525600, description="Minutes between two applied changes.")
@@ -782,6 +803,11 @@ class EnforceSidecarSpec(
                 "ready pods of spec.workload on the port below."
             ),
         ),
+        Wording(
+            "must be an http:// or https:// URL, got {value}",
+            "give the sidecars' Service, e.g. http://orders-sidecar.default.svc:8091",
+            when=("string_pattern_mismatch",),
+        ),
     ] = None
 
     port: Annotated[
@@ -790,6 +816,16 @@ class EnforceSidecarSpec(
     ] = 8091
 
     token_secret_ref: TokenSecretRefSpec | None = None
+
+    @model_validator(mode="after")
+    def _injected_with_a_token(self) -> EnforceSidecarSpec:
+        if self.inject and self.token_secret_ref is None:
+            raise problem(
+                "is required when inject is true",
+                "create a Secret with a random token and reference it",
+                ".tokenSecretRef",
+            )
+        return self
 
 
 class EnforcementSpec(SpecModel):
@@ -807,6 +843,11 @@ class EnforcementSpec(SpecModel):
                 "Change to any new value (a timestamp works) to request one rebalance. The first "
                 "value the operator sees is only a baseline."
             ),
+        ),
+        Wording(
+            "must be a string of 1 to 253 characters",
+            "set any new string (a timestamp works) to ask for one rebalance",
+            when=("string_too_short", "string_too_long"),
         ),
     ] = None
 

@@ -1,20 +1,19 @@
-"""`spec.policy.enforce` as typed data (the CRD block is in docs/enforcing.md).
+"""`spec.policy.enforce` as the planner reads it (the block is described in docs/enforcing.md).
 
-Kept apart from specs.py so that the enforcement feature can be wired in by calling
-`parse_enforce_policy(spec["policy"].get("enforce"))`; every problem names its field path.
+The block is defined, validated and described once, by the model
+(consumer_group_spec.EnforcementSpec, from which the CRD is rendered); this module turns a
+validated block into the frozen EnforceSpec the triggers and the sidecar templates read. Every
+problem names its field path and the fix.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from rebalancer.structs.problems import FieldProblem, SpecInvalid, kind_of
+from rebalancer.structs.consumer_group_spec import EnforcementSpec
+from rebalancer.structs.spec_models import read_spec
 
 DEFAULT_SIDECAR_PORT = 8091
-MIN_SCHEDULE_SECONDS = 60
-MAX_SCHEDULE_SECONDS = 7 * 24 * 3600
-MAX_TOKEN = 253
 
 
 @dataclass(frozen=True)
@@ -48,107 +47,28 @@ class EnforceSpec:
 
 
 def parse_enforce_policy(raw: object, path: str = "spec.policy.enforce") -> EnforceSpec:
-    if raw is None:
-        return EnforceSpec()
-    problems: list[FieldProblem] = []
-    if not isinstance(raw, Mapping):
-        problem = FieldProblem(path, f"must be an object, got {kind_of(raw)}", "use a mapping")
-        raise SpecInvalid((problem,))
+    """`spec.policy.enforce` (None for the defaults), or SpecInvalid listing every problem."""
+    return enforce_policy_of(read_spec(EnforcementSpec, raw, path))
 
-    def boolean(source: Mapping[str, object], key: str, where: str, default: bool) -> bool:
-        value = source.get(key, default)
-        if not isinstance(value, bool):
-            problems.append(FieldProblem(f"{where}.{key}", "must be true or false", "use a bool"))
-            return default
-        return value
 
-    def integer(
-        source: Mapping[str, object], key: str, where: str, low: int, high: int
-    ) -> int | None:
-        value = source.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            problems.append(
-                FieldProblem(
-                    f"{where}.{key}",
-                    f"must be an integer from {low} to {high}, got {value!r}",
-                    f"set a value from {low} to {high}",
-                )
-            )
-            return None
-        return value
-
-    token = raw.get("requestToken")
-    if token is not None and (not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN):
-        problems.append(
-            FieldProblem(
-                f"{path}.requestToken",
-                f"must be a string of 1 to {MAX_TOKEN} characters",
-                "set any new string (a timestamp works) to ask for one rebalance",
-            )
-        )
-        token = None
-    sidecar_raw = raw.get("sidecar") or {}
+def enforce_policy_of(spec: EnforcementSpec) -> EnforceSpec:
+    """The planner's EnforceSpec of a validated block."""
     sidecar = SidecarPolicy()
-    if not isinstance(sidecar_raw, Mapping):
-        problems.append(FieldProblem(f"{path}.sidecar", "must be an object", "use a mapping"))
-    else:
-        where = f"{path}.sidecar"
-        secret_name: str | None = None
-        secret_key = "token"
-        ref = sidecar_raw.get("tokenSecretRef")
-        if ref is not None:
-            if not isinstance(ref, Mapping) or not isinstance(ref.get("name"), str):
-                problems.append(
-                    FieldProblem(
-                        f"{where}.tokenSecretRef",
-                        "must be {name, key}",
-                        "name the Secret that holds the sidecar's token",
-                    )
-                )
-            else:
-                secret_name = str(ref["name"])
-                key = ref.get("key", "token")
-                secret_key = key if isinstance(key, str) and key else "token"
-        inject = boolean(sidecar_raw, "inject", where, False)
-        if inject and secret_name is None:
-            problems.append(
-                FieldProblem(
-                    f"{where}.tokenSecretRef",
-                    "is required when inject is true",
-                    "create a Secret with a random token and reference it",
-                )
-            )
-        url = sidecar_raw.get("url")
-        if url is not None and (
-            not isinstance(url, str) or not url.startswith(("http://", "https://"))
-        ):
-            problems.append(
-                FieldProblem(
-                    f"{where}.url",
-                    f"must be an http:// or https:// URL, got {url!r}"[:200],
-                    "give the sidecars' Service, e.g. http://orders-sidecar.default.svc:8091",
-                )
-            )
-            url = None
+    if spec.sidecar is not None:
+        ref = spec.sidecar.token_secret_ref
         sidecar = SidecarPolicy(
-            url=url if isinstance(url, str) else None,
-            inject=inject,
-            port=integer(sidecar_raw, "port", where, 1024, 65535) or DEFAULT_SIDECAR_PORT,
-            token_secret=secret_name,
-            token_key=secret_key,
+            inject=spec.sidecar.inject,
+            port=spec.sidecar.port,
+            token_secret=None if ref is None else ref.name,
+            # An empty key reads as the default, as it always has.
+            token_key=ref.key if ref is not None and ref.key else "token",
+            url=spec.sidecar.url,
         )
-    spec = EnforceSpec(
-        request_token=token if isinstance(token, str) else None,
-        schedule_seconds=integer(
-            raw, "scheduleSeconds", path, MIN_SCHEDULE_SECONDS, MAX_SCHEDULE_SECONDS
-        ),
-        after_rollout=boolean(raw, "afterRollout", path, False),
-        on_topic_creation=boolean(raw, "onTopicCreation", path, False),
-        retry_when_stable=boolean(raw, "retryWhenStable", path, False),
+    return EnforceSpec(
+        request_token=spec.request_token,
+        schedule_seconds=spec.schedule_seconds,
+        after_rollout=spec.after_rollout,
+        on_topic_creation=spec.on_topic_creation,
+        retry_when_stable=spec.retry_when_stable,
         sidecar=sidecar,
     )
-    if problems:
-        raise SpecInvalid(tuple(problems))
-    return spec

@@ -1,7 +1,8 @@
 """Learned recommendations as the operator sees them, and the policy for acting on them.
 
 The learning job (`rebalancer learn`) writes `recommendations.json`; `Recommendation` is one
-group's entry read back from it. `LearningPolicy` is `spec.policy.learning` of a ConsumerGroup:
+group's entry read back from it. `LearningPolicy` is `spec.policy.learning` of a ConsumerGroup
+(validated by its model, consumer_group_spec.LearningSpec):
 whether to ignore recommendations (off), show them in status (recommend) or apply them (auto),
 how often at most, and within which bounds.
 """
@@ -10,18 +11,30 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 
+from rebalancer.structs.consumer_group_spec import (
+    BatchSizeBoundsSpec,
+    LearningMode,
+    LearningSpec,
+    MillisecondBoundsSpec,
+)
 from rebalancer.structs.problems import FieldProblem, SpecInvalid
+from rebalancer.structs.spec_models import read_spec
+
+__all__ = [
+    "SUMMARY_FILE",
+    "SUMMARY_SCHEMA",
+    "Bounds",
+    "LearningMode",
+    "LearningPolicy",
+    "Recommendation",
+    "learning_policy_of",
+    "parse_learning_policy",
+    "recommendation_from_summary",
+]
 
 SUMMARY_FILE = "recommendations.json"
 SUMMARY_SCHEMA = "rebalancer.dev/recommendations/v1"
-
-
-class LearningMode(StrEnum):
-    OFF = "off"
-    RECOMMEND = "recommend"
-    AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -118,73 +131,43 @@ def _optional_int(value: object) -> int | None:
 
 def parse_learning_policy(raw: object, path: str = "spec.policy.learning") -> LearningPolicy:
     """`spec.policy.learning` as a LearningPolicy, or SpecInvalid listing every problem."""
-    if raw is None:
-        return LearningPolicy()
-    problems: list[FieldProblem] = []
-    if not isinstance(raw, Mapping):
-        raise SpecInvalid((FieldProblem(path, "must be an object", "use mode, bounds, ..."),))
-    mode_raw = raw.get("mode", LearningMode.OFF.value)
-    try:
-        mode = LearningMode(str(mode_raw))
-    except ValueError:
-        problems.append(
-            FieldProblem(f"{path}.mode", f"is {mode_raw!r}", "use off, recommend or auto")
-        )
-        mode = LearningMode.OFF
-    interval = _integer(raw, "minIntervalMinutes", path, 1440, 1, 525600, problems)
-    max_age = _integer(raw, "maxAgeHours", path, 72, 1, 8760, problems)
-    bounds_raw = raw.get("bounds") or {}
-    if not isinstance(bounds_raw, Mapping):
-        problems.append(FieldProblem(f"{path}.bounds", "must be an object", "see the CRD docs"))
-        bounds_raw = {}
+    return learning_policy_of(read_spec(LearningSpec, raw, path), path)
+
+
+def learning_policy_of(spec: LearningSpec, path: str = "spec.policy.learning") -> LearningPolicy:
+    """The LearningPolicy of a validated block, each bound's open side filled from the defaults
+    (SpecInvalid when a default crosses the side that was given)."""
     defaults = LearningPolicy()
-    delay = _bounds(bounds_raw, "initialRebalanceDelayMs", path, defaults.delay_ms, problems)
-    batch = _bounds(bounds_raw, "batchSize", path, defaults.batch_size, problems)
-    session = _bounds(bounds_raw, "sessionTimeoutMs", path, defaults.session_timeout_ms, problems)
+    problems: list[FieldProblem] = []
+    bounds = spec.bounds
+    delay = _bounds(bounds.initial_rebalance_delay_ms, defaults.delay_ms)
+    batch = _bounds(bounds.batch_size, defaults.batch_size)
+    session = _bounds(bounds.session_timeout_ms, defaults.session_timeout_ms)
+    for key, merged in (
+        ("initialRebalanceDelayMs", delay),
+        ("batchSize", batch),
+        ("sessionTimeoutMs", session),
+    ):
+        # A side left out keeps its default, which may cross the side that was given.
+        low, high = merged.minimum, merged.maximum
+        if low is not None and high is not None and low > high:
+            problems.append(
+                FieldProblem(
+                    f"{path}.bounds.{key}",
+                    f"min {low:g} exceeds max {high:g}",
+                    "swap them, or give both sides",
+                )
+            )
     if problems:
         raise SpecInvalid(tuple(problems))
-    return LearningPolicy(mode, interval, delay, batch, session, max_age)
+    return LearningPolicy(
+        spec.mode, spec.min_interval_minutes, delay, batch, session, spec.max_age_hours
+    )
 
 
-def _integer(
-    raw: Mapping[str, object],
-    key: str,
-    path: str,
-    default: int,
-    low: int,
-    high: int,
-    problems: list[FieldProblem],
-) -> int:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        problems.append(
-            FieldProblem(f"{path}.{key}", f"is {value!r}", f"use a whole number {low}..{high}")
-        )
+def _bounds(given: MillisecondBoundsSpec | BatchSizeBoundsSpec | None, default: Bounds) -> Bounds:
+    if given is None:
         return default
-    return value
-
-
-def _bounds(
-    raw: Mapping[str, object], key: str, path: str, default: Bounds, problems: list[FieldProblem]
-) -> Bounds:
-    entry = raw.get(key)
-    if entry is None:
-        return default
-    where = f"{path}.bounds.{key}"
-    if not isinstance(entry, Mapping):
-        problems.append(FieldProblem(where, "must be an object", "use {min: ..., max: ...}"))
-        return default
-    values: dict[str, float | None] = {"min": default.minimum, "max": default.maximum}
-    for side in ("min", "max"):
-        if side in entry:
-            value = entry[side]
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                problems.append(
-                    FieldProblem(f"{where}.{side}", f"is {value!r}", "use a non-negative number")
-                )
-                continue
-            values[side] = float(value)
-    low, high = values["min"], values["max"]
-    if low is not None and high is not None and low > high:
-        problems.append(FieldProblem(where, f"min {low:g} exceeds max {high:g}", "swap them"))
+    low = default.minimum if given.min is None else float(given.min)
+    high = default.maximum if given.max is None else float(given.max)
     return Bounds(low, high)

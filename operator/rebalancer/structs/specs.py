@@ -25,10 +25,10 @@ from rebalancer.structs.consumer_group_spec import (
     WorkloadKind,
 )
 from rebalancer.structs.consumer_settings_policy import SettingsPolicy, parse_settings_policy
-from rebalancer.structs.enforce_policy import EnforceSpec, parse_enforce_policy
+from rebalancer.structs.enforce_policy import EnforceSpec, enforce_policy_of
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
 from rebalancer.structs.problems import FieldProblem, SpecInvalid, kind_of
-from rebalancer.structs.recommendations import LearningPolicy, parse_learning_policy
+from rebalancer.structs.recommendations import LearningPolicy, learning_policy_of
 from rebalancer.structs.rollout_policy import RolloutPolicy, policy_of
 from rebalancer.structs.spec_models import read_spec
 from rebalancer.structs.topic_patterns import MAX_PATTERN_LENGTH, check_pattern
@@ -55,7 +55,7 @@ __all__ = [
 T = TypeVar("T")
 # The policy blocks whose own readers still turn raw YAML into their policy; the model validates
 # the rest of the spec. Each reader names its problems under its block's path.
-_READ_BY_BLOCK = ("settings", "brokerDelay", "learning", "enforce")
+_READ_BY_BLOCK = ("settings", "brokerDelay")
 
 
 @dataclass(frozen=True)
@@ -148,45 +148,18 @@ def parse_spec(raw: object, *, bypass_default: int = DEFAULT_BYPASS_SECONDS) -> 
 
     `bypass_default` stands for an unset `policy.rollout.bypassGateAfterSeconds`: the operator's
     own default (--gate-bypass-after-seconds)."""
-    if raw is None:
-        raise SpecInvalid((FieldProblem("spec", "is required", "add spec to the ConsumerGroup"),))
-    if not isinstance(raw, Mapping):
-        raise SpecInvalid(
-            (
-                FieldProblem(
-                    "spec", f"must be an object, got {kind_of(raw)}", "write spec as a mapping"
-                ),
-            )
-        )
+    spec = _spec_mapping(raw)
     problems: list[FieldProblem] = []
-    policy_raw = raw.get("policy")
+    policy_raw = spec.get("policy")
     blocks = policy_raw if isinstance(policy_raw, Mapping) else {}
     settings = _collect(problems, parse_settings_policy, blocks.get("settings"), _at("settings"))
     delay = _collect(
         problems, parse_broker_delay_policy, blocks.get("brokerDelay"), _at("brokerDelay")
     )
-    learning = _collect(problems, parse_learning_policy, blocks.get("learning"), _at("learning"))
-    enforce = _collect(problems, parse_enforce_policy, blocks.get("enforce"), _at("enforce"))
-    model = _collect(problems, read_spec, ResourceSpec, _without_blocks(raw), "spec")
-    if model is None or learning is None or enforce is None or problems:
+    model = _collect(problems, read_spec, ResourceSpec, _without_blocks(spec), "spec")
+    policy = None if model is None else _collect(problems, _policy_of, model, bypass_default)
+    if model is None or policy is None or problems:
         raise SpecInvalid(tuple(problems))
-    rollout = policy_of(model.policy.rollout, bypass_default)
-    if "enabled" not in model.policy.rollout.model_fields_set:
-        # Managed only when the user turned it on: the CRD's default is off, and an object its
-        # defaulting never saw (an older CRD) is left alone too.
-        rollout = replace(rollout, enabled=False)
-    policy = Policy(
-        protocol=model.policy.protocol,
-        observe=ObservePolicy(
-            model.policy.observe.interval_seconds, model.policy.observe.report_ttl_seconds
-        ),
-        history_enabled=model.policy.history.enabled,
-        settings=settings,
-        broker_delay=delay,
-        learning=learning,
-        rollout=rollout,
-        enforce=enforce,
-    )
     return ConsumerGroupSpec(
         group_id=model.group_id,
         kafka=_kafka_of(model.kafka),
@@ -194,7 +167,36 @@ def parse_spec(raw: object, *, bypass_default: int = DEFAULT_BYPASS_SECONDS) -> 
             topics=tuple(model.subscription.topics or ()), pattern=model.subscription.pattern
         ),
         workload=WorkloadRef(model.workload.kind, model.workload.name, model.workload.container),
-        policy=policy,
+        policy=replace(policy, settings=settings, broker_delay=delay),
+    )
+
+
+def _spec_mapping(raw: object) -> Mapping[str, object]:
+    if raw is None:
+        raise SpecInvalid((FieldProblem("spec", "is required", "add spec to the ConsumerGroup"),))
+    if not isinstance(raw, Mapping):
+        wrong = FieldProblem(
+            "spec", f"must be an object, got {kind_of(raw)}", "write spec as a mapping"
+        )
+        raise SpecInvalid((wrong,))
+    return raw
+
+
+def _policy_of(model: ResourceSpec, bypass_default: int) -> Policy:
+    """spec.policy of a validated spec, but for the blocks read by their own readers."""
+    policy = model.policy
+    rollout = policy_of(policy.rollout, bypass_default)
+    if "enabled" not in policy.rollout.model_fields_set:
+        # Managed only when the user turned it on: the CRD's default is off, and an object its
+        # defaulting never saw (an older CRD) is left alone too.
+        rollout = replace(rollout, enabled=False)
+    return Policy(
+        protocol=policy.protocol,
+        observe=ObservePolicy(policy.observe.interval_seconds, policy.observe.report_ttl_seconds),
+        history_enabled=policy.history.enabled,
+        learning=learning_policy_of(policy.learning, _at("learning")),
+        rollout=rollout,
+        enforce=EnforceSpec() if policy.enforce is None else enforce_policy_of(policy.enforce),
     )
 
 
