@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.rollout_spec import RolloutSpec
@@ -67,6 +67,40 @@ class LearningMode(StrEnum):
     AUTO = "auto"
 
 
+class AssignmentStrategy(StrEnum):
+    """partition.assignment.strategy, by librdkafka's short names (Java takes class names)."""
+
+    COOPERATIVE_STICKY = "cooperative-sticky"
+    RANGE = "range"
+    ROUNDROBIN = "roundrobin"
+    STICKY = "sticky"  # Java's eager StickyAssignor; librdkafka has none
+
+    @property
+    def cooperative(self) -> bool:
+        return self is AssignmentStrategy.COOPERATIVE_STICKY
+
+
+class ClientLibrary(StrEnum):
+    """Which client the consumers run: assignor names and the assignor upgrade path differ."""
+
+    AUTO = "auto"  # java for the spring env convention, librdkafka otherwise
+    JAVA = "java"
+    LIBRDKAFKA = "librdkafka"
+
+
+class EnvConvention(StrEnum):
+    KAFKA = "kafka"  # session.timeout.ms -> KAFKA_SESSION_TIMEOUT_MS
+    SPRING = "spring"  # -> SPRING_KAFKA_CONSUMER_PROPERTIES_SESSION_TIMEOUT_MS
+    CUSTOM = "custom"  # -> <prefix>SESSION_TIMEOUT_MS
+    NONE = "none"  # the properties file only
+
+
+class DelayMode(StrEnum):
+    RECOMMEND = "recommend"  # status and an Event with the value to set
+    STRIMZI = "strimzi"  # patch the Strimzi Kafka resource's spec.kafka.config
+    ALTER_CONFIGS = "alter-configs"  # IncrementalAlterConfigs, where the broker takes it live
+
+
 class SaslMechanism(StrEnum):
     PLAIN = "PLAIN"
     SCRAM_SHA_256 = "SCRAM-SHA-256"
@@ -107,6 +141,39 @@ def _check_ordered(low: float | None, high: float | None) -> None:
         raise problem(f"min {low:g} exceeds max {high:g}", "swap them")
 
 
+# Kafka client property names: dotted words, as librdkafka and Java write them.
+_PROPERTY_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+def _property_name(key: str) -> str:
+    if not _PROPERTY_KEY.match(key):
+        raise problem("is not a Kafka client property name", "use names like fetch.min.bytes")
+    return key
+
+
+def _one_line(value: str) -> str:
+    if "\n" in value or "\r" in value:
+        raise problem("must be one line", "remove the line break")
+    return value
+
+
+def _without_trailing_slash(path: object) -> object:
+    # The operator has always read /etc/kafka/ as /etc/kafka (an older CRD let it through).
+    return path.rstrip("/") or path if isinstance(path, str) else path
+
+
+def _directory(path: str) -> str:
+    if "/../" in f"{path}/" or path == "/":
+        raise problem(f"{path[:80]!r} is not an absolute directory", "use /etc/kafka")
+    return path
+
+
+KAFKA_NAME_FIX = "use the Kafka resource's metadata.name (lowercase, digits, '-', '.')"
+# A number of milliseconds, told as the settings have always told it.
+MILLISECONDS = (
+    Wording(fix="use a number of milliseconds", when=("int_type",)),
+    Wording(fix="use a value in range", when=("greater_than_equal", "less_than_equal")),
+)
 TOPIC_FIX = "use letters, digits, '.', '_' or '-', at most 249 characters"
 SecretName = Annotated[Str, AfterValidator(_secret_name)]
 
@@ -408,7 +475,7 @@ class SettingsEnvSpec(
     """How settings are named as environment variables."""
 
     convention: Annotated[
-        Literal["kafka", "spring", "custom", "none"],
+        EnvConvention,
         Field(
             description=(
                 "kafka: KAFKA_SESSION_TIMEOUT_MS; spring: "
@@ -416,7 +483,7 @@ class SettingsEnvSpec(
                 "SESSION_TIMEOUT_MS; none: the properties file only (no static membership then)."
             )
         ),
-    ] = "kafka"
+    ] = EnvConvention.KAFKA
 
     prefix: Annotated[
         Str | None,
@@ -424,6 +491,11 @@ class SettingsEnvSpec(
             max_length=100,
             pattern="^[A-Z_][A-Z0-9_]*$",
             description="Variable prefix for convention custom, for example ORDERS_KAFKA_.",
+        ),
+        Wording(
+            "{value} is not an environment variable prefix",
+            "use upper-case letters, digits and _, for example MYAPP_KAFKA_",
+            when=("string_pattern_mismatch",),
         ),
     ] = None
 
@@ -437,7 +509,25 @@ class SettingsEnvSpec(
                 "container already sets it itself."
             ),
         ),
+        Wording(
+            "{value} is not an environment variable name",
+            'use letters, digits and _ (or "" to set no variable)',
+            when=("string_pattern_mismatch",),
+        ),
     ] = "KAFKA_CONFIG_FILE"
+
+    @model_validator(mode="after")
+    def _prefix_with_custom_alone(self) -> SettingsEnvSpec:
+        custom = self.convention is EnvConvention.CUSTOM
+        if custom and self.prefix is None:
+            raise problem("is required with convention custom", "set env.prefix", ".prefix")
+        if not custom and self.prefix is not None:
+            raise problem(
+                f"is only used with convention custom, not {self.convention.value}",
+                "remove env.prefix or set env.convention: custom",
+                ".prefix",
+            )
+        return self
 
 
 class ConsumerSettingsSpec(
@@ -502,6 +592,7 @@ class ConsumerSettingsSpec(
                 "group.consumer.min/max.session.timeout.ms (45000 to 60000 by default)."
             ),
         ),
+        *MILLISECONDS,
     ] = 45000
 
     heartbeat_interval_ms: Annotated[
@@ -515,6 +606,7 @@ class ConsumerSettingsSpec(
                 "(classic) or 5000 (KIP-848)."
             ),
         ),
+        *MILLISECONDS,
     ] = None
 
     max_poll_interval_ms: Annotated[
@@ -527,10 +619,11 @@ class ConsumerSettingsSpec(
                 "requires it to be at least sessionTimeoutMs."
             ),
         ),
+        *MILLISECONDS,
     ] = 300000
 
     assignment_strategy: Annotated[
-        Literal["cooperative-sticky", "range", "roundrobin", "sticky"] | None,
+        AssignmentStrategy | None,
         Field(
             description=(
                 "partition.assignment.strategy. Omitted: cooperative-sticky. Moving a live group "
@@ -554,7 +647,7 @@ class ConsumerSettingsSpec(
     ] = False
 
     client_library: Annotated[
-        Literal["auto", "java", "librdkafka"],
+        ClientLibrary,
         Field(
             description=(
                 "The consumers' client: java (class names for assignors, KIP-429 upgrade path) or"
@@ -562,7 +655,7 @@ class ConsumerSettingsSpec(
                 "spring, librdkafka otherwise."
             )
         ),
-    ] = "auto"
+    ] = ClientLibrary.AUTO
 
     env: SettingsEnvSpec = Field(default_factory=SettingsEnvSpec, json_schema_extra={"default": {}})
 
@@ -573,10 +666,21 @@ class ConsumerSettingsSpec(
             pattern="^/[A-Za-z0-9._/-]*[A-Za-z0-9._-]$",
             description="Directory where consumer.properties is mounted.",
         ),
+        AfterValidator(_directory),
+        BeforeValidator(_without_trailing_slash),
+        Wording(
+            "{value} is not an absolute directory",
+            "use /etc/kafka",
+            when=("string_pattern_mismatch",),
+        ),
     ] = "/etc/rebalancer"
 
     properties: Annotated[
-        dict[str, Annotated[Str, Field(max_length=4096)]] | None,
+        dict[
+            Annotated[Str, AfterValidator(_property_name)],
+            Annotated[Str, Field(max_length=4096), AfterValidator(_one_line)],
+        ]
+        | None,
         Field(
             max_length=64,
             description=(
@@ -585,6 +689,11 @@ class ConsumerSettingsSpec(
                 "brokerDelay), group configs (consumer.*), the typed settings above, "
                 "bootstrap.servers and group.id, and credentials (a ConfigMap is not a Secret)."
             ),
+        ),
+        Wording("must be a map of property name to value", "write key: value", when=("dict_type",)),
+        Wording(
+            fix="keep only the properties that differ from the client's defaults",
+            when=("too_long",),
         ),
     ] = None
 
@@ -599,6 +708,8 @@ class StrimziKafkaSpec(SpecModel):
             pattern="^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
             description="The Kafka resource's name.",
         ),
+        Wording(fix="name the Strimzi Kafka resource", when=("missing",)),
+        Wording("{value} is not a valid name", KAFKA_NAME_FIX, when=("string_pattern_mismatch",)),
     ]
 
     namespace: Annotated[
@@ -608,6 +719,7 @@ class StrimziKafkaSpec(SpecModel):
             pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
             description="Its namespace; defaults to the ConsumerGroup's.",
         ),
+        Wording("{value} is not a valid name", KAFKA_NAME_FIX, when=("string_pattern_mismatch",)),
     ] = None
 
 
@@ -636,7 +748,7 @@ class BrokerDelaySpec(
     """
 
     mode: Annotated[
-        Literal["recommend", "strimzi", "alter-configs"],
+        DelayMode,
         Field(
             description=(
                 "recommend: status and an Event with the value to set. strimzi: write it into the"
@@ -646,7 +758,7 @@ class BrokerDelaySpec(
                 "read-only)."
             )
         ),
-    ] = "recommend"
+    ] = DelayMode.RECOMMEND
 
     delay_ms: Annotated[
         Int, Field(ge=0, le=300000, description="The delay this group wants, in milliseconds.")
@@ -662,6 +774,22 @@ class BrokerDelaySpec(
     ] = 30000
 
     strimzi: StrimziKafkaSpec | None = None
+
+    @model_validator(mode="after")
+    def _delay_and_target(self) -> BrokerDelaySpec:
+        if self.delay_ms > self.max_delay_ms:
+            raise problem(
+                f"({self.delay_ms}) is above maxDelayMs ({self.max_delay_ms})",
+                "raise maxDelayMs or lower delayMs",
+                ".delayMs",
+            )
+        if self.mode is DelayMode.STRIMZI and self.strimzi is None:
+            raise problem(
+                "is required with mode strimzi",
+                "set strimzi.name to the Kafka resource (kafka.strimzi.io) of this cluster",
+                ".strimzi",
+            )
+        return self
 
 
 class MillisecondBoundsSpec(

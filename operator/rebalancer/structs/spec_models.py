@@ -151,21 +151,46 @@ def _cross_field_problems(spec: SpecModel, path: str) -> list[FieldProblem]:
 
 
 def _problem(model: type[SpecModel], path: str, detail: ErrorDetails) -> FieldProblem:
-    loc = detail["loc"]
-    where = path + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
+    where, field, at_item = _locate(model, path, detail["loc"])
     kind = detail["type"]
     if kind == PROBLEM:
         context = detail.get("ctx", {})
         return FieldProblem(where + context["at"], context["message"], context["fix"])
-    field = _field_at(model, [str(part) for part in loc if not isinstance(part, int)])
     value = detail["input"]
     message, fix = _wording(kind, field, detail, where)
-    at_item = bool(loc) and isinstance(loc[-1], int)
     for extra in field.metadata if field is not None else ():
         if isinstance(extra, Wording) and extra.applies(kind, at_item):
             message = (extra.message or message).replace("{value}", _quoted(value))
             fix = extra.fix or fix
     return FieldProblem(where, message, fix)
+
+
+def _locate(
+    model: type[SpecModel], path: str, loc: Sequence[int | str]
+) -> tuple[str, FieldInfo | None, bool]:
+    """Where an error is (spec.kafka.bootstrapServers[0], properties[fetch.min.bytes]), the
+    deepest field of the model on the way, and whether the error is about one of that field's
+    items (a list's or a map's) rather than the field itself."""
+    current: type[SpecModel] | None = model
+    field: FieldInfo | None = None
+    at_item = False
+    for part in loc:
+        found = None
+        if current is not None and isinstance(part, str):
+            found = next(
+                (info for name, info in current.model_fields.items() if part in (name, info.alias)),
+                None,
+            )
+        if found is not None:
+            field, at_item = found, False
+            current = _model_of(found.annotation)
+            path += f".{found.alias or part}"
+        elif part != "[key]":
+            # A list's index or a map's key (pydantic adds "[key]" when the key itself is wrong).
+            at_item = True
+            current = None
+            path += f"[{part}]"
+    return path, field, at_item
 
 
 def _quoted(value: object) -> str:
@@ -226,23 +251,6 @@ def _wording(
     if kind in ("greater_than_equal", "less_than_equal"):
         return f"must be between {low} and {high}, got {value}", f"set a value from {low} to {high}"
     return f"is invalid: {kind}", "check the field against the CRD (kubectl explain)"
-
-
-def _field_at(model: type[SpecModel], loc: Sequence[str]) -> FieldInfo | None:
-    """The field a validation error's location points at, through nested blocks."""
-    current: type[SpecModel] | None = model
-    field: FieldInfo | None = None
-    for part in loc:
-        if current is None:
-            return None
-        field = next(
-            (info for name, info in current.model_fields.items() if part in (name, info.alias)),
-            None,
-        )
-        if field is None:
-            return None
-        current = _model_of(field.annotation)
-    return field
 
 
 def _unwrapped(annotation: Any) -> list[Any]:

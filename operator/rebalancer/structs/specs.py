@@ -11,11 +11,10 @@ dataclasses below are what the rest of the operator reads, made from a validated
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
 
-from rebalancer.structs.broker_delay_policy import BrokerDelayPolicy, parse_broker_delay_policy
+from rebalancer.structs.broker_delay_policy import BrokerDelayPolicy, broker_delay_policy_of
 from rebalancer.structs.consumer_group_spec import (
     BrokerProfileChoice,
     KafkaConnectionSpec,
@@ -24,7 +23,7 @@ from rebalancer.structs.consumer_group_spec import (
     SaslMechanism,
     WorkloadKind,
 )
-from rebalancer.structs.consumer_settings_policy import SettingsPolicy, parse_settings_policy
+from rebalancer.structs.consumer_settings_policy import SettingsPolicy, settings_policy_of
 from rebalancer.structs.enforce_policy import EnforceSpec, enforce_policy_of
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
 from rebalancer.structs.problems import FieldProblem, SpecInvalid, kind_of
@@ -51,11 +50,6 @@ __all__ = [
     "check_pattern",
     "parse_spec",
 ]
-
-T = TypeVar("T")
-# The policy blocks whose own readers still turn raw YAML into their policy; the model validates
-# the rest of the spec. Each reader names its problems under its block's path.
-_READ_BY_BLOCK = ("settings", "brokerDelay")
 
 
 @dataclass(frozen=True)
@@ -148,18 +142,7 @@ def parse_spec(raw: object, *, bypass_default: int = DEFAULT_BYPASS_SECONDS) -> 
 
     `bypass_default` stands for an unset `policy.rollout.bypassGateAfterSeconds`: the operator's
     own default (--gate-bypass-after-seconds)."""
-    spec = _spec_mapping(raw)
-    problems: list[FieldProblem] = []
-    policy_raw = spec.get("policy")
-    blocks = policy_raw if isinstance(policy_raw, Mapping) else {}
-    settings = _collect(problems, parse_settings_policy, blocks.get("settings"), _at("settings"))
-    delay = _collect(
-        problems, parse_broker_delay_policy, blocks.get("brokerDelay"), _at("brokerDelay")
-    )
-    model = _collect(problems, read_spec, ResourceSpec, _without_blocks(spec), "spec")
-    policy = None if model is None else _collect(problems, _policy_of, model, bypass_default)
-    if model is None or policy is None or problems:
-        raise SpecInvalid(tuple(problems))
+    model = read_spec(ResourceSpec, _spec_mapping(raw), "spec")
     return ConsumerGroupSpec(
         group_id=model.group_id,
         kafka=_kafka_of(model.kafka),
@@ -167,7 +150,7 @@ def parse_spec(raw: object, *, bypass_default: int = DEFAULT_BYPASS_SECONDS) -> 
             topics=tuple(model.subscription.topics or ()), pattern=model.subscription.pattern
         ),
         workload=WorkloadRef(model.workload.kind, model.workload.name, model.workload.container),
-        policy=replace(policy, settings=settings, broker_delay=delay),
+        policy=_policy_of(model, bypass_default),
     )
 
 
@@ -183,7 +166,7 @@ def _spec_mapping(raw: object) -> Mapping[str, object]:
 
 
 def _policy_of(model: ResourceSpec, bypass_default: int) -> Policy:
-    """spec.policy of a validated spec, but for the blocks read by their own readers."""
+    """spec.policy of a validated spec (SpecInvalid when a learning bound crosses its default)."""
     policy = model.policy
     rollout = policy_of(policy.rollout, bypass_default)
     if "enabled" not in policy.rollout.model_fields_set:
@@ -194,31 +177,14 @@ def _policy_of(model: ResourceSpec, bypass_default: int) -> Policy:
         protocol=policy.protocol,
         observe=ObservePolicy(policy.observe.interval_seconds, policy.observe.report_ttl_seconds),
         history_enabled=policy.history.enabled,
-        learning=learning_policy_of(policy.learning, _at("learning")),
+        settings=None if policy.settings is None else settings_policy_of(policy.settings),
+        broker_delay=(
+            None if policy.broker_delay is None else broker_delay_policy_of(policy.broker_delay)
+        ),
+        learning=learning_policy_of(policy.learning, "spec.policy.learning"),
         rollout=rollout,
         enforce=EnforceSpec() if policy.enforce is None else enforce_policy_of(policy.enforce),
     )
-
-
-def _collect(problems: list[FieldProblem], read: Callable[..., T], *args: Any) -> T | None:
-    """What `read` returns, or None with its problems added to `problems`."""
-    try:
-        return read(*args)
-    except SpecInvalid as error:
-        problems.extend(error.problems)
-        return None
-
-
-def _at(block: str) -> str:
-    return f"spec.policy.{block}"
-
-
-def _without_blocks(raw: Mapping[str, object]) -> dict[str, object]:
-    """The spec without the policy blocks that their own readers read (_READ_BY_BLOCK)."""
-    policy = raw.get("policy")
-    if not isinstance(policy, Mapping):
-        return dict(raw)
-    return {**raw, "policy": {k: v for k, v in policy.items() if k not in _READ_BY_BLOCK}}
 
 
 def _kafka_of(kafka: KafkaConnectionSpec) -> KafkaSpec:
