@@ -1,10 +1,10 @@
 """One ConsumerGroup object as the operator reads it: who it is, its spec parsed once, its status.
 
 Every handler and reconciler reads a ConsumerGroup through `read_consumer_group`: the spec's
-defaults and validation messages are those of `structs/specs.py` (the rollout and enforcement
-policies included), never a second reader of raw fields. Only an invalid spec is looked at raw,
-through `declared_group_id` and `written_status`, so that its status and metrics can say what is
-wrong with it.
+defaults and validation messages are those of the spec model (`structs/consumer_group_spec.py`,
+read by `structs/specs.parse_spec`), never a second reader of raw fields. Only an invalid spec
+is looked at raw, through `declared_group_id` and `written_status`, so that its status and
+metrics can say what is wrong with it.
 """
 
 from __future__ import annotations

@@ -87,9 +87,9 @@ def policy_of(spec: RolloutSpec, bypass_default: int = DEFAULT_BYPASS_SECONDS) -
     """The planner's RolloutPolicy of a validated block."""
     bypass = spec.bypass_gate_after_seconds
     return RolloutPolicy(
-        # An unset `enabled` keeps RolloutPolicy's default (on), as the hand parser did;
-        # structs/specs.py turns rollouts off for a resource that does not set it, which is what
-        # the CRD's default (false) says.
+        # An unset `enabled` keeps RolloutPolicy's default (on), as parse_rollout_policy always
+        # has; structs/specs.py turns rollouts off for a resource that does not set it, which is
+        # what the CRD's default (false) says.
         enabled=spec.enabled if "enabled" in spec.model_fields_set else RolloutPolicy.enabled,
         max_batch_size=spec.max_batch_size,
         batch_deadline_seconds=spec.batch_deadline_seconds,
