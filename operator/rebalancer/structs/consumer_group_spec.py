@@ -185,7 +185,6 @@ class CaSecretRefSpec(SpecModel):
         SecretName,
         Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace."),
     ]
-
     key: Annotated[
         Str, Field(max_length=253, description="Key of the CA certificate in the Secret.")
     ] = "ca.crt"
@@ -198,11 +197,9 @@ class ClientCertSecretRefSpec(SpecModel):
         SecretName,
         Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace."),
     ]
-
     cert_key: Annotated[
         Str, Field(max_length=253, description="Key of the client certificate (PEM).")
     ] = "tls.crt"
-
     key_key: Annotated[
         Str, Field(max_length=253, description="Key of the client private key (PEM).")
     ] = "tls.key"
@@ -212,11 +209,8 @@ class BrokerTlsSpec(SpecModel):
     """TLS to the brokers. Omit for plaintext."""
 
     enabled: Annotated[Bool, Field(description="Connect with TLS.")] = True
-
     ca_secret_ref: CaSecretRefSpec | None = None
-
     client_cert_secret_ref: ClientCertSecretRefSpec | None = None
-
     insecure_skip_verify: Annotated[
         Bool, Field(description="Do not verify the brokers' certificates. Only for tests.")
     ] = False
@@ -229,7 +223,6 @@ class SecretKeyRefSpec(SpecModel):
         SecretName,
         Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace."),
     ]
-
     key: Annotated[Str, Field(max_length=253, description="Key in the Secret.")]
 
 
@@ -237,9 +230,7 @@ class BrokerSaslSpec(SpecModel):
     """SASL authentication. Credentials are read from Secrets, never stored here."""
 
     mechanism: Annotated[SaslMechanism, Field(description="SASL mechanism.")]
-
     username_secret_ref: SecretKeyRefSpec
-
     password_secret_ref: Annotated[
         SecretKeyRefSpec, Field(description="Secret key that holds the SASL password.")
     ]
@@ -274,7 +265,6 @@ class KafkaConnectionSpec(SpecModel):
             items=True,
         ),
     ]
-
     profile: Annotated[
         BrokerProfileChoice,
         Field(
@@ -284,16 +274,13 @@ class KafkaConnectionSpec(SpecModel):
             )
         ),
     ] = BrokerProfileChoice.AUTO
-
     request_timeout_seconds: Annotated[
         Int,
         Field(
             ge=1, le=300, description="Timeout of each admin request to the cluster, in seconds."
         ),
     ] = 10
-
     tls: BrokerTlsSpec | None = None
-
     sasl: BrokerSaslSpec | None = None
 
 
@@ -329,7 +316,6 @@ class TopicSubscriptionSpec(
         Wording(fix="list at least one topic", when=("too_short",)),
         Wording("{value} is not a valid Kafka topic name", TOPIC_FIX, items=True),
     ] = None
-
     pattern: Annotated[
         Str | None,
         Field(
@@ -382,7 +368,6 @@ class WorkloadSpec(
             )
         ),
     ]
-
     name: Annotated[
         Str,
         Field(
@@ -397,7 +382,6 @@ class WorkloadSpec(
             when=("string_pattern_mismatch", "string_too_long", "string_too_short"),
         ),
     ]
-
     container: Annotated[
         Str | None,
         Field(
@@ -432,7 +416,6 @@ class ObservationSpec(
             description="Seconds between two observations of the group on the broker.",
         ),
     ] = 10
-
     report_ttl_seconds: Annotated[
         Int,
         Field(
@@ -484,7 +467,6 @@ class SettingsEnvSpec(
             )
         ),
     ] = EnvConvention.KAFKA
-
     prefix: Annotated[
         Str | None,
         Field(
@@ -498,7 +480,6 @@ class SettingsEnvSpec(
             when=("string_pattern_mismatch",),
         ),
     ] = None
-
     config_file_variable: Annotated[
         Str,
         Field(
@@ -594,7 +575,6 @@ class ConsumerSettingsSpec(
         ),
         *MILLISECONDS,
     ] = 45000
-
     heartbeat_interval_ms: Annotated[
         Int | None,
         Field(
@@ -608,7 +588,6 @@ class ConsumerSettingsSpec(
         ),
         *MILLISECONDS,
     ] = None
-
     max_poll_interval_ms: Annotated[
         Int,
         Field(
@@ -621,7 +600,6 @@ class ConsumerSettingsSpec(
         ),
         *MILLISECONDS,
     ] = 300000
-
     assignment_strategy: Annotated[
         AssignmentStrategy | None,
         Field(
@@ -635,7 +613,6 @@ class ConsumerSettingsSpec(
             )
         ),
     ] = None
-
     static_membership: Annotated[
         Bool,
         Field(
@@ -645,7 +622,6 @@ class ConsumerSettingsSpec(
             )
         ),
     ] = False
-
     client_library: Annotated[
         ClientLibrary,
         Field(
@@ -656,9 +632,7 @@ class ConsumerSettingsSpec(
             )
         ),
     ] = ClientLibrary.AUTO
-
     env: SettingsEnvSpec = Field(default_factory=SettingsEnvSpec, json_schema_extra={"default": {}})
-
     mount_path: Annotated[
         Str,
         Field(
@@ -674,7 +648,6 @@ class ConsumerSettingsSpec(
             when=("string_pattern_mismatch",),
         ),
     ] = "/etc/rebalancer"
-
     properties: Annotated[
         dict[
             Annotated[Str, AfterValidator(_property_name)],
@@ -711,7 +684,6 @@ class StrimziKafkaSpec(SpecModel):
         Wording(fix="name the Strimzi Kafka resource", when=("missing",)),
         Wording("{value} is not a valid name", KAFKA_NAME_FIX, when=("string_pattern_mismatch",)),
     ]
-
     namespace: Annotated[
         Str | None,
         Field(
@@ -759,11 +731,9 @@ class BrokerDelaySpec(
             )
         ),
     ] = DelayMode.RECOMMEND
-
     delay_ms: Annotated[
         Int, Field(ge=0, le=300000, description="The delay this group wants, in milliseconds.")
     ] = 3000
-
     max_delay_ms: Annotated[
         Int,
         Field(
@@ -772,7 +742,6 @@ class BrokerDelaySpec(
             description="The longest delay this group accepts; caps the cluster's value.",
         ),
     ] = 30000
-
     strimzi: StrimziKafkaSpec | None = None
 
     @model_validator(mode="after")
@@ -806,7 +775,6 @@ class MillisecondBoundsSpec(
     """Limits of group.initial.rebalance.delay.ms, in ms."""
 
     min: Annotated[Number | None, Field(ge=0, description="Lowest value applied.")] = None
-
     max: Annotated[Number | None, Field(ge=0, description="Highest value applied.")] = None
 
     @model_validator(mode="after")
@@ -829,7 +797,6 @@ class BatchSizeBoundsSpec(
     """Limits of the rollout batch size, in pods."""
 
     min: Annotated[Int | None, Field(ge=1, description="Lowest value applied.")] = None
-
     max: Annotated[Int | None, Field(ge=1, description="Highest value applied.")] = None
 
     @model_validator(mode="after")
@@ -842,9 +809,7 @@ class LearningBoundsSpec(SpecModel):
     """Inclusive limits; values outside are clamped and named in status.learning.clamped."""
 
     initial_rebalance_delay_ms: MillisecondBoundsSpec | None = None
-
     batch_size: BatchSizeBoundsSpec | None = None
-
     session_timeout_ms: Annotated[
         MillisecondBoundsSpec | None, Field(description="Limits of session.timeout.ms, in ms.")
     ] = None
@@ -861,18 +826,15 @@ class LearningSpec(SpecModel):
         LearningMode,
         Field(description="off, recommend (status only) or auto (apply)."),
     ] = LearningMode.OFF
-
     min_interval_minutes: Annotated[
         Int, Field(ge=1, le=525600, description="Minutes between two applied changes.")
     ] = 1440
-
     max_age_hours: Annotated[
         Int,
         Field(
             ge=1, le=8760, description="Recommendations older than this are shown, never applied."
         ),
     ] = 72
-
     bounds: LearningBoundsSpec = Field(
         default_factory=LearningBoundsSpec, json_schema_extra={"default": {}}
     )
@@ -884,7 +846,6 @@ class TokenSecretRefSpec(SpecModel):
     name: Annotated[
         Str, Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace.")
     ]
-
     key: Annotated[Str, Field(max_length=253, description="Key of the token in the Secret.")] = (
         "token"
     )
@@ -919,7 +880,6 @@ class EnforceSidecarSpec(
             )
         ),
     ] = False
-
     url: Annotated[
         Str | None,
         Field(
@@ -937,12 +897,10 @@ class EnforceSidecarSpec(
             when=("string_pattern_mismatch",),
         ),
     ] = None
-
     port: Annotated[
         Int,
         Field(ge=1024, le=65535, description="Port the sidecars listen on in the workload's pods."),
     ] = 8091
-
     token_secret_ref: TokenSecretRefSpec | None = None
 
     @model_validator(mode="after")
@@ -978,7 +936,6 @@ class EnforcementSpec(SpecModel):
             when=("string_too_short", "string_too_long"),
         ),
     ] = None
-
     schedule_seconds: Annotated[
         Int | None,
         Field(
@@ -989,11 +946,9 @@ class EnforcementSpec(SpecModel):
             ),
         ),
     ] = None
-
     after_rollout: Annotated[
         Bool, Field(description="Enforce one rebalance after each managed rollout finishes.")
     ] = False
-
     on_topic_creation: Annotated[
         Bool,
         Field(
@@ -1004,7 +959,6 @@ class EnforcementSpec(SpecModel):
             )
         ),
     ] = False
-
     retry_when_stable: Annotated[
         Bool,
         Field(
@@ -1014,7 +968,6 @@ class EnforcementSpec(SpecModel):
             )
         ),
     ] = False
-
     sidecar: EnforceSidecarSpec | None = None
 
 
@@ -1038,21 +991,14 @@ class GroupPolicySpec(SpecModel):
             )
         ),
     ] = ProtocolChoice.AUTO
-
     observe: ObservationSpec = Field(
         default_factory=ObservationSpec, json_schema_extra={"default": {}}
     )
-
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
-
     settings: ConsumerSettingsSpec | None = None
-
     broker_delay: BrokerDelaySpec | None = None
-
     learning: LearningSpec = Field(default_factory=LearningSpec, json_schema_extra={"default": {}})
-
     enforce: EnforcementSpec | None = None
-
     history: HistorySpec = Field(default_factory=HistorySpec, json_schema_extra={"default": {}})
 
 
@@ -1116,13 +1062,9 @@ class ResourceSpec(
             when=("string_pattern_mismatch", "string_too_long", "string_too_short"),
         ),
     ]
-
     kafka: KafkaConnectionSpec
-
     subscription: TopicSubscriptionSpec
-
     workload: WorkloadSpec
-
     policy: GroupPolicySpec = Field(
         default_factory=GroupPolicySpec, json_schema_extra={"default": {}}
     )

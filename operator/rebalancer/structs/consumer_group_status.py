@@ -22,24 +22,19 @@ class ConditionEntry(StatusModel):
     """One condition, as in Kubernetes API conventions."""
 
     type: Annotated[Str, Field(description="Ready, Progressing or Degraded.")]
-
     status: Annotated[
         Literal["True", "False", "Unknown"], Field(description="True, False or Unknown.")
     ]
-
     reason: Annotated[Str | None, Field(description="One CamelCase word that says why.")] = None
-
     message: Annotated[Str | None, Field(description="What happened and what to do, in words.")] = (
         None
     )
-
     last_transition_time: Annotated[
         Str | None,
         Field(
             description="When the status last changed.", json_schema_extra={"format": "date-time"}
         ),
     ] = None
-
     observed_generation: Annotated[
         Int | None,
         Field(
@@ -74,9 +69,7 @@ class RolloutProgressStatus(StatusModel):
             )
         ),
     ] = None
-
     kind: Annotated[Str | None, Field(description="cold-start, scale-up or rolling-update.")] = None
-
     mechanism: Annotated[
         Str | None,
         Field(
@@ -86,17 +79,12 @@ class RolloutProgressStatus(StatusModel):
             )
         ),
     ] = None
-
     batch: Annotated[Int | None, Field(description="The current batch, from 1.")] = None
-
     batches: Annotated[Int | None, Field(description="How many batches the rollout has.")] = None
-
     batch_sizes: Annotated[list[Int] | None, Field(description="Pods in each batch.")] = None
-
     members_joined: Annotated[
         Int | None, Field(description="Pods of settled batches, now members of the group.")
     ] = None
-
     rebalances: Annotated[
         Int | None,
         Field(
@@ -104,16 +92,13 @@ class RolloutProgressStatus(StatusModel):
             json_schema_extra={"format": "int64"},
         ),
     ] = None
-
     started_at: Annotated[
         Str | None,
         Field(description="When the rollout started.", json_schema_extra={"format": "date-time"}),
     ] = None
-
     message: Annotated[
         Str | None, Field(description="What is happening or what went wrong, and how to go on.")
     ] = None
-
     reason: Annotated[
         Str | None,
         Field(
@@ -123,11 +108,9 @@ class RolloutProgressStatus(StatusModel):
             )
         ),
     ] = None
-
     opened: Annotated[
         list[Str] | None, Field(description="Pods released in the current batch.")
     ] = None
-
     slots: Annotated[
         list[Str] | None,
         Field(
@@ -137,12 +120,10 @@ class RolloutProgressStatus(StatusModel):
             )
         ),
     ] = None
-
     rollout_id: Annotated[
         Str | None,
         Field(description="Names this rollout in the pods' rebalancer.dev/gate-batch annotations."),
     ] = None
-
     target: Annotated[
         Str | None,
         Field(
@@ -152,7 +133,6 @@ class RolloutProgressStatus(StatusModel):
             )
         ),
     ] = None
-
     spec_generation: Annotated[
         Int | None,
         Field(
@@ -160,12 +140,10 @@ class RolloutProgressStatus(StatusModel):
             json_schema_extra={"format": "int64"},
         ),
     ] = None
-
     static: Annotated[
         Bool | None,
         Field(description="Whether the members were treated as static (group.instance.id)."),
     ] = None
-
     ordinals: Annotated[
         Str | None,
         Field(
@@ -174,7 +152,6 @@ class RolloutProgressStatus(StatusModel):
             )
         ),
     ] = None
-
     base: Annotated[
         Int | None,
         Field(
@@ -184,11 +161,9 @@ class RolloutProgressStatus(StatusModel):
             )
         ),
     ] = None
-
     target_replicas: Annotated[
         Int | None, Field(description="The replicas the rollout brings the workload to.")
     ] = None
-
     rebalances_at_start: Annotated[
         Int | None,
         Field(
@@ -196,7 +171,6 @@ class RolloutProgressStatus(StatusModel):
             json_schema_extra={"format": "int64"},
         ),
     ] = None
-
     generation_at_open: Annotated[
         Int | None,
         Field(
@@ -204,14 +178,12 @@ class RolloutProgressStatus(StatusModel):
             json_schema_extra={"format": "int64"},
         ),
     ] = None
-
     phase_since: Annotated[
         Str | None,
         Field(
             description="When the current phase began.", json_schema_extra={"format": "date-time"}
         ),
     ] = None
-
     opened_at: Annotated[
         Str | None,
         Field(
@@ -219,7 +191,6 @@ class RolloutProgressStatus(StatusModel):
             json_schema_extra={"format": "date-time"},
         ),
     ] = None
-
     gather_until: Annotated[
         Str | None,
         Field(
@@ -229,7 +200,6 @@ class RolloutProgressStatus(StatusModel):
             json_schema_extra={"format": "date-time"},
         ),
     ] = None
-
     deadline: Annotated[
         Str | None,
         Field(
@@ -237,7 +207,6 @@ class RolloutProgressStatus(StatusModel):
             json_schema_extra={"format": "date-time"},
         ),
     ] = None
-
     settle_until: Annotated[
         Str | None,
         Field(
@@ -245,18 +214,15 @@ class RolloutProgressStatus(StatusModel):
             json_schema_extra={"format": "date-time"},
         ),
     ] = None
-
     paused_from: Annotated[
         Str | None, Field(description="The phase a paused rollout goes back to.")
     ] = None
-
     paused_at: Annotated[
         Str | None,
         Field(
             description="When the rollout was paused.", json_schema_extra={"format": "date-time"}
         ),
     ] = None
-
     seen_at: Annotated[
         Str | None,
         Field(
@@ -267,25 +233,20 @@ class RolloutProgressStatus(StatusModel):
             json_schema_extra={"format": "date-time"},
         ),
     ] = None
-
     holding_deployment: Annotated[
         Bool | None, Field(description="The operator paused the Deployment and will resume it.")
     ] = None
-
     parked: Annotated[
         Bool | None,
         Field(description="The operator parked the StatefulSet's partition at its replicas."),
     ] = None
-
     steady_replicas: Annotated[
         Int | None, Field(description="The workload's replicas when no rollout was running.")
     ] = None
-
     resume_token: Annotated[
         Str | None,
         Field(description="The rebalancer.dev/resume-rollout annotation when the rollout failed."),
     ] = None
-
     completed_revision: Annotated[
         Str | None,
         Field(
@@ -294,7 +255,6 @@ class RolloutProgressStatus(StatusModel):
             )
         ),
     ] = None
-
     contested_by: Annotated[
         Str | None,
         Field(
@@ -304,7 +264,6 @@ class RolloutProgressStatus(StatusModel):
             )
         ),
     ] = None
-
     yielded: Annotated[
         Bool | None,
         Field(
@@ -314,7 +273,6 @@ class RolloutProgressStatus(StatusModel):
             )
         ),
     ] = None
-
     autoscaler: Annotated[
         Str | None,
         Field(
@@ -325,7 +283,6 @@ class RolloutProgressStatus(StatusModel):
             )
         ),
     ] = None
-
     interference: Annotated[
         Str | None,
         Field(
@@ -335,7 +292,6 @@ class RolloutProgressStatus(StatusModel):
             )
         ),
     ] = None
-
     plan: Annotated[
         Str | None,
         Field(
@@ -345,7 +301,6 @@ class RolloutProgressStatus(StatusModel):
             )
         ),
     ] = None
-
     plan_cost: Annotated[
         Int | None,
         Field(
@@ -356,14 +311,11 @@ class RolloutProgressStatus(StatusModel):
             json_schema_extra={"format": "int64"},
         ),
     ] = None
-
     runner_up: Annotated[Str | None, Field(description="The next cheapest plan.")] = None
-
     runner_up_cost: Annotated[
         Int | None,
         Field(description="The runner-up's predicted cost.", json_schema_extra={"format": "int64"}),
     ] = None
-
     plan_reason: Annotated[
         Str | None,
         Field(
@@ -386,12 +338,10 @@ class GroupConfigsStatus(StatusModel):
             )
         ),
     ] = None
-
     state: Annotated[
         Str | None,
         Field(description="applied, accepted-not-verifiable, failed, pending or not-needed."),
     ] = None
-
     message: Annotated[
         Str | None,
         Field(
@@ -412,7 +362,6 @@ class SessionLimitsStatus(StatusModel):
             )
         ),
     ] = None
-
     max_session_timeout_ms: Annotated[
         Int | None,
         Field(
@@ -422,11 +371,9 @@ class SessionLimitsStatus(StatusModel):
             )
         ),
     ] = None
-
     source: Annotated[
         Str | None, Field(description="broker, partly, or default (the broker reports no configs).")
     ] = None
-
     message: Annotated[
         Str | None,
         Field(
@@ -446,16 +393,13 @@ class BrokerDelayOutcomeStatus(StatusModel):
         Str | None,
         Field(description="id:<Kafka cluster id>, or bootstrap:<servers> before the id is known."),
     ] = None
-
     wanted_ms: Annotated[
         Int | None,
         Field(description="The delay this group asks for (spec.policy.brokerDelay.delayMs)."),
     ] = None
-
     cluster_ms: Annotated[
         Int | None, Field(description="The value chosen for the cluster by the rule.")
     ] = None
-
     mode: Annotated[
         Str | None,
         Field(
@@ -464,26 +408,21 @@ class BrokerDelayOutcomeStatus(StatusModel):
             )
         ),
     ] = None
-
     action: Annotated[
         Str | None, Field(description="none, recommend, patch-strimzi or alter-broker.")
     ] = None
-
     rule: Annotated[
         Str | None,
         Field(description="How the cluster's value is chosen from its ConsumerGroups, in words."),
     ] = None
-
     decided_by: Annotated[
         Str | None,
         Field(description="The ConsumerGroup (namespace/name) whose delayMs is the largest."),
     ] = None
-
     capped_by: Annotated[
         Str | None,
         Field(description="The ConsumerGroup whose maxDelayMs capped the value, if any."),
     ] = None
-
     reason: Annotated[
         Str | None,
         Field(
@@ -492,12 +431,10 @@ class BrokerDelayOutcomeStatus(StatusModel):
             )
         ),
     ] = None
-
     message: Annotated[
         Str | None,
         Field(description="What the operator did or recommends about the delay, and how to go on."),
     ] = None
-
     outcome: Annotated[
         Str | None,
         Field(
@@ -506,14 +443,12 @@ class BrokerDelayOutcomeStatus(StatusModel):
             )
         ),
     ] = None
-
     in_force_ms: Annotated[
         Int | None,
         Field(
             description=("The value the broker reports now (DescribeConfigs), when it reports one.")
         ),
     ] = None
-
     in_force_source: Annotated[
         Str | None,
         Field(
@@ -535,12 +470,10 @@ class InjectedSidecarStatus(StatusModel):
     inject: Annotated[
         Bool | None, Field(description="What spec.policy.enforce.sidecar.inject asked for.")
     ] = None
-
     injected: Annotated[
         Bool | None,
         Field(description="The pod template carries the operator's sidecar as last rendered."),
     ] = None
-
     hash: Annotated[
         Str | None,
         Field(
@@ -550,11 +483,9 @@ class InjectedSidecarStatus(StatusModel):
             )
         ),
     ] = None
-
     container: Annotated[
         Str | None, Field(description="Name of the sidecar container in the pod template.")
     ] = None
-
     rolled_out: Annotated[
         Bool | None,
         Field(
@@ -564,7 +495,6 @@ class InjectedSidecarStatus(StatusModel):
             )
         ),
     ] = None
-
     reason: Annotated[
         Str | None,
         Field(
@@ -573,7 +503,6 @@ class InjectedSidecarStatus(StatusModel):
             )
         ),
     ] = None
-
     message: Annotated[
         Str | None,
         Field(
@@ -589,11 +518,9 @@ class DeliveredSettingsStatus(StatusModel):
         Str | None,
         Field(description="Group protocol the settings were rendered for (classic or consumer)."),
     ] = None
-
     client_library: Annotated[
         Str | None, Field(description="Client library assumed (java or librdkafka).")
     ] = None
-
     hash: Annotated[
         Str | None,
         Field(
@@ -603,28 +530,22 @@ class DeliveredSettingsStatus(StatusModel):
             )
         ),
     ] = None
-
     config_map: Annotated[
         Str | None, Field(description="Name of the ConfigMap holding consumer.properties.")
     ] = None
-
     applied: Annotated[
         Bool | None, Field(description="The workload's pod template carries these settings.")
     ] = None
-
     rolled_out: Annotated[
         Bool | None, Field(description="Every pod runs the pod template with these settings.")
     ] = None
-
     session_timeout_ms: Annotated[
         Int | None,
         Field(description="Session timeout delivered (client property or group config)."),
     ] = None
-
     heartbeat_interval_ms: Annotated[
         Int | None, Field(description="Heartbeat interval delivered.")
     ] = None
-
     max_poll_interval_ms: Annotated[
         Int | None,
         Field(
@@ -633,25 +554,19 @@ class DeliveredSettingsStatus(StatusModel):
             )
         ),
     ] = None
-
     assignors: Annotated[
         list[Str] | None,
         Field(
             description=("partition.assignment.strategy rendered, as short names (classic groups).")
         ),
     ] = None
-
     migration_step: Annotated[
         Int | None,
         Field(description="0, or 1 / 2 during KIP-429's two-rollout move to cooperative-sticky."),
     ] = None
-
     group_configs: GroupConfigsStatus | None = None
-
     session_limits: SessionLimitsStatus | None = None
-
     broker_delay: BrokerDelayOutcomeStatus | None = None
-
     notes: Annotated[
         list[Str] | None,
         Field(
@@ -661,12 +576,10 @@ class DeliveredSettingsStatus(StatusModel):
             )
         ),
     ] = None
-
     message: Annotated[
         Str | None,
         Field(description="Why the settings were refused, naming each field and its fix."),
     ] = None
-
     sidecar: InjectedSidecarStatus | None = None
 
 
@@ -680,12 +593,10 @@ class RecommendedStatus(StatusModel):
             json_schema_extra={"nullable": True},
         ),
     ] = None
-
     batch_size: Annotated[
         Int | None,
         Field(description="Recommended rollout batch size.", json_schema_extra={"nullable": True}),
     ] = None
-
     session_timeout_ms: Annotated[
         Number | None,
         Field(description="Recommended session.timeout.ms.", json_schema_extra={"nullable": True}),
@@ -696,7 +607,6 @@ class LearningOutcomeStatus(StatusModel):
     """The latest recommendation of the learning job and what the operator did with it."""
 
     action: Annotated[Str | None, Field(description="none, show or apply.")] = None
-
     reason: Annotated[
         Str | None,
         Field(
@@ -707,15 +617,12 @@ class LearningOutcomeStatus(StatusModel):
             )
         ),
     ] = None
-
     message: Annotated[
         Str | None, Field(description="What was recommended and why it was or was not applied.")
     ] = None
-
     run_id: Annotated[
         Str | None, Field(description="The learning run the recommendation came from.")
     ] = None
-
     generated_at: Annotated[
         Str | None,
         Field(
@@ -723,7 +630,6 @@ class LearningOutcomeStatus(StatusModel):
             json_schema_extra={"format": "date-time"},
         ),
     ] = None
-
     expected_improvement: Annotated[
         Number | None,
         Field(
@@ -733,11 +639,8 @@ class LearningOutcomeStatus(StatusModel):
             )
         ),
     ] = None
-
     recommended: RecommendedStatus | None = None
-
     clamped: Annotated[list[Str] | None, Field(description="Settings the bounds changed.")] = None
-
     last_applied_time: Annotated[
         Str | None,
         Field(
@@ -754,24 +657,20 @@ class EnforcementRecordStatus(StatusModel):
         Str | None,
         Field(description="Id of the last enforcement request (sidecars de-duplicate by it)."),
     ] = None
-
     last_cause: Annotated[
         Str | None,
         Field(
             description=("What triggered it (on-demand, schedule, topic-creation, after-rollout).")
         ),
     ] = None
-
     last_time: Annotated[
         Str | None,
         Field(description="When it was requested.", json_schema_extra={"format": "date-time"}),
     ] = None
-
     last_status: Annotated[
         Str | None,
         Field(description="enforced, in-progress, skipped-in-progress, failed, or unsupported."),
     ] = None
-
     message: Annotated[
         Str | None,
         Field(
@@ -781,7 +680,6 @@ class EnforcementRecordStatus(StatusModel):
             )
         ),
     ] = None
-
     last_generation: Annotated[
         Int | None,
         Field(
@@ -789,7 +687,6 @@ class EnforcementRecordStatus(StatusModel):
             json_schema_extra={"format": "int64"},
         ),
     ] = None
-
     memory: Annotated[
         dict[str, Any] | None,
         WithJsonSchema(
@@ -809,15 +706,12 @@ class MemberDetailStatus(StatusModel):
     """One member."""
 
     host: Annotated[Str | None, Field(description="Pod name or host of the member.")] = None
-
     member_id: Annotated[Str | None, Field(description="Member id given by the coordinator.")] = (
         None
     )
-
     instance_id: Annotated[
         Str | None, Field(description="group.instance.id, for static members.")
     ] = None
-
     generation: Annotated[
         Int | None,
         Field(
@@ -825,9 +719,7 @@ class MemberDetailStatus(StatusModel):
             json_schema_extra={"format": "int64"},
         ),
     ] = None
-
     partitions: Annotated[Int | None, Field(description="Partitions the member owns.")] = None
-
     target_partitions: Annotated[
         Int | None,
         Field(
@@ -837,7 +729,6 @@ class MemberDetailStatus(StatusModel):
             )
         ),
     ] = None
-
     source: Annotated[Str | None, Field(description="broker or member-reports.")] = None
 
 
@@ -853,29 +744,22 @@ class ObservedGroupStatus(StatusModel):
             )
         ),
     ] = None
-
     protocol: Annotated[
         Str | None, Field(description="Group protocol in use (classic or consumer).")
     ] = None
-
     assignor: Annotated[
         Str | None, Field(description="Partition assignment strategy the members use.")
     ] = None
-
     generation: Annotated[
         Int | None, Field(description="Group generation.", json_schema_extra={"format": "int64"})
     ] = None
-
     members: Annotated[Int | None, Field(description="Number of members.")] = None
-
     assigned_partitions: Annotated[
         Int | None, Field(description="Partitions assigned to some member.")
     ] = None
-
     total_partitions: Annotated[
         Int | None, Field(description="Partitions of the subscribed topics.")
     ] = None
-
     lag: Annotated[
         Int | None,
         Field(
@@ -883,7 +767,6 @@ class ObservedGroupStatus(StatusModel):
             json_schema_extra={"format": "int64"},
         ),
     ] = None
-
     rebalances: Annotated[
         Int | None,
         Field(
@@ -891,7 +774,6 @@ class ObservedGroupStatus(StatusModel):
             json_schema_extra={"format": "int64"},
         ),
     ] = None
-
     last_rebalance_time: Annotated[
         Str | None,
         Field(
@@ -899,11 +781,9 @@ class ObservedGroupStatus(StatusModel):
             json_schema_extra={"format": "date-time"},
         ),
     ] = None
-
     last_rebalance_cause: Annotated[
         Str | None, Field(description="Why the latest rebalance happened, as far as it is known.")
     ] = None
-
     observed_at: Annotated[
         Str | None,
         Field(
@@ -911,11 +791,9 @@ class ObservedGroupStatus(StatusModel):
             json_schema_extra={"format": "date-time"},
         ),
     ] = None
-
     broker_profile: Annotated[
         Str | None, Field(description="Broker implementation in use (apache-kafka, redpanda).")
     ] = None
-
     coordinator: Annotated[
         Int | None,
         Field(
@@ -925,7 +803,6 @@ class ObservedGroupStatus(StatusModel):
             )
         ),
     ] = None
-
     members_reconciling: Annotated[
         Int | None,
         Field(
@@ -935,12 +812,10 @@ class ObservedGroupStatus(StatusModel):
             )
         ),
     ] = None
-
     sources: Annotated[
         dict[str, Str] | None,
         Field(description="Where each figure came from (broker, member-reports, none)."),
     ] = None
-
     member_details: Annotated[
         list[MemberDetailStatus] | None,
         Field(max_length=50, description="Members as last seen, at most 50."),
@@ -957,7 +832,6 @@ class ResourceStatus(StatusModel):
             json_schema_extra={"format": "int64"},
         ),
     ] = None
-
     conditions: Annotated[
         list[ConditionEntry] | None,
         Field(
@@ -968,13 +842,8 @@ class ResourceStatus(StatusModel):
             },
         ),
     ] = None
-
     rollout: RolloutProgressStatus | None = None
-
     settings: DeliveredSettingsStatus | None = None
-
     learning: LearningOutcomeStatus | None = None
-
     enforcement: EnforcementRecordStatus | None = None
-
     group: ObservedGroupStatus | None = None
