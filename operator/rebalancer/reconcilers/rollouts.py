@@ -25,16 +25,16 @@ from rebalancer.planning.rollout_actions import (
     PauseScaledObject,
     RecordProgress,
     ResumeScaledObject,
-    Wait,
     refused,
 )
 from rebalancer.planning.rollout_plans import RolloutSetup
 from rebalancer.planning.rollout_progress import gate_waits
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
 from rebalancer.planning.rollout_statuses import (
-    ended_conditions,
+    RolloutWrite,
+    pace,
     rebalances_from_status,
-    rollout_conditions,
+    rollout_write,
     snapshot_from_status,
 )
 from rebalancer.planning.rollouts import Observation, step
@@ -51,12 +51,7 @@ from rebalancer.simulation import (
 from rebalancer.sleeping import sleep_or_wake
 from rebalancer.structs.autoscalers import Autoscalers
 from rebalancer.structs.brokers import BrokerProfile, resolve_profile
-from rebalancer.structs.conditions import (
-    Condition,
-    ConditionStatus,
-    ConditionType,
-    merge_conditions,
-)
+from rebalancer.structs.conditions import merge_conditions
 from rebalancer.structs.consumer_group import (
     declared_group_id,
     read_consumer_group,
@@ -347,55 +342,45 @@ async def _roll_out_forever(
             await stopped.wait(RETRY_SECONDS)
             continue
         after, actions = stepped
-        rollout = after.to_status()
-        if after.phase.value == "Completed":
-            rollout["completedRevision"] = rollout.get("rolloutId")
-        cleared = [action for action in actions if isinstance(action, ClearDegraded)]
-        if rollout != written or cleared:
-            status = written_status(body)
-            fields: dict[str, Any] = {"rollout": rollout}
-            conditions = (
-                rollout_conditions(after)
-                + ended_conditions(state, after)
-                + [
-                    Condition(ConditionType.DEGRADED, ConditionStatus.FALSE, a.reason, a.message)
-                    for a in cleared
-                ]
-            )
-            if conditions:
-                fields["conditions"] = merge_conditions(
-                    status.get("conditions") or [],
-                    conditions,
-                    now=format_rfc3339(time.time()),
-                    generation=body.metadata.get("generation"),
-                )
-            try:
-                await patch_status(deps.kube, namespace, name, status, fields)
-            except ResourceGone:
+        write = rollout_write(state, after, actions, written)
+        if write is not None:
+            if not await _write_rollout(deps, body, namespace, name, write):
                 return
-            written = rollout
-        # A new phase is looked at again at once (its first wait may already be over, as when
-        # a settled batch of static members lets the next go), but never twice in a row, so
-        # that a phase that flips back cannot spin.
-        moved_on = after.phase is not state.phase
-        at_once = moved_on and after.phase.active and not followed_at_once
-        followed_at_once = at_once
-        ended = moved_on and not after.phase.active
+            written = write.rollout
+        paced = pace(
+            state,
+            after,
+            actions,
+            time.time(),
+            active_poll=ACTIVE_POLL_SECONDS,
+            resting_poll=resting_poll,
+            followed_at_once=followed_at_once,
+        )
+        followed_at_once = paced.at_once
         state = after
-        if after.phase in (RolloutPhase.BATCH_JOINING, RolloutPhase.BATCH_SETTLING) or ended:
-            # Observe the group sooner while a batch is out: settling is what we wait for.
-            # Not while a batch gathers: the planner then looks every half second, and the
-            # group has nothing new to show. And once a rollout ends: an observer pass that
-            # began before this write merged its conditions from the rollout as it was, and
-            # the next pass puts them right.
+        if paced.wake_observer:
             deps.hub.wakeup(spec.group_id).set()
-        delay = ACTIVE_POLL_SECONDS if after.phase.active else resting_poll
-        waits = [action.until for action in actions if isinstance(action, Wait)]
-        if waits:
-            delay = min(delay, max(min(waits) - time.time(), 0.2))
-        if at_once:
-            delay = 0.0
-        await sleep_or_wake(delay, wakeup.wait, stopped)
+        await sleep_or_wake(paced.delay, wakeup.wait, stopped)
+
+
+async def _write_rollout(
+    deps: Dependencies, body: kopf.Body, namespace: str, name: str, write: RolloutWrite
+) -> bool:
+    """status.rollout and its conditions, merged by type; False when the resource is gone."""
+    status = written_status(body)
+    fields: dict[str, Any] = {"rollout": write.rollout}
+    if write.conditions:
+        fields["conditions"] = merge_conditions(
+            status.get("conditions") or [],
+            write.conditions,
+            now=format_rfc3339(time.time()),
+            generation=body.metadata.get("generation"),
+        )
+    try:
+        await patch_status(deps.kube, namespace, name, status, fields)
+    except ResourceGone:
+        return False
+    return True
 
 
 async def _held_for_rollout(deps: Dependencies, namespace: str, spec: ConsumerGroupSpec) -> bool:
