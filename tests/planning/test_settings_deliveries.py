@@ -13,10 +13,11 @@ from rebalancer.planning.settings_deliveries import (
     SettingsTarget,
     delivered,
     plan_delivery,
+    settings_target,
 )
 from rebalancer.planning.sidecar_templates import apply_ops
 from rebalancer.structs.broker_configs import BrokerLimits
-from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
+from rebalancer.structs.specs import ProtocolChoice, WorkloadKind, parse_spec
 
 TARGET = SettingsTarget(
     namespace="default",
@@ -92,3 +93,20 @@ def test_a_refusal_patches_nothing_and_is_told_once() -> None:
     assert first.status is not None
     told = replace(read, previous=first.status)
     assert delivered(told, plan_delivery(told), True, None).notices == ()
+
+
+def test_the_target_follows_the_spec() -> None:
+    raw = {
+        "groupId": "orders",
+        "kafka": {"bootstrapServers": ["kafka:9092"]},
+        "subscription": {"topics": ["orders"]},
+        "workload": {"kind": "Deployment", "name": "orders-consumer", "container": "app"},
+        "policy": {"rollout": {"enabled": False, "gateJoins": True}},
+    }
+    target = settings_target(parse_spec(raw), "shop", "orders", "uid-2", "rebalancer:1")
+    assert (target.namespace, target.name, target.uid) == ("shop", "orders", "uid-2")
+    assert target.workload_kind is WorkloadKind.DEPLOYMENT and target.container == "app"
+    assert target.where == "Deployment shop/orders-consumer"
+    # Without managed rollouts the operator opens no gates, and delivers no staggered rollout.
+    assert not target.staggered and not target.gate_joins
+    assert target.sidecar_options.image == "rebalancer:1"

@@ -41,7 +41,7 @@ from rebalancer.structs.broker_delay_policy import BrokerDelayPolicy
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.consumer_settings_policy import SettingsPolicy
 from rebalancer.structs.enforce_policy import SidecarPolicy
-from rebalancer.structs.specs import ProtocolChoice, WorkloadKind
+from rebalancer.structs.specs import ConsumerGroupSpec, ProtocolChoice, WorkloadKind
 from rebalancer.structs.workloads import WorkloadView
 
 Ops = list[dict[str, Any]]
@@ -79,6 +79,35 @@ class SettingsTarget:
     @property
     def where(self) -> str:
         return f"{self.workload_kind.value} {self.namespace}/{self.workload_name}"
+
+
+def settings_target(
+    spec: ConsumerGroupSpec, namespace: str, name: str, uid: str | None, image: str
+) -> SettingsTarget:
+    """What a reconcile of the settings is about, from the parsed spec; `image` is the
+    operator's own, which the injected sidecar runs, as the join gate does."""
+    policy = spec.policy
+    rollout = policy.rollout
+    return SettingsTarget(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        group_id=spec.group_id,
+        bootstrap_servers=spec.kafka.bootstrap_servers,
+        workload_kind=spec.workload.kind,
+        workload_name=spec.workload.name,
+        container=spec.workload.container,
+        protocol_choice=policy.protocol,
+        profile=spec.kafka.profile.declared,
+        settings=policy.settings,
+        delay=policy.broker_delay,
+        staggered=rollout.enabled,
+        gate_joins=rollout.enabled and rollout.gate_joins,
+        park=rollout.park_statefulsets,
+        sidecar=policy.enforce.sidecar,
+        sidecar_options=SidecarOptions(image=image),
+        pattern=spec.subscription.pattern,
+    )
 
 
 @dataclass(frozen=True)
