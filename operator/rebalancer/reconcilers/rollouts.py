@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import kopf
@@ -158,6 +159,31 @@ async def _step_once(
     spec: ConsumerGroupSpec,
     startups: StartupHistory | None = None,
 ) -> tuple[RolloutState, list[Any]] | None:
+    """Read, step the planner, act; None when a read or an action failed (the state keeps,
+    and the next step asks for the same end state again)."""
+    observation = await _observe(deps, body, namespace, name, policy, spec, startups)
+    if observation is None:
+        return None
+    after, actions = step(state, observation, time.time())
+    if not await _act(deps, body, namespace, name, policy, spec, actions):
+        return None
+    if observation.workload is not None:
+        waits = gate_waits(observation.workload, actions, time.time())
+        metrics.record_gate_waits(namespace, name, spec.group_id, waits)
+    return after, list(actions)
+
+
+async def _observe(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    policy: RolloutPolicy,
+    spec: ConsumerGroupSpec,
+    startups: StartupHistory | None,
+) -> Observation | None:
+    """What the planner steps on: the workload, its autoscalers, the group's latest snapshot;
+    None when the workload could not be read."""
     status = written_status(body)
     # Consumers whose settings the operator delivers are timed by what it delivered.
     consumers = timings_from_status(status.get("settings"), policy.consumers)
@@ -178,25 +204,36 @@ async def _step_once(
         return None
     autoscalers = await _autoscalers(deps, body, namespace, name, spec)
     sighting = deps.sightings.latest(namespace, name)
-    group = sighting.snapshot if sighting else snapshot_from_status(status)
-    rebalances = sighting.rebalances if sighting else rebalances_from_status(status)
-    observation = Observation(
+    return Observation(
         setup=setup,
         workload=workload,
-        group=group,
-        rebalances=rebalances,
+        group=sighting.snapshot if sighting else snapshot_from_status(status),
+        rebalances=sighting.rebalances if sighting else rebalances_from_status(status),
         spec_generation=body.metadata.get("generation"),
         resume_token=body.metadata.annotations.get(RESUME_ANNOTATION),
         autoscalers=autoscalers,
     )
-    after, actions = step(state, observation, time.time())
+
+
+async def _act(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    policy: RolloutPolicy,
+    spec: ConsumerGroupSpec,
+    actions: Sequence[Any],
+) -> bool:
+    """Carry out the step's actions and post their Events; False when they could not be (the
+    workload changed since it was read, a refusal, a failed write)."""
     gate = GateOptions(
         image=policy.gate_image or deps.settings.gate_image or DEFAULT_IMAGE,
         timeout_seconds=policy.gate_timeout_seconds,
         bypass_after_seconds=policy.bypass_gate_after_seconds,
         hold=policy.gate_holds,
     )
-    actuator = Actuator(deps.kube, namespace, kind, workload_name, gate)
+    workload_name = spec.workload.name
+    actuator = Actuator(deps.kube, namespace, spec.workload.kind, workload_name, gate)
     pauses = [a for a in actions if isinstance(a, PauseScaledObject)]
     resumes = [a for a in actions if isinstance(a, ResumeScaledObject)]
     moves = [a for a in actions if not isinstance(a, PauseScaledObject | ResumeScaledObject)]
@@ -206,24 +243,21 @@ async def _step_once(
         done += await actuator.apply(moves)
     except PermissionDenied as error:
         report_denied(deps, body, namespace, name, "rollouts", error, spec.group_id)
-        return None
+        return False
     except ActuationFailed as error:
         # The state does not advance: the next step asks for the same end state again.
         kopf.warn(body, reason="RolloutActionFailed", message=str(error))
-        return None
+        return False
     if refused(moves, done):
         # The workload changed since it was read: the step is taken again on what it is now.
         logger.info("%s/%s: %s changed since it was read", namespace, name, workload_name)
-        return None
+        return False
     if deps.denials.clear(namespace, name, "rollouts"):
         deps.hub.wakeup(spec.group_id).set()  # the observer takes the condition back
     done += await _apply_autoscaling(deps, body, namespace, name, spec, actuator, resumes)
     _post(body, list(actions))
     _post_autoscalers(body, list(actions), done)
-    if workload is not None:
-        waits = gate_waits(workload, actions, time.time())
-        metrics.record_gate_waits(namespace, name, spec.group_id, waits)
-    return after, list(actions)
+    return True
 
 
 async def _apply_autoscaling(
@@ -286,6 +320,29 @@ async def roll_out(
         deps.rollout_wakeups.pop((namespace, name), None)
 
 
+@dataclass
+class _StartupReadings:
+    """The arrival plans' start-up history, read for a Planning step (only it asks the model
+    about arrivals) and read again once older than STARTUP_HISTORY_SECONDS."""
+
+    history: StartupHistory | None = None
+    read_at: float | None = None  # time.monotonic() of the last reading
+
+    async def for_step(
+        self,
+        deps: Dependencies,
+        namespace: str,
+        name: str,
+        spec: ConsumerGroupSpec,
+        phase: RolloutPhase,
+    ) -> StartupHistory | None:
+        stale = self.read_at is None or time.monotonic() - self.read_at >= STARTUP_HISTORY_SECONDS
+        if phase is RolloutPhase.PLANNING and stale:
+            self.history = await read_startups(deps, namespace, name, spec, time.time())
+            self.read_at = time.monotonic()
+        return self.history
+
+
 async def _roll_out_forever(
     deps: Dependencies,
     body: kopf.Body,
@@ -301,8 +358,7 @@ async def _roll_out_forever(
     wakeup = deps.rollout_wakeup(namespace, name)
     resting_poll = deps.settings.rollout_resting_poll_seconds
     followed_at_once = False
-    startups: StartupHistory | None = None
-    startups_read_at: float | None = None  # time.monotonic() of the last reading
+    startups = _StartupReadings()
     while not stopped:
         wakeup.clear()
         try:
@@ -330,14 +386,8 @@ async def _roll_out_forever(
             # over (with the operator restarted meanwhile): this step hands it back.
             hold_checked = True
         managed = policy.enabled
-        stale = startups_read_at is None or (
-            time.monotonic() - startups_read_at >= STARTUP_HISTORY_SECONDS
-        )
-        if state.phase is RolloutPhase.PLANNING and stale:
-            # Only the Planning step asks the model about arrivals: read the history for it.
-            startups = await read_startups(deps, namespace, name, spec, time.time())
-            startups_read_at = time.monotonic()
-        stepped = await _step_once(deps, body, namespace, name, state, policy, spec, startups)
+        history = await startups.for_step(deps, namespace, name, spec, state.phase)
+        stepped = await _step_once(deps, body, namespace, name, state, policy, spec, history)
         if stepped is None:
             await stopped.wait(RETRY_SECONDS)
             continue
