@@ -24,22 +24,14 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rebalancer.simulation import (
-    ConsumerSettings,
-    CoordinatorSettings,
-    Departure,
-    MemberPlan,
-    Scenario,
-    SimulationResult,
-    simulate,
-)
+from rebalancer.learning import rolling_updates
+from rebalancer.learning.rolling_updates import RollingGroup
+from rebalancer.simulation import ConsumerSettings
 from rebalancer.structs.brokers import BrokerProfile
 
 # bench/rollouts.py's RESTART_OVERHEAD_S: from SIGTERM to the new consumer's JoinGroup, besides
 # the jitter, on the lab.
 RESTART_OVERHEAD_MS = 4000.0
-SETTLE_MS = 2000.0  # the fleet's settleSeconds
-UPDATE_AT_MS = 30000.0  # the group has long settled by then
 
 
 @dataclass(frozen=True)
@@ -72,41 +64,9 @@ def rolling_update(
     )
     rng = random.Random(seed)
     gaps = [RESTART_OVERHEAD_MS + rng.uniform(0, jitter_bound_ms) for _ in range(pods)]
-
-    def scenario(leaving: dict[int, float]) -> Scenario:
-        members = tuple(
-            MemberPlan(
-                f"m{index}",
-                0.0,
-                None,
-                settings,
-                (Departure(leaving[index], "leave", gaps[index]),) if index in leaving else (),
-            )
-            for index in range(pods)
-        )
-        return Scenario(
-            members=members,
-            profile=BrokerProfile.APACHE_KAFKA,
-            coordinator=CoordinatorSettings(initial_rebalance_delay_ms=3000),
-            consumer=settings,
-            partitions=partitions,
-        )
-
-    leaving: dict[int, float] = {}
-    release = UPDATE_AT_MS
-    result: SimulationResult | None = None
-    for first in range(0, pods, batch):
-        leaving.update({index: release for index in range(first, min(first + batch, pods))})
-        result = simulate(scenario(leaving))
-        if result.time_to_stable_s is None:
-            break
-        release = max(release, result.time_to_stable_s * 1000.0) + SETTLE_MS
-    assert result is not None
-    baseline = simulate(scenario({}))
-    rebalances = sum(1 for r in result.rebalances if r.start_s * 1000.0 >= UPDATE_AT_MS)
-    unowned = max(result.stop_the_world_partition_s - baseline.stop_the_world_partition_s, 0.0)
-    stable = result.time_to_stable_s
-    return rebalances, unowned, None if stable is None else stable - UPDATE_AT_MS / 1000.0
+    group = RollingGroup(pods, partitions, settings, profile=BrokerProfile.APACHE_KAFKA)
+    update = rolling_updates.rolling_update(group, batch, gaps)
+    return update.rebalances, update.unowned_ps, update.time_to_stable_s
 
 
 def updates(

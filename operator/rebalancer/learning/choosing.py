@@ -5,9 +5,15 @@ group and candidate, which is small; this module picks from it. The delay is bro
 is chosen for the cluster (the sum of its groups' best start-up costs at each delay); batch size
 and session timeout are then each group's own best at that delay.
 
-A batch size is recommended only when it is smaller than the group: batches are scored on
-start-ups, and the operator applies one to every rollout, rolling updates included, where a
-batch of the whole group leaves every partition without an owner while the new pods start.
+The operator applies one batch size (rollout.maxBatchSize) to every rollout: start-ups from
+zero and rolling updates of a running group. Where the history has rolling updates, a batch size
+is chosen against the operator's own defaults (the whole group for a start-up, a quarter for a
+rolling update) by the planner's cost, partition-seconds without an owner, summed over both
+kinds of events at the rates the history shows; costs within BATCH_MARGIN of the lowest are a
+tie, and a tie goes to the fewest rebalances, the defaults winning a tie they share. Without
+rolling updates in the history a batch is chosen on start-ups alone and only when it is smaller
+than the group (as maxBatchSize a batch of the whole group would replace every pod of a rolling
+update at once, where the old pods own every partition until they go).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rebalancer.learning.rolling_updates import default_batch
 from rebalancer.learning.scoring import DEFAULT_DELAY_MS, DEFAULT_SESSION_MS, ScoreRow
 
 BATCH_MARGIN = 0.05
@@ -23,6 +30,10 @@ WHOLE_GROUP_NOTE = (
     "start-ups do best with the whole group at once, as they go without maxBatchSize: no batch "
     "size recommended (as maxBatchSize it would replace every pod of a rolling update at once, "
     "which is not scored)"
+)
+DEFAULTS_NOTE = (
+    "the operator's own batches (the whole group for a start-up, a quarter for a rolling "
+    "update) cost the least or tie: no batch size recommended"
 )
 
 
@@ -48,6 +59,12 @@ class GroupFacts:
     current_batch_size: int | None = None
     current_session_ms: float | None = None
     notes: tuple[str, ...] = ()
+    # Of rollouts_per_day, rolling updates of a running group.
+    rolling_updates_per_day: float = 0.0
+
+    @property
+    def startups_per_day(self) -> float:
+        return max(self.rollouts_per_day - self.rolling_updates_per_day, 0.0)
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -77,6 +94,32 @@ class GroupScores:
         near = [row for row in candidates if row.cost_s <= lowest * (1 + BATCH_MARGIN)]
         return max(near, key=lambda row: (row.batch_size, -row.cost_s))
 
+    def rolling(self, batch_size: int) -> ScoreRow | None:
+        for row in self.rows:
+            if row.kind == "rolling" and row.batch_size == batch_size:
+                return row
+        return None
+
+    def best_batch(self, delay_ms: float) -> BatchChoice | None:
+        """The batch size whose start-ups and rolling updates lose the fewest partition-seconds
+        a day, against the operator's defaults (None: no rolling updates scored)."""
+        facts = self.facts
+        default_rolling = self.rolling(default_batch(facts.members))
+        default_startup = self.startup(delay_ms, facts.members)
+        if default_rolling is None or default_startup is None:
+            return None
+        options = [BatchChoice(None, default_startup, default_rolling, facts)]
+        for row in self.rows:
+            if row.kind != "rolling":
+                continue
+            startup = self.startup(delay_ms, row.batch_size)
+            if startup is not None:
+                options.append(BatchChoice(row.batch_size, startup, row, facts))
+        lowest = min(option.unowned_per_day_s for option in options)
+        near = [o for o in options if o.unowned_per_day_s <= lowest * (1 + BATCH_MARGIN) + 1e-9]
+        # min() keeps the first of equals: the defaults, listed first, win a tie they share.
+        return min(near, key=lambda option: option.rebalances_per_day)
+
     def departure(self, session_ms: float) -> ScoreRow | None:
         for row in self.rows:
             if row.kind == "departure" and row.session_timeout_ms == session_ms:
@@ -90,6 +133,30 @@ class GroupScores:
             candidates,
             key=lambda row: (row.cost_s, abs(row.session_timeout_ms - DEFAULT_SESSION_MS)),
             default=None,
+        )
+
+
+@dataclass(frozen=True)
+class BatchChoice:
+    """A batch size (None: the operator's defaults) with its start-up and rolling-update rows."""
+
+    batch_size: int | None
+    startup: ScoreRow
+    rolling: ScoreRow
+    facts: GroupFacts
+
+    @property
+    def unowned_per_day_s(self) -> float:
+        return (
+            self.startup.unowned_s * self.facts.startups_per_day
+            + self.rolling.unowned_s * self.facts.rolling_updates_per_day
+        )
+
+    @property
+    def rebalances_per_day(self) -> float:
+        return (
+            self.startup.rebalances * self.facts.startups_per_day
+            + self.rolling.rebalances * self.facts.rolling_updates_per_day
         )
 
 
@@ -187,31 +254,20 @@ def choose(groups: Sequence[GroupScores]) -> tuple[list[ClusterChoice], list[Gro
 def _choose_group(group: GroupScores, delay: float | None) -> GroupChoice:
     facts = group.facts
     notes = list(facts.notes)
-    startup = group.best_startup(delay) if delay is not None else None
+    startup, batch, rolling = _batch_and_startup(group, delay, notes)
     default_startup = group.startup(DEFAULT_DELAY_MS, facts.members)
+    default_rolling = group.rolling(default_batch(facts.members))
     if startup is None:
         notes.append("not enough start-up history to choose a delay or batch size")
     departure = group.best_departure()
     default_departure = group.departure(DEFAULT_SESSION_MS)
     if departure is None:
         notes.append("no departures in the history: session timeout not chosen")
-    cost = (startup.per_day_s if startup else 0.0) + (departure.per_day_s if departure else 0.0)
-    default = (default_startup.per_day_s if default_startup else 0.0) + (
-        default_departure.per_day_s if default_departure else 0.0
-    )
-    # Where the default was not scored (outside the grid), compare with the choice itself.
-    if startup is not None and default_startup is None:
-        default += startup.per_day_s
-    if departure is not None and default_departure is None:
-        default += departure.per_day_s
-    batch = startup.batch_size if startup else None
-    if batch is not None and batch >= facts.members:
-        # The whole group at once is what the operator does with a start-up anyway. As
-        # rollout.maxBatchSize it would also replace every pod of a rolling update at once,
-        # which only start-ups scored here do not show: the old pods own every partition until
-        # they go (bench/closed_loop.py measured 3x the unowned partition-seconds at N=24).
-        notes.append(WHOLE_GROUP_NOTE)
-        batch = None
+    chosen = (startup, rolling, departure)
+    defaults = (default_startup, default_rolling, default_departure)
+    cost = sum(row.per_day_s for row in chosen if row is not None)
+    # Where a default was not scored (outside the grid), compare with the choice itself.
+    default = sum(_per_day(row, fallback) for row, fallback in zip(defaults, chosen, strict=True))
     return GroupChoice(
         facts=facts,
         delay_ms=delay if startup is not None else None,
@@ -225,3 +281,32 @@ def _choose_group(group: GroupScores, delay: float | None) -> GroupChoice:
         default_departure_cost_s=default_departure.cost_s if default_departure else None,
         notes=tuple(notes),
     )
+
+
+def _batch_and_startup(
+    group: GroupScores, delay: float | None, notes: list[str]
+) -> tuple[ScoreRow | None, int | None, ScoreRow | None]:
+    """The start-up row in force, the batch size to recommend and the rolling-update row."""
+    if delay is None:
+        return None, None, None
+    choice = group.best_batch(delay)
+    if choice is not None:
+        if choice.batch_size is None:
+            notes.append(DEFAULTS_NOTE)
+        return choice.startup, choice.batch_size, choice.rolling
+    startup = group.best_startup(delay)
+    if startup is None or startup.batch_size < group.facts.members:
+        return startup, startup.batch_size if startup else None, None
+    # The whole group at once is what the operator does with a start-up anyway. As
+    # rollout.maxBatchSize it would also replace every pod of a rolling update at once, which
+    # start-ups alone do not show: the old pods own every partition until they go
+    # (bench/closed_loop.py measured 3x the unowned partition-seconds at N=24).
+    notes.append(WHOLE_GROUP_NOTE)
+    return startup, None, None
+
+
+def _per_day(row: ScoreRow | None, fallback: ScoreRow | None) -> float:
+    for candidate in (row, fallback):
+        if candidate is not None:
+            return candidate.per_day_s
+    return 0.0

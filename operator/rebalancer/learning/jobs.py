@@ -277,6 +277,8 @@ SCORE_SCHEMA = st.StructType(
         st.StructField("session_timeout_ms", st.DoubleType(), False),
         st.StructField("cost_s", st.DoubleType(), False),
         st.StructField("per_day_s", st.DoubleType(), False),
+        st.StructField("unowned_s", st.DoubleType(), False),
+        st.StructField("rebalances", st.DoubleType(), False),
     ]
 )
 
@@ -327,6 +329,8 @@ def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
                 no_return_share=1.0 - returned / stops if stops else 0.0,
             )
         )
+    rollouts = int(_number(row.get("rollouts"), 0)) + int(_number(row.get("bursts"), 0))
+    rollouts_per_day = rollouts / days
     static = (
         bool(row.get("static_membership")) if not _missing(row.get("static_membership")) else False
     )
@@ -343,9 +347,9 @@ def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
         assignor=str(row.get("assignor") or "round-robin"),
         heartbeat_interval_ms=_number(row.get("heartbeat_interval_ms"), 3000.0),
         max_poll_interval_ms=_number(row.get("max_poll_interval_ms"), 300000.0),
-        rollouts_per_day=(int(_number(row.get("rollouts"), 0)) + int(_number(row.get("bursts"), 0)))
-        / days,
+        rollouts_per_day=rollouts_per_day,
         departures=tuple(departures),
+        rolling_updates_per_day=rolling_updates_per_day(rollouts_per_day, departures, members),
     )
     facts = GroupFacts(
         cluster=profile.cluster,
@@ -355,6 +359,7 @@ def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
         members=members,
         partitions=partitions,
         rollouts_per_day=profile.rollouts_per_day,
+        rolling_updates_per_day=profile.rolling_updates_per_day,
         departures_per_day=sum(d.per_day for d in departures),
         processing_ms=profile.processing_ms,
         latency_p50_ms=quantiles[P50_INDEX] if quantiles else None,
@@ -368,6 +373,16 @@ def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
         notes=tuple(notes),
     )
     return profile, facts
+
+
+def rolling_updates_per_day(
+    rollouts_per_day: float, departures: Sequence[DepartureProfile], members: int
+) -> float:
+    """Rollouts that replaced a running group: a rolling update stops every member once, so
+    the members' leaves per member count them (no more than there were rollouts; the rest
+    started the group from zero)."""
+    leaves = sum(departure.per_day for departure in departures if departure.kind == "leave")
+    return min(rollouts_per_day, leaves / max(members, 1))
 
 
 def _missing(value: object) -> bool:
@@ -432,6 +447,8 @@ def score_partitions(
                         "session_timeout_ms": scored.session_timeout_ms,
                         "cost_s": scored.cost_s,
                         "per_day_s": scored.per_day_s,
+                        "unowned_s": scored.unowned_s,
+                        "rebalances": scored.rebalances,
                     }
                 )
         yield pd.DataFrame(out, columns=SCORE_SCHEMA.fieldNames())
@@ -617,6 +634,8 @@ def _group_scores(facts: Sequence[GroupFacts], scores: pd.DataFrame) -> list[Gro
                 session_timeout_ms=float(record["session_timeout_ms"]),
                 cost_s=float(record["cost_s"]),
                 per_day_s=float(record["per_day_s"]),
+                unowned_s=float(record["unowned_s"]),
+                rebalances=float(record["rebalances"]),
             )
         )
     return [GroupScores(fact, tuple(rows_by_key.get(fact.key, ()))) for fact in facts]

@@ -22,12 +22,18 @@ minimises the sum over the cluster's groups of their best start-up cost at that 
 
 from __future__ import annotations
 
-import bisect
 import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rebalancer.learning.rolling_updates import (
+    RollingGroup,
+    default_batch,
+    gap_samples,
+    mean_update,
+    quantile_at,
+)
 from rebalancer.simulation import (
     ConsumerSettings,
     CoordinatorSettings,
@@ -126,6 +132,13 @@ class GroupProfile:
     max_poll_interval_ms: float = 300000.0
     rollouts_per_day: float = 1.0
     departures: tuple[DepartureProfile, ...] = field(default_factory=tuple)
+    # Of rollouts_per_day, those that replaced a running group's members (the rest started the
+    # group from zero).
+    rolling_updates_per_day: float = 0.0
+
+    @property
+    def startups_per_day(self) -> float:
+        return max(self.rollouts_per_day - self.rolling_updates_per_day, 0.0)
 
 
 @dataclass(frozen=True)
@@ -153,19 +166,11 @@ def session_candidates(
 def latency_at(quantiles_ms: Sequence[float], share: float) -> float:
     """The latency at cumulative share `share` (0..1), interpolating between the quantiles kept
     at QUANTILE_SHARES (or evenly spaced ones, for any other count)."""
-    if not quantiles_ms:
-        return 0.0
-    if len(quantiles_ms) == 1:
-        return quantiles_ms[0]
     if len(quantiles_ms) == len(QUANTILE_SHARES):
         shares: Sequence[float] = QUANTILE_SHARES
     else:
-        shares = [index / (len(quantiles_ms) - 1) for index in range(len(quantiles_ms))]
-    share = min(max(share, shares[0]), shares[-1])
-    high = min(max(bisect.bisect_left(shares, share), 1), len(shares) - 1)
-    low = high - 1
-    weight = (share - shares[low]) / (shares[high] - shares[low])
-    return quantiles_ms[low] * (1 - weight) + quantiles_ms[high] * weight
+        shares = [index / max(len(quantiles_ms) - 1, 1) for index in range(len(quantiles_ms))]
+    return quantile_at(quantiles_ms, shares, share)
 
 
 def objective_s(result: SimulationResult, partitions: int) -> float:
@@ -229,7 +234,7 @@ def startup_cost_s(
     """
     if latencies is None:
         latencies = startup_latencies(profile, samples, seed)
-    return _startup_cost_s(
+    return _startup_costs(
         profile,
         _consumer(profile),
         _members(profile.members, profile.static),
@@ -238,10 +243,17 @@ def startup_cost_s(
         latencies,
         samples,
         seed,
-    )
+    ).cost_s
 
 
-def _startup_cost_s(
+@dataclass(frozen=True)
+class _Costs:
+    cost_s: float  # the start-up objective
+    unowned_s: float  # partition-seconds without an owner, over the group's partitions
+    rebalances: float
+
+
+def _startup_costs(
     profile: GroupProfile,
     consumer: ConsumerSettings,
     members: tuple[MemberPlan, ...],
@@ -250,9 +262,9 @@ def _startup_cost_s(
     drawn: Sequence[Sequence[float]],
     samples: int,
     seed: int,
-) -> float:
+) -> _Costs:
     batch = max(1, min(batch_size, profile.members))
-    total = 0.0
+    total = unowned = rebalances = 0.0
     for sample in range(samples):
         latencies = drawn[sample]
         # The first batch meets an Empty group: time counts from its fastest pod's join.
@@ -271,7 +283,9 @@ def _startup_cost_s(
             batch,
         )
         total += objective_s(result, profile.partitions)
-    return total / samples
+        unowned += result.stop_the_world_partition_s / profile.partitions
+        rebalances += result.rebalance_count
+    return _Costs(total / samples, unowned / samples, rebalances / samples)
 
 
 def departure_cost_s(
@@ -350,7 +364,8 @@ def departures_cost_per_day_s(profile: GroupProfile, session_ms: float, seed: in
 
 @dataclass(frozen=True)
 class ScoreRow:
-    """One scored candidate: kind "startup" (delay, batch) or "departure" (session)."""
+    """One scored candidate: kind "startup" (delay, batch), "rolling" (batch) or "departure"
+    (session)."""
 
     kind: str
     delay_ms: float
@@ -358,6 +373,10 @@ class ScoreRow:
     session_timeout_ms: float
     cost_s: float  # per event
     per_day_s: float  # cost x events per day
+    # Per event: partition-seconds without an owner over the group's partitions (the planner's
+    # cost, in seconds of the whole group standing still), and rebalances.
+    unowned_s: float = 0.0
+    rebalances: float = 0.0
 
 
 def score_group(
@@ -378,12 +397,23 @@ def score_group(
     for delay in delays_ms:
         coordinator = CoordinatorSettings(initial_rebalance_delay_ms=delay)
         for batch in batch_grid:
-            cost = _startup_cost_s(
+            costs = _startup_costs(
                 profile, consumer, members, coordinator, batch, latencies, samples, seed
             )
             rows.append(
-                ScoreRow("startup", delay, batch, 0.0, cost, cost * profile.rollouts_per_day)
+                ScoreRow(
+                    "startup",
+                    delay,
+                    batch,
+                    0.0,
+                    costs.cost_s,
+                    costs.cost_s * profile.startups_per_day,
+                    costs.unowned_s,
+                    costs.rebalances,
+                )
             )
+    if profile.rolling_updates_per_day > 0:
+        rows.extend(rolling_rows(profile, batch_grid, samples, seed))
     session_grid = (
         tuple(sessions_ms)
         if sessions_ms is not None
@@ -397,3 +427,50 @@ def score_group(
                 ScoreRow("departure", 0.0, 0, session, per_day / max(events, 1e-9), per_day)
             )
     return rows
+
+
+def rolling_rows(
+    profile: GroupProfile, batches: Sequence[int], samples: int = 4, seed: int = 0
+) -> list[ScoreRow]:
+    """A rolling update of the running group per batch size, the operator's default batch (a
+    quarter) always among them; its cost is the planner's (unowned partition-seconds)."""
+    group = RollingGroup(
+        members=profile.members,
+        partitions=profile.partitions,
+        consumer=_consumer(profile),
+        static=profile.static,
+        initial_delay_ms=DEFAULT_DELAY_MS,
+    )
+    gaps = gap_samples(*_restart_gaps(profile), profile.members, max(1, samples // 2), seed)
+    rows: list[ScoreRow] = []
+    for batch in sorted({*batches, default_batch(profile.members)}, reverse=True):
+        update = mean_update(group, batch, gaps, seed)
+        unowned_s = update.unowned_ps / profile.partitions
+        if update.time_to_stable_s is None:
+            unowned_s += UNSETTLED_PENALTY_S
+        rows.append(
+            ScoreRow(
+                "rolling",
+                0.0,
+                batch,
+                0.0,
+                unowned_s,
+                unowned_s * profile.rolling_updates_per_day,
+                unowned_s,
+                update.rebalances,
+            )
+        )
+    return rows
+
+
+def _restart_gaps(profile: GroupProfile) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """From a member's stop to its replacement's join: what the history measured for members
+    that left and came back, else the pods' start-up latency (a replacement that is a new pod
+    under a new name is not paired with the one it replaced)."""
+    for departure in profile.departures:
+        if departure.kind == "leave" and departure.downtime_quantiles_ms:
+            return departure.downtime_quantiles_ms, DOWNTIME_POINTS
+    quantiles = profile.latency_quantiles_ms or (0.0,)
+    if len(quantiles) == len(QUANTILE_SHARES):
+        return quantiles, QUANTILE_SHARES
+    return quantiles, tuple(index / max(len(quantiles) - 1, 1) for index in range(len(quantiles)))

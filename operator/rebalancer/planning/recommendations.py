@@ -136,7 +136,7 @@ def decide_learning(
             "no recommendation for this group yet (is the learning CronJob running?)",
         )
     target, clamped = bounded_settings(recommendation, policy)
-    gain = f"expected {recommendation.improvement:.0%} less time to Stable + stop-the-world"
+    gain = f"expected {recommendation.improvement:.0%} lower cost than the defaults"
     clamp_note = f"; clamped to bounds: {', '.join(clamped)}" if clamped else ""
     if policy.mode is LearningMode.RECOMMEND:
         return LearningDecision(

@@ -7,8 +7,11 @@ progress shows as Progressing; at rest the rollout says nothing and the observer
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from rebalancer.planning.rollout_actions import Action, ClearDegraded, Wait
 from rebalancer.planning.rollout_states import Mechanism as RolloutMechanism
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
 from rebalancer.structs.brokers import GroupState
@@ -72,6 +75,78 @@ def ended_conditions(before: RolloutState, after: RolloutState) -> list[Conditio
         message = after.message or "no rollout in progress"
         reason = "RolloutIdle"
     return [Condition(ConditionType.PROGRESSING, ConditionStatus.FALSE, reason, message)]
+
+
+@dataclass(frozen=True)
+class RolloutWrite:
+    """What the rollout daemon writes after a step: status.rollout and the conditions it sets
+    (merged by type)."""
+
+    rollout: dict[str, Any]
+    conditions: list[Condition]
+
+
+def rollout_write(
+    before: RolloutState,
+    after: RolloutState,
+    actions: Sequence[Action],
+    written: Mapping[str, Any] | None,
+) -> RolloutWrite | None:
+    """status.rollout after a step from `before` to `after`, with Progressing from the rollout
+    and Degraded cleared where a step said so; None when `written` already says it all."""
+    rollout = after.to_status()
+    if after.phase is RolloutPhase.COMPLETED:
+        rollout["completedRevision"] = rollout.get("rolloutId")
+    cleared = [action for action in actions if isinstance(action, ClearDegraded)]
+    if rollout == written and not cleared:
+        return None
+    conditions = (
+        rollout_conditions(after)
+        + ended_conditions(before, after)
+        + [
+            Condition(ConditionType.DEGRADED, ConditionStatus.FALSE, a.reason, a.message)
+            for a in cleared
+        ]
+    )
+    return RolloutWrite(rollout, conditions)
+
+
+@dataclass(frozen=True)
+class Pace:
+    """When the rollout daemon looks again after a step, and whether the observer looks now."""
+
+    delay: float
+    at_once: bool  # a new active phase, looked at again without waiting
+    wake_observer: bool
+
+
+def pace(
+    before: RolloutState,
+    after: RolloutState,
+    actions: Sequence[Action],
+    now: float,
+    *,
+    active_poll: float,
+    resting_poll: float,
+    followed_at_once: bool,
+) -> Pace:
+    """A new phase is looked at again at once (its first wait may already be over, as when a
+    settled batch of static members lets the next go), but never twice in a row
+    (`followed_at_once`: the last step was), so that a phase that flips back cannot spin.
+
+    The observer looks sooner while a batch is out: settling is what the rollout waits for.
+    Not while a batch gathers: the planner then looks every half second, and the group has
+    nothing new to show. And once a rollout ends: an observer pass that began before this write
+    merged its conditions from the rollout as it was, and the next pass puts them right."""
+    moved_on = after.phase is not before.phase
+    at_once = moved_on and after.phase.active and not followed_at_once
+    ended = moved_on and not after.phase.active
+    batch_out = after.phase in (RolloutPhase.BATCH_JOINING, RolloutPhase.BATCH_SETTLING)
+    delay = active_poll if after.phase.active else resting_poll
+    waits = [action.until for action in actions if isinstance(action, Wait)]
+    if waits:
+        delay = min(delay, max(min(waits) - now, 0.2))
+    return Pace(0.0 if at_once else delay, at_once, batch_out or ended)
 
 
 def snapshot_from_status(status: Mapping[str, object]) -> GroupSnapshot | None:

@@ -46,9 +46,9 @@ from rebalancer.planning.rollout_phases.common import (
     Phase,
     _plural,
 )
-from rebalancer.planning.rollout_phases.joining import JoiningStep
 from rebalancer.planning.rollout_phases.opening import UNNOTICED_POD_SECONDS
-from rebalancer.planning.rollout_phases.resting import RestingStep, changed_target
+from rebalancer.planning.rollout_phases.resting import changed_target
+from rebalancer.planning.rollout_phases.transitions import advance
 from rebalancer.planning.rollout_plans import advances_on_ready, gated
 from rebalancer.planning.rollout_states import Mechanism, RolloutPhase, RolloutState, stamp
 from rebalancer.structs.gates import GateState
@@ -111,7 +111,7 @@ def trace_step(
     current = _count(_returned(state, now), observation)
     phases = [current.phase]
     for _ in range(MAX_TRANSITIONS):
-        after, done = _Step(current, observation, now).advance()
+        after, done = advance(current, observation, now)
         after = _count(after, observation)
         actions.extend(done)
         moved = (after.phase, after.batch) != (current.phase, current.batch)
@@ -151,58 +151,6 @@ def trace_step(
     if wake is not None:
         actions.append(Wait(wake))
     return current, tuple(actions), tuple(phases)
-
-
-class _Step(RestingStep, JoiningStep):
-    """One transition out of `state`: each phase's rule (planning.rollout_phases), dispatched."""
-
-    # -- dispatch ---------------------------------------------------------------------------
-
-    def advance(self) -> tuple[RolloutState, list[Action]]:
-        state = self.state
-        workload = self.obs.workload
-        if not self.policy.enabled:
-            return self.disabled()
-        if state.phase is Phase.FAILED:
-            return self.failed()
-        if state.phase is Phase.PAUSED:
-            return self.paused()
-        if self.policy.paused:
-            return self.pause()
-        if state.phase.resting:
-            return self.resting()
-        if workload is None:
-            return self.fail(
-                "WorkloadNotFound",
-                "the workload is gone; create it again or fix spec.workload",
-            )
-        if state.phase is not Phase.PLANNING:
-            target = self.target(workload, state)
-            if target != state.target and not _adopts(state.target, target):
-                return self.superseded(workload, target)
-            if target != state.target:
-                # The held template got its ReplicaSet on the first resume: the same rollout.
-                self.state = state = state.moved(target=target)
-        if self.overridden(workload):
-            return self.contest(workload)
-        match state.phase:
-            case Phase.PLANNING:
-                return self.planning(workload)
-            case Phase.BATCH_OPENING:
-                return self.opening(workload)
-            case Phase.BATCH_JOINING:
-                return self.joining(workload)
-            case _:
-                return self.settling(workload)
-
-
-def _adopts(planned: str | None, seen: str) -> bool:
-    """Whether a rollout planned on a held template goes on with the revision the controller
-    gave that template once resumed (everything else about the target unchanged)."""
-    if planned is None or not planned.startswith(f"{PENDING_REVISION}@"):
-        return False
-    revision, _, rest = seen.partition("@")
-    return revision != PENDING_REVISION and rest == planned.partition("@")[2]
 
 
 def _returned(state: RolloutState, now: float) -> RolloutState:

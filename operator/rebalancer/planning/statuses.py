@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rebalancer.planning.rebalances import REBALANCING_STATES, GroupTracking
 from rebalancer.structs.brokers import GroupState
 from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
@@ -100,6 +102,35 @@ def observed_conditions(
         ConditionType.DEGRADED, ConditionStatus.FALSE, "Observed", "the group is observed"
     )
     return [ready, progressing, degraded]
+
+
+def set_condition(conditions: Sequence[Condition], update: Condition) -> list[Condition]:
+    """`conditions` with `update` in place of the one of its type (after them if none is)."""
+    if all(condition.type is not update.type for condition in conditions):
+        return [*conditions, update]
+    return [update if condition.type is update.type else condition for condition in conditions]
+
+
+def observation_conditions(
+    snapshot: GroupSnapshot,
+    *,
+    scaled_to_zero: str | None = None,
+    workload_missing: str | None = None,
+    topics_refused: Condition | None = None,
+) -> list[Condition]:
+    """observed_conditions, Degraded by what else the observation found: the workload missing
+    (`workload_missing` names it), else topics it may not describe (`topics_refused`, the
+    refusal's Degraded condition)."""
+    conditions = observed_conditions(snapshot, scaled_to_zero=scaled_to_zero)
+    if workload_missing is not None:
+        message = f"{workload_missing} not found; create it or fix spec.workload.name"
+        missing = Condition(
+            ConditionType.DEGRADED, ConditionStatus.TRUE, "WorkloadNotFound", message
+        )
+        return set_condition(conditions, missing)
+    if topics_refused is not None:
+        return set_condition(conditions, topics_refused)
+    return conditions
 
 
 def failure_conditions(reason: str, message: str) -> list[Condition]:

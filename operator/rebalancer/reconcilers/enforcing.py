@@ -19,15 +19,26 @@ from rebalancer.clients.kafka_errors import KafkaGatewayError
 from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.librdkafka_config import build_client_config
 from rebalancer.clients.resolving import SecretUnavailable, read_secret_key, resolve_security
-from rebalancer.planning.enforce_conditions import REASON as UNSUPPORTED_REASON
-from rebalancer.planning.enforce_conditions import UNSUPPORTED
+from rebalancer.planning.enforcement_writes import (
+    EnforceWrite,
+    SidecarAnswer,
+    answered,
+    awaiting_follow_up,
+    no_sidecar,
+    nothing_due,
+    refused_pattern,
+    requested,
+    skipped,
+    unreachable,
+    unsupported,
+)
+from rebalancer.planning.notices import Notice, Retry
 from rebalancer.planning.triggers import (
     TriggerDecision,
     TriggerInputs,
     Verdict,
     decide_enforcement,
     memory_from_status,
-    memory_to_status,
     new_matching_topics,
     policy_from_spec,
 )
@@ -43,7 +54,6 @@ from rebalancer.structs.enforce_policy import EnforceSpec
 from rebalancer.structs.enforcement import pattern_takes_control_topics
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.specs import ConsumerGroupSpec, SecretKeyRef
-from rebalancer.structs.times import format_rfc3339
 
 TOKEN_FIELD = "spec.policy.enforce.sidecar.tokenSecretRef"
 
@@ -74,47 +84,47 @@ async def _sidecar_urls(
     return [sidecar_url(address, policy.sidecar.port) for address in addresses]
 
 
-# Answers a sidecar gives while the rebalance is still under way; the final one comes later.
-UNSETTLED = {"accepted", "enforcing"}
+async def _token(
+    deps: Dependencies, namespace: str, policy: EnforceSpec
+) -> tuple[str | None, EnforceWrite | None]:
+    """The sidecars' token, or what to write when it cannot be read."""
+    if policy.sidecar.token_secret is None:
+        return None, EnforceWrite(
+            notices=(Notice("EnforceNotConfigured", f"set {TOKEN_FIELD}", warning=True),)
+        )
+    ref = SecretKeyRef(policy.sidecar.token_secret, policy.sidecar.token_key)
+    try:
+        return await read_secret_key(deps.kube, namespace, ref, TOKEN_FIELD), None
+    except SecretUnavailable as error:
+        said = Notice("EnforceFailed", str(error), warning=True)
+        return None, EnforceWrite(notices=(said,), retry=Retry(str(error), 30))
 
 
 async def _follow_up(
     deps: Dependencies,
     namespace: str,
     parsed: ConsumerGroupSpec,
-    policy: EnforceSpec,
     previous: dict[str, Any],
-    body: kopf.Body,
-) -> dict[str, Any]:
+) -> SidecarAnswer | None:
     """The final answer to a request the sidecar was still enforcing when the POST's wait ran
     out; without it status said "enforcing" forever after a rebalance that took over 5 s."""
-    request_id = previous.get("lastRequestId")
-    if previous.get("lastStatus") not in UNSETTLED or not request_id:
-        return {}
-    if policy.sidecar.token_secret is None:
-        return {}
-    ref = SecretKeyRef(policy.sidecar.token_secret, policy.sidecar.token_key)
-    try:
-        token = await read_secret_key(deps.kube, namespace, ref, TOKEN_FIELD)
-    except SecretUnavailable:
-        return {}
+    policy = parsed.policy.enforce
+    request_id = awaiting_follow_up(previous)
+    if request_id is None or policy.sidecar.token_secret is None:
+        return None
+    token, _ = await _token(deps, namespace, policy)
+    if token is None:
+        return None
     for url in await _sidecar_urls(deps, namespace, parsed, policy):
         try:
-            result = await deps.sidecars.status(url, token, str(request_id))
+            return _answer(await deps.sidecars.status(url, token, request_id))
         except EnforceRequestFailed:
             continue
-        if result.status == previous.get("lastStatus"):
-            return {}
-        if result.final:
-            name = str(body.metadata.name)
-            metrics.record_enforcement(namespace, name, parsed.group_id, result.status)
-        kopf.info(
-            body,
-            reason="RebalanceEnforced" if result.status == "enforced" else "EnforceRequested",
-            message=f"{previous.get('lastCause')}: {result.status} {result.message}".strip(),
-        )
-        return {"lastStatus": result.status, "lastGeneration": result.generation}
-    return {}
+    return None
+
+
+def _answer(result: EnforceResult) -> SidecarAnswer:
+    return SidecarAnswer(result.status, result.message, result.generation, result.final)
 
 
 async def enforce(
@@ -147,6 +157,8 @@ async def _enforce(
     patch: kopf.Patch,
     claims: ClaimIndex | None = None,
 ) -> None:
+    """Read what the triggers need, decide (planning.triggers, planning.enforcement_writes),
+    then write status, Events and metrics, asking a sidecar when a rebalance is due."""
     try:
         parsed = read_consumer_group(body, namespace=namespace).spec
     except SpecInvalid:
@@ -159,14 +171,7 @@ async def _enforce(
     previous = dict(status.get("enforcement") or {})
     pattern = parsed.subscription.pattern
     if pattern and pattern_takes_control_topics(pattern, parsed.group_id):
-        if previous.get("lastStatus") != "refused":
-            kopf.warn(
-                body,
-                reason="PatternTakesControlTopics",
-                message=f"spec.subscription.pattern {pattern!r} matches the sidecars' "
-                "__rebalancer.* control topics; narrow the pattern",
-            )
-            patch.status["enforcement"] = {**previous, "lastStatus": "refused"}
+        _write(deps, body, namespace, parsed.group_id, patch, refused_pattern(previous, pattern))
         return
     matching = None
     if pattern and policy.on_topic_creation:
@@ -174,79 +179,44 @@ async def _enforce(
             matching = await _matching_topics(deps, namespace, parsed)
         except (SecretUnavailable, KafkaGatewayError) as error:
             raise kopf.TemporaryError(str(error), delay=30) from None
+    now = time.time()
     inputs = TriggerInputs(
-        now=time.time(),
+        now=now,
         group_state=(status.get("group") or {}).get("state"),
         matching_topics=matching,
         finished_rollout=(status.get("rollout") or {}).get("completedRevision"),
     )
-    decision = decide_enforcement(
-        policy_from_spec(policy),
-        memory_from_status(previous.get("memory")),
-        inputs,
-        parsed.group_id,
-    )
-    # "message" belongs to the request it explains: None removes it (status is merge-patched).
-    record: dict[str, Any] = {
-        **previous,
-        "memory": memory_to_status(decision.memory),
-        "message": None,
-    }
+    memory = memory_from_status(previous.get("memory"))
+    decision = decide_enforcement(policy_from_spec(policy), memory, inputs, parsed.group_id)
     if decision.verdict is Verdict.NOTHING:
-        record.update(await _follow_up(deps, namespace, parsed, policy, previous, body))
-        # Nothing new was asked: the last request's explanation stands.
-        if "message" in previous:
-            record["message"] = previous["message"]
-        else:
-            record.pop("message")
-        if record != previous:
-            patch.status["enforcement"] = record
-        return
-    record.update(
-        lastRequestId=decision.request_id,
-        lastCause=decision.cause_text,
-        lastTime=format_rfc3339(time.time()),
-    )
-    if decision.verdict is Verdict.SKIP_IN_PROGRESS:
-        kopf.info(body, reason="EnforceSkipped", message=decision.message)
-        metrics.record_enforcement(namespace, str(body.metadata.name), parsed.group_id, "skipped")
-        patch.status["enforcement"] = {**record, "lastStatus": "skipped-in-progress"}
-        return
-    await _request(deps, body, namespace, parsed, previous, record, decision, patch)
+        answer = await _follow_up(deps, namespace, parsed, previous)
+        write = nothing_due(previous, decision, answer)
+    elif decision.verdict is Verdict.SKIP_IN_PROGRESS:
+        write = skipped(requested(previous, decision, now), decision)
+    else:
+        write = await _request(deps, namespace, parsed, previous, decision, now)
+    _write(deps, body, namespace, parsed.group_id, patch, write)
 
 
 async def _request(
     deps: Dependencies,
-    body: kopf.Body,
     namespace: str,
     parsed: ConsumerGroupSpec,
     previous: dict[str, Any],
-    record: dict[str, Any],
     decision: TriggerDecision,
-    patch: kopf.Patch,
-) -> None:
-    """Send the decided request to a sidecar and record its answer (or why there was none)."""
+    now: float,
+) -> EnforceWrite:
+    """Send the decided request to a sidecar; what to write of its answer (or of why there
+    was none)."""
     policy = parsed.policy.enforce
-    if policy.sidecar.token_secret is None:
-        kopf.warn(body, reason="EnforceNotConfigured", message=f"set {TOKEN_FIELD}")
-        return
-    ref = SecretKeyRef(policy.sidecar.token_secret, policy.sidecar.token_key)
-    try:
-        token = await read_secret_key(deps.kube, namespace, ref, TOKEN_FIELD)
-    except SecretUnavailable as error:
-        kopf.warn(body, reason="EnforceFailed", message=str(error))
-        raise kopf.TemporaryError(str(error), delay=30) from None
+    token, unread = await _token(deps, namespace, policy)
+    if token is None:
+        return unread or EnforceWrite()
     # Expected before asking: the observer may see the new generation before the sidecar answers.
     deps.hub.expect_cause(parsed.group_id, decision.cause_text, time.time())
-    result: EnforceResult | None = None
-    unsupported = False
-    failure = (
-        "no ready pod's sidecar to ask yet (with sidecar.inject, status.settings.sidecar.rolledOut "
-        "says when every pod has one)"
-        if policy.sidecar.inject
-        else "no sidecar to ask: set spec.policy.enforce.sidecar.url, run the sidecar in the pods "
-        "or set spec.policy.enforce.sidecar.inject: true"
-    )
+    record = requested(previous, decision, now)
+    failure = no_sidecar(policy.sidecar.inject)
+    refused = False
     # Any sidecar will do: the request reaches the acting one through the control topic.
     for url in await _sidecar_urls(deps, namespace, parsed, policy):
         try:
@@ -259,56 +229,37 @@ async def _request(
                 retry_when_stable=decision.retry_when_stable,
                 wait_seconds=5.0,
             )
-            break
         except EnforceRequestFailed as error:
             failure = str(error)
-            unsupported = error.status == UNSUPPORTED_STATUS
+            refused = error.status == UNSUPPORTED_STATUS
             if not error.retriable:
                 break
-    if result is None and unsupported:
-        # The sidecar cannot join the group's protocol: asking again changes nothing, so the
-        # trigger is used up (memory advances) and Degraded says why until a request succeeds.
-        if previous.get("lastStatus") != UNSUPPORTED:
-            kopf.warn(body, reason=UNSUPPORTED_REASON, message=failure)
-        name = str(body.metadata.name)
-        metrics.record_enforcement(namespace, name, parsed.group_id, "unsupported")
-        deps.hub.take_expected(parsed.group_id, float("inf"))
-        patch.status["enforcement"] = {**record, "lastStatus": UNSUPPORTED, "message": failure}
-        deps.hub.wakeup(parsed.group_id).set()  # the observer writes the condition
-        return
-    if result is None:
-        deps.hub.take_expected(parsed.group_id, float("inf"))
-        # Counted once per request: its retries (same id, status already failed) are not new.
-        retried = previous.get("lastRequestId") == decision.request_id
-        if not (retried and previous.get("lastStatus") == "failed"):
-            name = str(body.metadata.name)
-            metrics.record_enforcement(namespace, name, parsed.group_id, "unreachable")
-        kopf.warn(body, reason="EnforceFailed", message=failure)
-        # Memory is not advanced: the same request id is sent again and sidecars de-duplicate it.
-        # Status says the request failed: left as it was, it showed the previous request's
-        # outcome as if it were this one's.
-        failed = {
-            **record,
-            "memory": previous.get("memory"),
-            "lastStatus": "failed",
-            "message": failure,
-        }
-        failed.pop("lastGeneration", None)
-        patch.status["enforcement"] = {k: v for k, v in failed.items() if v is not None}
-        raise kopf.TemporaryError(failure, delay=15)
-    if result.final:
-        # An answer still under way is counted by the follow-up that sees its end.
-        metrics.record_enforcement(
-            namespace, str(body.metadata.name), parsed.group_id, result.status
-        )
-    enforced = result.status == "enforced"
-    kopf.info(
-        body,
-        reason="RebalanceEnforced" if enforced else "EnforceRequested",
-        message=f"{decision.cause_text}: {result.status} {result.message}".strip(),
-    )
-    patch.status["enforcement"] = {
-        **record,
-        "lastStatus": result.status,
-        "lastGeneration": result.generation,
-    }
+        else:
+            return answered(record, decision, _answer(result))
+    if refused:
+        return unsupported(previous, record, failure)
+    return unreachable(previous, record, decision, failure)
+
+
+def _write(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    group_id: str,
+    patch: kopf.Patch,
+    write: EnforceWrite,
+) -> None:
+    """Carry out what planning.enforcement_writes decided, in its order."""
+    if write.counted is not None:
+        metrics.record_enforcement(namespace, str(body.metadata.name), group_id, write.counted)
+    for notice in write.notices:
+        post = kopf.warn if notice.warning else kopf.info
+        post(body, reason=notice.reason, message=notice.message)
+    if write.expectation_dropped:
+        deps.hub.take_expected(group_id, float("inf"))
+    if write.enforcement is not None:
+        patch.status["enforcement"] = write.enforcement
+    if write.wake_observer:
+        deps.hub.wakeup(group_id).set()  # the observer writes the condition
+    if write.retry is not None:
+        raise kopf.TemporaryError(write.retry.message, delay=write.retry.delay)

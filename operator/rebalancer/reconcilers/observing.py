@@ -54,7 +54,7 @@ from rebalancer.planning.rollout_statuses import rollout_conditions
 from rebalancer.planning.stable_spells import StableSpell, track_stable
 from rebalancer.planning.statuses import (
     failure_conditions,
-    observed_conditions,
+    observation_conditions,
     render_group,
 )
 from rebalancer.reconcilers.dependencies import Dependencies
@@ -72,7 +72,7 @@ from rebalancer.structs.conditions import (
 from rebalancer.structs.consumer_group import read_consumer_group, written_status
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.problems import SpecInvalid
-from rebalancer.structs.snapshots import moved_for_rollouts
+from rebalancer.structs.snapshots import GroupSnapshot, moved_for_rollouts
 from rebalancer.structs.specs import ConsumerGroupSpec
 from rebalancer.structs.times import format_rfc3339, read_rfc3339
 
@@ -228,28 +228,7 @@ class Observer:
         # Remembered once told: an observation that fails before this tells it the next time.
         if snapshot.coordinator is not None:
             self.coordinator = snapshot.coordinator
-        # Scaled to zero (KEDA, a pause, kubectl scale): an Empty group is what was asked for.
-        at_zero = f"{spec.workload.kind.value} {spec.workload.name}" if replicas == 0 else None
-        conditions = observed_conditions(snapshot, scaled_to_zero=at_zero)
-        if replicas is None:
-            message = (
-                f"{spec.workload.kind.value} {self.namespace}/{spec.workload.name} not found; "
-                "create it or fix spec.workload.name"
-            )
-            conditions[2] = Condition(
-                ConditionType.DEGRADED, ConditionStatus.TRUE, "WorkloadNotFound", message
-            )
-        elif refused is not None:
-            message = refused_topics_problem(str(refused), spec.kafka, self.namespace)
-            conditions[2] = Condition(
-                ConditionType.DEGRADED, ConditionStatus.TRUE, refused.reason, message
-            )
-            if message != self.refused_warned:
-                # Once per change, as report_failure warns once per reason.
-                kopf.warn(body, reason=refused.reason, message=message)
-            self.refused_warned = message
-        else:
-            self.refused_warned = None
+        conditions = self._conditions(body, spec, snapshot, replicas, refused)
         profile = resolve_profile(spec.kafka.profile.declared, gateway.profile)
         group = render_group(snapshot, self.tracking, None if profile is None else profile.value)
         metrics.publish_snapshot(self.namespace, self.name, spec.group_id, snapshot, self.tracking)
@@ -272,6 +251,38 @@ class Observer:
             kopf.info(body, reason="Recovered", message="the group is observed again")
         self.failures = 0
         self.last_failure_reason = None
+
+    def _conditions(
+        self,
+        body: kopf.Body,
+        spec: ConsumerGroupSpec,
+        snapshot: GroupSnapshot,
+        replicas: int | None,
+        refused: KafkaRequestFailed | None,
+    ) -> list[Condition]:
+        """The observation's conditions (planning.statuses.observation_conditions, by type);
+        a refusal to describe topics warned of once per change, as report_failure warns once
+        per reason."""
+        # Scaled to zero (KEDA, a pause, kubectl scale): an Empty group is what was asked for.
+        at_zero = f"{spec.workload.kind.value} {spec.workload.name}" if replicas == 0 else None
+        missing = None
+        if replicas is None:
+            missing = f"{spec.workload.kind.value} {self.namespace}/{spec.workload.name}"
+        refusal = None
+        if refused is not None:
+            message = refused_topics_problem(str(refused), spec.kafka, self.namespace)
+            refusal = Condition(
+                ConditionType.DEGRADED, ConditionStatus.TRUE, refused.reason, message
+            )
+        if missing is None and refusal is not None:
+            if refusal.message != self.refused_warned:
+                kopf.warn(body, reason=refusal.reason, message=refusal.message)
+            self.refused_warned = refusal.message
+        elif missing is None:
+            self.refused_warned = None
+        return observation_conditions(
+            snapshot, scaled_to_zero=at_zero, workload_missing=missing, topics_refused=refusal
+        )
 
     async def yields(self, body: kopf.Body) -> bool:
         """Whether this resource takes no action: an older ConsumerGroup owns its group or

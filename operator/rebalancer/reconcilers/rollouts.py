@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import kopf
@@ -25,16 +26,16 @@ from rebalancer.planning.rollout_actions import (
     PauseScaledObject,
     RecordProgress,
     ResumeScaledObject,
-    Wait,
     refused,
 )
 from rebalancer.planning.rollout_plans import RolloutSetup
 from rebalancer.planning.rollout_progress import gate_waits
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
 from rebalancer.planning.rollout_statuses import (
-    ended_conditions,
+    RolloutWrite,
+    pace,
     rebalances_from_status,
-    rollout_conditions,
+    rollout_write,
     snapshot_from_status,
 )
 from rebalancer.planning.rollouts import Observation, step
@@ -51,12 +52,7 @@ from rebalancer.simulation import (
 from rebalancer.sleeping import sleep_or_wake
 from rebalancer.structs.autoscalers import Autoscalers
 from rebalancer.structs.brokers import BrokerProfile, resolve_profile
-from rebalancer.structs.conditions import (
-    Condition,
-    ConditionStatus,
-    ConditionType,
-    merge_conditions,
-)
+from rebalancer.structs.conditions import merge_conditions
 from rebalancer.structs.consumer_group import (
     declared_group_id,
     read_consumer_group,
@@ -163,6 +159,31 @@ async def _step_once(
     spec: ConsumerGroupSpec,
     startups: StartupHistory | None = None,
 ) -> tuple[RolloutState, list[Any]] | None:
+    """Read, step the planner, act; None when a read or an action failed (the state keeps,
+    and the next step asks for the same end state again)."""
+    observation = await _observe(deps, body, namespace, name, policy, spec, startups)
+    if observation is None:
+        return None
+    after, actions = step(state, observation, time.time())
+    if not await _act(deps, body, namespace, name, policy, spec, actions):
+        return None
+    if observation.workload is not None:
+        waits = gate_waits(observation.workload, actions, time.time())
+        metrics.record_gate_waits(namespace, name, spec.group_id, waits)
+    return after, list(actions)
+
+
+async def _observe(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    policy: RolloutPolicy,
+    spec: ConsumerGroupSpec,
+    startups: StartupHistory | None,
+) -> Observation | None:
+    """What the planner steps on: the workload, its autoscalers, the group's latest snapshot;
+    None when the workload could not be read."""
     status = written_status(body)
     # Consumers whose settings the operator delivers are timed by what it delivered.
     consumers = timings_from_status(status.get("settings"), policy.consumers)
@@ -183,25 +204,36 @@ async def _step_once(
         return None
     autoscalers = await _autoscalers(deps, body, namespace, name, spec)
     sighting = deps.sightings.latest(namespace, name)
-    group = sighting.snapshot if sighting else snapshot_from_status(status)
-    rebalances = sighting.rebalances if sighting else rebalances_from_status(status)
-    observation = Observation(
+    return Observation(
         setup=setup,
         workload=workload,
-        group=group,
-        rebalances=rebalances,
+        group=sighting.snapshot if sighting else snapshot_from_status(status),
+        rebalances=sighting.rebalances if sighting else rebalances_from_status(status),
         spec_generation=body.metadata.get("generation"),
         resume_token=body.metadata.annotations.get(RESUME_ANNOTATION),
         autoscalers=autoscalers,
     )
-    after, actions = step(state, observation, time.time())
+
+
+async def _act(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    policy: RolloutPolicy,
+    spec: ConsumerGroupSpec,
+    actions: Sequence[Any],
+) -> bool:
+    """Carry out the step's actions and post their Events; False when they could not be (the
+    workload changed since it was read, a refusal, a failed write)."""
     gate = GateOptions(
         image=policy.gate_image or deps.settings.gate_image or DEFAULT_IMAGE,
         timeout_seconds=policy.gate_timeout_seconds,
         bypass_after_seconds=policy.bypass_gate_after_seconds,
         hold=policy.gate_holds,
     )
-    actuator = Actuator(deps.kube, namespace, kind, workload_name, gate)
+    workload_name = spec.workload.name
+    actuator = Actuator(deps.kube, namespace, spec.workload.kind, workload_name, gate)
     pauses = [a for a in actions if isinstance(a, PauseScaledObject)]
     resumes = [a for a in actions if isinstance(a, ResumeScaledObject)]
     moves = [a for a in actions if not isinstance(a, PauseScaledObject | ResumeScaledObject)]
@@ -211,24 +243,21 @@ async def _step_once(
         done += await actuator.apply(moves)
     except PermissionDenied as error:
         report_denied(deps, body, namespace, name, "rollouts", error, spec.group_id)
-        return None
+        return False
     except ActuationFailed as error:
         # The state does not advance: the next step asks for the same end state again.
         kopf.warn(body, reason="RolloutActionFailed", message=str(error))
-        return None
+        return False
     if refused(moves, done):
         # The workload changed since it was read: the step is taken again on what it is now.
         logger.info("%s/%s: %s changed since it was read", namespace, name, workload_name)
-        return None
+        return False
     if deps.denials.clear(namespace, name, "rollouts"):
         deps.hub.wakeup(spec.group_id).set()  # the observer takes the condition back
     done += await _apply_autoscaling(deps, body, namespace, name, spec, actuator, resumes)
     _post(body, list(actions))
     _post_autoscalers(body, list(actions), done)
-    if workload is not None:
-        waits = gate_waits(workload, actions, time.time())
-        metrics.record_gate_waits(namespace, name, spec.group_id, waits)
-    return after, list(actions)
+    return True
 
 
 async def _apply_autoscaling(
@@ -291,6 +320,29 @@ async def roll_out(
         deps.rollout_wakeups.pop((namespace, name), None)
 
 
+@dataclass
+class _StartupReadings:
+    """The arrival plans' start-up history, read for a Planning step (only it asks the model
+    about arrivals) and read again once older than STARTUP_HISTORY_SECONDS."""
+
+    history: StartupHistory | None = None
+    read_at: float | None = None  # time.monotonic() of the last reading
+
+    async def for_step(
+        self,
+        deps: Dependencies,
+        namespace: str,
+        name: str,
+        spec: ConsumerGroupSpec,
+        phase: RolloutPhase,
+    ) -> StartupHistory | None:
+        stale = self.read_at is None or time.monotonic() - self.read_at >= STARTUP_HISTORY_SECONDS
+        if phase is RolloutPhase.PLANNING and stale:
+            self.history = await read_startups(deps, namespace, name, spec, time.time())
+            self.read_at = time.monotonic()
+        return self.history
+
+
 async def _roll_out_forever(
     deps: Dependencies,
     body: kopf.Body,
@@ -306,8 +358,7 @@ async def _roll_out_forever(
     wakeup = deps.rollout_wakeup(namespace, name)
     resting_poll = deps.settings.rollout_resting_poll_seconds
     followed_at_once = False
-    startups: StartupHistory | None = None
-    startups_read_at: float | None = None  # time.monotonic() of the last reading
+    startups = _StartupReadings()
     while not stopped:
         wakeup.clear()
         try:
@@ -335,67 +386,51 @@ async def _roll_out_forever(
             # over (with the operator restarted meanwhile): this step hands it back.
             hold_checked = True
         managed = policy.enabled
-        stale = startups_read_at is None or (
-            time.monotonic() - startups_read_at >= STARTUP_HISTORY_SECONDS
-        )
-        if state.phase is RolloutPhase.PLANNING and stale:
-            # Only the Planning step asks the model about arrivals: read the history for it.
-            startups = await read_startups(deps, namespace, name, spec, time.time())
-            startups_read_at = time.monotonic()
-        stepped = await _step_once(deps, body, namespace, name, state, policy, spec, startups)
+        history = await startups.for_step(deps, namespace, name, spec, state.phase)
+        stepped = await _step_once(deps, body, namespace, name, state, policy, spec, history)
         if stepped is None:
             await stopped.wait(RETRY_SECONDS)
             continue
         after, actions = stepped
-        rollout = after.to_status()
-        if after.phase.value == "Completed":
-            rollout["completedRevision"] = rollout.get("rolloutId")
-        cleared = [action for action in actions if isinstance(action, ClearDegraded)]
-        if rollout != written or cleared:
-            status = written_status(body)
-            fields: dict[str, Any] = {"rollout": rollout}
-            conditions = (
-                rollout_conditions(after)
-                + ended_conditions(state, after)
-                + [
-                    Condition(ConditionType.DEGRADED, ConditionStatus.FALSE, a.reason, a.message)
-                    for a in cleared
-                ]
-            )
-            if conditions:
-                fields["conditions"] = merge_conditions(
-                    status.get("conditions") or [],
-                    conditions,
-                    now=format_rfc3339(time.time()),
-                    generation=body.metadata.get("generation"),
-                )
-            try:
-                await patch_status(deps.kube, namespace, name, status, fields)
-            except ResourceGone:
+        write = rollout_write(state, after, actions, written)
+        if write is not None:
+            if not await _write_rollout(deps, body, namespace, name, write):
                 return
-            written = rollout
-        # A new phase is looked at again at once (its first wait may already be over, as when
-        # a settled batch of static members lets the next go), but never twice in a row, so
-        # that a phase that flips back cannot spin.
-        moved_on = after.phase is not state.phase
-        at_once = moved_on and after.phase.active and not followed_at_once
-        followed_at_once = at_once
-        ended = moved_on and not after.phase.active
+            written = write.rollout
+        paced = pace(
+            state,
+            after,
+            actions,
+            time.time(),
+            active_poll=ACTIVE_POLL_SECONDS,
+            resting_poll=resting_poll,
+            followed_at_once=followed_at_once,
+        )
+        followed_at_once = paced.at_once
         state = after
-        if after.phase in (RolloutPhase.BATCH_JOINING, RolloutPhase.BATCH_SETTLING) or ended:
-            # Observe the group sooner while a batch is out: settling is what we wait for.
-            # Not while a batch gathers: the planner then looks every half second, and the
-            # group has nothing new to show. And once a rollout ends: an observer pass that
-            # began before this write merged its conditions from the rollout as it was, and
-            # the next pass puts them right.
+        if paced.wake_observer:
             deps.hub.wakeup(spec.group_id).set()
-        delay = ACTIVE_POLL_SECONDS if after.phase.active else resting_poll
-        waits = [action.until for action in actions if isinstance(action, Wait)]
-        if waits:
-            delay = min(delay, max(min(waits) - time.time(), 0.2))
-        if at_once:
-            delay = 0.0
-        await sleep_or_wake(delay, wakeup.wait, stopped)
+        await sleep_or_wake(paced.delay, wakeup.wait, stopped)
+
+
+async def _write_rollout(
+    deps: Dependencies, body: kopf.Body, namespace: str, name: str, write: RolloutWrite
+) -> bool:
+    """status.rollout and its conditions, merged by type; False when the resource is gone."""
+    status = written_status(body)
+    fields: dict[str, Any] = {"rollout": write.rollout}
+    if write.conditions:
+        fields["conditions"] = merge_conditions(
+            status.get("conditions") or [],
+            write.conditions,
+            now=format_rfc3339(time.time()),
+            generation=body.metadata.get("generation"),
+        )
+    try:
+        await patch_status(deps.kube, namespace, name, status, fields)
+    except ResourceGone:
+        return False
+    return True
 
 
 async def _held_for_rollout(deps: Dependencies, namespace: str, spec: ConsumerGroupSpec) -> bool:

@@ -10,6 +10,8 @@ for it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import kopf
 
@@ -21,11 +23,12 @@ from rebalancer.clients.resolving import SecretUnavailable, resolve_security
 from rebalancer.clients.workload_patching import ConfiguringFailed
 from rebalancer.planning.broker_delay import DelayWant, cluster_key_for
 from rebalancer.planning.gate_templates import DEFAULT_IMAGE
-from rebalancer.planning.sidecar_templates import SidecarOptions
+from rebalancer.planning.notices import Notice
+from rebalancer.planning.settings_deliveries import SettingsTarget, settings_target
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.ownership import ClaimIndex, refusal_of
 from rebalancer.reconcilers.permissions import report_denied
-from rebalancer.reconcilers.settings_delivery import SettingsTarget, reconcile_settings
+from rebalancer.reconcilers.settings_delivery import SettingsOutcome, reconcile_settings
 from rebalancer.structs.brokers import cluster_key
 from rebalancer.structs.consumer_group import (
     read_consumer_group,
@@ -77,56 +80,20 @@ async def reconcile(
         spec = read_consumer_group(body, namespace=namespace).spec
     except SpecInvalid:
         return  # validate() reports it
-    rollout, enforce = spec.policy.rollout, spec.policy.enforce
     status = written_status(body)
     previous = dict(status.get("settings") or {})
     policy = spec.policy
-    sidecar_policy = enforce.sidecar
     managed = policy.settings is not None or policy.broker_delay is not None
-    if not managed and not sidecar_policy.inject and not previous:
+    if not managed and not policy.enforce.sidecar.inject and not previous:
         return
     if refusal_of(body, namespace, claims, deps.hub) is not None:
         return  # not this resource's workload or group to act on: the observer says so
-    target = SettingsTarget(
-        namespace=namespace,
-        name=name,
-        uid=body.metadata.uid,
-        group_id=spec.group_id,
-        bootstrap_servers=spec.kafka.bootstrap_servers,
-        workload_kind=spec.workload.kind,
-        workload_name=spec.workload.name,
-        container=spec.workload.container,
-        protocol_choice=policy.protocol,
-        profile=spec.kafka.profile.declared,
-        settings=policy.settings,
-        delay=policy.broker_delay,
-        staggered=rollout.enabled,
-        gate_joins=rollout.enabled and rollout.gate_joins,
-        park=rollout.park_statefulsets,
-        sidecar=sidecar_policy,
-        # The operator's own image, as for the join gate.
-        sidecar_options=SidecarOptions(
-            image=rollout.gate_image or deps.settings.gate_image or DEFAULT_IMAGE
-        ),
-        pattern=spec.subscription.pattern,
-    )
+    # The operator's own image, as for the join gate.
+    image = policy.rollout.gate_image or deps.settings.gate_image or DEFAULT_IMAGE
+    target = settings_target(spec, namespace, name, body.metadata.uid, image)
+    others = list(wants.get(_known_cluster(body, spec), [])) if wants is not None else []
     try:
-        security = await resolve_security(deps.kube, namespace, spec.kafka)
-        config = build_client_config(list(spec.kafka.bootstrap_servers), security)
-        config["socket.timeout.ms"] = str(spec.kafka.request_timeout_seconds * 1000)
-        key = cluster_key(list(spec.kafka.bootstrap_servers), security)
-        gateway = deps.pool.acquire(key, config)
-        try:
-            outcome = await reconcile_settings(
-                deps.kube,
-                gateway,
-                target,
-                previous,
-                status.get("group") or {},
-                list(wants.get(_known_cluster(body, spec), [])) if wants is not None else [],
-            )
-        finally:
-            deps.pool.release(key)
+        outcome = await _deliver(deps, spec, target, previous, status.get("group") or {}, others)
     except PermissionDenied as error:
         report_denied(deps, body, namespace, name, "settings", error, spec.group_id)
         raise kopf.TemporaryError(f"settings not reconciled: {error}", delay=30) from None
@@ -135,11 +102,7 @@ async def reconcile(
         raise kopf.TemporaryError(f"settings not reconciled: {error}", delay=10) from error
     if deps.denials.clear(namespace, name, "settings"):
         deps.hub.wakeup(spec.group_id).set()  # the observer takes the condition back
-    for notice in outcome.notices:
-        post = kopf.warn if notice.warning else kopf.info
-        post(body, reason=notice.reason, message=notice.message)
-        if notice.warning:
-            logger.warning("%s/%s: %s", namespace, name, notice.message)
+    _post(body, namespace, name, outcome.notices)
     settings = outcome.status or {}
     if settings != previous:
         try:
@@ -152,3 +115,32 @@ async def reconcile(
         deps.rollout_wakeup(namespace, name).set()
     if outcome.retry_after is not None:
         raise kopf.TemporaryError("the workload changed meanwhile", delay=outcome.retry_after)
+
+
+async def _deliver(
+    deps: Dependencies,
+    spec: ConsumerGroupSpec,
+    target: SettingsTarget,
+    previous: Mapping[str, Any],
+    observed: Mapping[str, Any],
+    wants: Sequence[DelayWant],
+) -> SettingsOutcome:
+    """reconcile_settings through the cluster's shared gateway."""
+    security = await resolve_security(deps.kube, target.namespace, spec.kafka)
+    config = build_client_config(list(spec.kafka.bootstrap_servers), security)
+    config["socket.timeout.ms"] = str(spec.kafka.request_timeout_seconds * 1000)
+    key = cluster_key(list(spec.kafka.bootstrap_servers), security)
+    gateway = deps.pool.acquire(key, config)
+    try:
+        return await reconcile_settings(deps.kube, gateway, target, previous, observed, wants)
+    finally:
+        deps.pool.release(key)
+
+
+def _post(body: kopf.Body, namespace: str, name: str, notices: Sequence[Notice]) -> None:
+    """The delivery's Events; a warning is logged too."""
+    for notice in notices:
+        post = kopf.warn if notice.warning else kopf.info
+        post(body, reason=notice.reason, message=notice.message)
+        if notice.warning:
+            logger.warning("%s/%s: %s", namespace, name, notice.message)

@@ -1,14 +1,15 @@
 """The rollout planner's rules, a module per phase or group of phases of the state machine
 (planning.rollout_states); planning.rollouts steps through them.
 
-- common: the Observation, and what every phase's rule uses (the step's state, its helpers);
+- transitions: the table, phase -> rule, and `advance`, which applies it;
+- common: the Observation, and helpers every rule uses, plain functions of the state;
 - resting: Idle and Completed, where a rollout starts (writers: another writer's partition);
 - planning: Planning, and the start of each batch;
 - opening: BatchOpening, by mechanism (gate queue, StatefulSet replace, Deployment/scale steps);
 - joining: BatchJoining; settling: BatchSettling;
 - stopped: Paused, Failed, and rollouts not managed.
 
-Each phase is a class that inherits the phases whose rules it calls (BatchJoining keeps
-releasing strays as BatchOpening does, and sees the batch settle; BatchSettling begins the next
-batch as Planning does), so every call is typed; planning.rollouts._Step joins them all.
+Every rule is a function (state, observation, now) -> (state, actions): it reads the state it
+is given and returns the next, so what a rule calls (joining's keep_released, settling's
+begin_batch) sees exactly the state passed to it, never one held on an object.
 """

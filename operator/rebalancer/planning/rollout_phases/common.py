@@ -1,11 +1,12 @@
-"""What the rollout planner's phases share: the observation, the constants, and the step's
-state and helpers."""
+"""What the rollout planner's phases share: the observation, the constants, and helpers that
+are plain functions of the state (and of the workload where they look at it)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rebalancer.planning.rollout_actions import Action
 from rebalancer.planning.rollout_plans import RolloutSetup, held_pods, held_template
 from rebalancer.planning.rollout_states import Mechanism, RolloutPhase, RolloutState
 from rebalancer.structs.autoscalers import Autoscalers
@@ -34,102 +35,106 @@ class Observation:
     autoscalers: Autoscalers = field(default_factory=Autoscalers)
 
 
-class StepBase:
-    """One transition out of `state`: what every phase's rule shares (see planning.rollouts)."""
+Outcome = tuple[RolloutState, list[Action]]
+"""What a phase's rule returns: the state after the transition and the actions it asks for."""
 
-    def __init__(self, state: RolloutState, observation: Observation, now: float) -> None:
-        self.state = state
-        self.obs = observation
-        self.setup = observation.setup
-        self.policy = observation.setup.policy
-        self.now = now
 
-    # -- helpers ----------------------------------------------------------------------------
+def target(workload: WorkloadView, state: RolloutState) -> str:
+    """What the workload is being brought to; a new one means a new rollout."""
+    replicas = workload.replicas
+    if state.mechanism is Mechanism.SCALE_STEPS and state.target_replicas is not None:
+        ours = {state.base + sum(state.sizes[:n]) for n in range(len(state.sizes) + 1)}
+        if replicas in ours:
+            replicas = state.target_replicas
+    revision = PENDING_REVISION if held_template(workload) else workload.update_revision
+    return (
+        f"{revision}@{replicas}:{workload.pod_management or '-'}:"
+        f"{workload.update_strategy}:{'gated' if workload.gate_installed else 'ungated'}"
+    )
 
-    def target(self, workload: WorkloadView, state: RolloutState) -> str:
-        """What the workload is being brought to; a new one means a new rollout."""
-        replicas = workload.replicas
-        if state.mechanism is Mechanism.SCALE_STEPS and state.target_replicas is not None:
-            ours = {state.base + sum(state.sizes[:n]) for n in range(len(state.sizes) + 1)}
-            if replicas in ours:
-                replicas = state.target_replicas
-        revision = PENDING_REVISION if held_template(workload) else workload.update_revision
+
+def held_for_us(workload: WorkloadView) -> bool:
+    """A Deployment the operator paused for a rollout."""
+    return (
+        workload.kind is WorkloadKind.DEPLOYMENT and workload.paused and workload.held_for_rollout
+    )
+
+
+def label(state: RolloutState) -> str:
+    """The rollout and batch a gate opened for this batch carries (GATE_BATCH_ANNOTATION)."""
+    return f"{state.rollout_id}/{state.batch}"
+
+
+def batch_size(state: RolloutState) -> int:
+    if 1 <= state.batch <= len(state.sizes):
+        return state.sizes[state.batch - 1]
+    return 0
+
+
+def chunk(state: RolloutState) -> tuple[int, ...]:
+    """The ordinals of the current batch (StatefulSet replace)."""
+    start = sum(state.sizes[: state.batch - 1])
+    return state.ordinals[start : start + batch_size(state)]
+
+
+def later_ordinals(state: RolloutState) -> tuple[int, ...]:
+    """The ordinals of the batches after the current one."""
+    return state.ordinals[sum(state.sizes[: state.batch]) :]
+
+
+def names(workload: WorkloadView, ordinals: Sequence[int]) -> list[str]:
+    return [f"{workload.name}-{ordinal}" for ordinal in ordinals]
+
+
+def batch_names(state: RolloutState, workload: WorkloadView) -> tuple[str, ...]:
+    if state.mechanism is Mechanism.STATEFULSET_REPLACE:
+        return tuple(names(workload, chunk(state)))
+    return state.opened
+
+
+def missing(state: RolloutState, workload: WorkloadView) -> str:
+    """Why the batch could not be released, for the failure's message."""
+    if state.mechanism is Mechanism.DEPLOYMENT_STEPS:
         return (
-            f"{revision}@{replicas}:{workload.pod_management or '-'}:"
-            f"{workload.update_strategy}:{'gated' if workload.gate_installed else 'ungated'}"
+            f"Deployment {workload.name} has {workload.updated_replicas} updated pods, "
+            f"{state.base + sum(state.sizes[: state.batch])} wanted"
         )
-
-    def held_for_us(self, workload: WorkloadView) -> bool:
+    if state.mechanism is Mechanism.SCALE_STEPS:
+        return f"{workload.kind.value} {workload.name} did not take the scale step"
+    ordinals = chunk(state)
+    if state.yielded and ordinals and (workload.partition or 0) > min(ordinals):
         return (
-            workload.kind is WorkloadKind.DEPLOYMENT
-            and workload.paused
-            and workload.held_for_rollout
+            f"StatefulSet {workload.name}'s partition is {workload.partition}, set by "
+            f"{workload.partition_writer or 'another writer'}, above the batch's lowest "
+            f"ordinal {min(ordinals)}, so its pods are not replaced"
         )
+    held = held_pods(workload)
+    waiting = sum(1 for pod in held if pod.gate is GateState.WAITING)
+    return (
+        f"{waiting} pods are waiting at their gates and {len(held) - waiting} have not "
+        "reached them (check kubectl get pods: unschedulable pods, image pulls, failing "
+        "init containers)"
+    )
 
-    def label(self) -> str:
-        return f"{self.state.rollout_id}/{self.state.batch}"
 
-    def batch_size(self) -> int:
-        state = self.state
-        if 1 <= state.batch <= len(state.sizes):
-            return state.sizes[state.batch - 1]
-        return 0
+def describe_batch(state: RolloutState) -> str:
+    opened = state.opened
+    shown = ", ".join(opened[:5]) + (f" and {len(opened) - 5} more" if len(opened) > 5 else "")
+    return f"{batch_size(state)} pods" + (f": {shown}" if shown else "")
 
-    def chunk(self) -> tuple[int, ...]:
-        state = self.state
-        start = sum(state.sizes[: state.batch - 1])
-        return state.ordinals[start : start + self.batch_size()]
 
-    def names(self, workload: WorkloadView, ordinals: Sequence[int]) -> list[str]:
-        return [f"{workload.name}-{ordinal}" for ordinal in ordinals]
+def describe_group(group: GroupSnapshot | None) -> str:
+    if group is None:
+        return "the group has not been observed"
+    text = f"the group is {group.state} with {group.members} members"
+    if group.assigned_partitions is not None and group.total_partitions is not None:
+        text += f", {group.assigned_partitions}/{group.total_partitions} partitions assigned"
+    return text
 
-    def batch_names(self, workload: WorkloadView) -> tuple[str, ...]:
-        if self.state.mechanism is Mechanism.STATEFULSET_REPLACE:
-            return tuple(self.names(workload, self.chunk()))
-        return self.state.opened
 
-    def missing(self, workload: WorkloadView) -> str:
-        state = self.state
-        if state.mechanism is Mechanism.DEPLOYMENT_STEPS:
-            return (
-                f"Deployment {workload.name} has {workload.updated_replicas} updated pods, "
-                f"{state.base + sum(state.sizes[: state.batch])} wanted"
-            )
-        if state.mechanism is Mechanism.SCALE_STEPS:
-            return f"{workload.kind.value} {workload.name} did not take the scale step"
-        chunk = self.chunk()
-        if state.yielded and chunk and (workload.partition or 0) > min(chunk):
-            return (
-                f"StatefulSet {workload.name}'s partition is {workload.partition}, set by "
-                f"{workload.partition_writer or 'another writer'}, above the batch's lowest "
-                f"ordinal {min(chunk)}, so its pods are not replaced"
-            )
-        held = held_pods(workload)
-        waiting = sum(1 for pod in held if pod.gate is GateState.WAITING)
-        return (
-            f"{waiting} pods are waiting at their gates and {len(held) - waiting} have not "
-            "reached them (check kubectl get pods: unschedulable pods, image pulls, failing "
-            "init containers)"
-        )
-
-    def describe_batch(self) -> str:
-        opened = self.state.opened
-        shown = ", ".join(opened[:5]) + (f" and {len(opened) - 5} more" if len(opened) > 5 else "")
-        return f"{self.batch_size()} pods" + (f": {shown}" if shown else "")
-
-    def describe_group(self) -> str:
-        group = self.obs.group
-        if group is None:
-            return "the group has not been observed"
-        text = f"the group is {group.state} with {group.members} members"
-        if group.assigned_partitions is not None and group.total_partitions is not None:
-            text += f", {group.assigned_partitions}/{group.total_partitions} partitions assigned"
-        return text
-
-    @property
-    def autoscaled(self) -> bool:
-        """An HPA (KEDA's or the user's) writes spec.replicas: the planner does not step it."""
-        return self.obs.autoscalers.hpa is not None
+def autoscaled(observation: Observation) -> bool:
+    """An HPA (KEDA's or the user's) writes spec.replicas: the planner does not step it."""
+    return observation.autoscalers.hpa is not None
 
 
 def dynamic_members(group: GroupSnapshot | None, pods: Sequence[str]) -> list[bool]:

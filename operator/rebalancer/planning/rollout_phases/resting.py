@@ -10,112 +10,126 @@ from rebalancer.planning.rollout_actions import (
     ResumeDeployment,
     SetStatefulSetPartition,
 )
-from rebalancer.planning.rollout_phases.common import Phase
-from rebalancer.planning.rollout_phases.writers import WritersStep
+from rebalancer.planning.rollout_phases.common import (
+    Observation,
+    Outcome,
+    Phase,
+    autoscaled,
+    held_for_us,
+)
+from rebalancer.planning.rollout_phases.writers import flag_problems
 from rebalancer.planning.rollout_plans import classify, plan_rollout
 from rebalancer.planning.rollout_states import Mechanism, RolloutState
+from rebalancer.structs.rollout_policy import RolloutPolicy
 from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import WorkloadView
 
 
-class RestingStep(WritersStep):
-    """Idle and Completed, and a rollout planned again."""
-
-    def resting(self) -> tuple[RolloutState, list[Action]]:
-        state = self.state
-        workload = self.obs.workload
-        actions: list[Action] = []
-        if workload is None:
-            return state, actions
-        if self.held_for_us(workload) and not state.holding_deployment:
-            # Paused by the operator for a rollout not planned yet (the settings write pauses
-            # a Deployment with its new template), or a hold whose status was lost.
-            if not workload.caught_up:
-                return state, actions
-            state = state.moved(holding_deployment=True)
-            change = classify(
-                self.setup, workload, self.obs.group, state.steady_replicas, self.autoscaled
-            )
-            if change is not None and change.mechanism is Mechanism.DEPLOYMENT_STEPS:
-                return self.replan(state), actions
-            # Nothing the planner steps by pausing: handed back just below.
-        if state.holding_deployment and workload.kind is WorkloadKind.DEPLOYMENT:
-            if workload.paused:
-                actions.append(ResumeDeployment())
-            state = state.moved(holding_deployment=False)
+def resting(state: RolloutState, observation: Observation, now: float) -> Outcome:
+    """Idle and Completed: park the workload and install the gate at rest, and plan a rollout
+    when the workload wants one."""
+    workload = observation.workload
+    setup = observation.setup
+    actions: list[Action] = []
+    if workload is None:
+        return state, actions
+    if held_for_us(workload) and not state.holding_deployment:
+        # Paused by the operator for a rollout not planned yet (the settings write pauses
+        # a Deployment with its new template), or a hold whose status was lost.
         if not workload.caught_up:
             return state, actions
-        wants_parking = (
-            self.policy.park_statefulsets
-            and workload.kind is WorkloadKind.STATEFULSET
-            and workload.update_strategy == "RollingUpdate"
-        )
-        # A partition left to another writer (see contest) is not taken back at rest: parking
-        # it would only start the same fight again after every rollout.
-        parking = wants_parking and not state.yielded
-        parked = parking and workload.partition == workload.replicas
+        state = state.moved(holding_deployment=True)
         change = classify(
-            self.setup, workload, self.obs.group, state.steady_replicas, self.autoscaled
+            setup, workload, observation.group, state.steady_replicas, autoscaled(observation)
         )
-        if change is not None:
-            plan = plan_rollout(self.setup, workload, self.obs.group, change, state.steady_replicas)
-            # Old pods a controller has yet to remove are no rollout once every new pod is in.
-            if plan.sizes or plan.problems:
-                return self.replan(state), actions
-        state, flagged = self.flag_problems(state, workload)
-        actions += flagged
-        if state.steady_replicas != workload.replicas:
-            state = state.moved(steady_replicas=workload.replicas)
-        if parking:
-            # Parked at its replicas, the partition keeps a template change from rolling before
-            # the operator has planned it (the controller would replace a pod at once).
-            if not parked:
-                actions.append(SetStatefulSetPartition(workload.replicas))
-            if not state.parked:
-                state = state.moved(parked=True)
-        elif state.parked and state.yielded:
-            state = state.moved(parked=False)
-        wants_gate = self.policy.gate_joins and self.policy.inject_gate
-        # Adding the gate changes the template: only once the change cannot roll by itself.
-        if wants_gate and not workload.gate_installed and (parked or not wants_parking):
-            actions.append(InstallGate())
+        if change is not None and change.mechanism is Mechanism.DEPLOYMENT_STEPS:
+            return replan(state, now), actions
+        # Nothing the planner steps by pausing: handed back just below.
+    if state.holding_deployment and workload.kind is WorkloadKind.DEPLOYMENT:
+        if workload.paused:
+            actions.append(ResumeDeployment())
+        state = state.moved(holding_deployment=False)
+    if not workload.caught_up:
         return state, actions
+    change = classify(
+        setup, workload, observation.group, state.steady_replicas, autoscaled(observation)
+    )
+    if change is not None:
+        plan = plan_rollout(setup, workload, observation.group, change, state.steady_replicas)
+        # Old pods a controller has yet to remove are no rollout once every new pod is in.
+        if plan.sizes or plan.problems:
+            return replan(state, now), actions
+    state, flagged = flag_problems(state, observation, workload)
+    actions += flagged
+    if state.steady_replicas != workload.replicas:
+        state = state.moved(steady_replicas=workload.replicas)
+    state, kept = kept_at_rest(state, setup.policy, workload)
+    return state, actions + kept
 
-    def replan(self, state: RolloutState, interference: str | None = None) -> RolloutState:
-        """Planning a new rollout: nothing of the last one's progress carries over, nor its
-        quarrel over the partition; `interference` says why it starts mid-rollout."""
-        return state.moved(
-            phase=Phase.PLANNING,
-            phase_since=self.now,
-            kind=None,
-            batch=0,
-            sizes=(),
-            opened=(),
-            members_joined=0,
-            rebalances=0,
-            reason=None,
-            message=None,
-            contested_by=None,
-            yielded=False,
-            interference=interference,
-        )
 
-    def superseded(self, workload: WorkloadView, target: str) -> tuple[RolloutState, list[Action]]:
-        """The workload was changed under the rollout (a new template, other replicas): the
-        rollout stops where it is and a new one takes what is left, which status and an Event
-        say. Pods of the stopped rollout's batches that the new template reaches are replaced
-        again; the StatefulSet controller replaces those at or above the partition itself."""
-        state = self.state
-        what = changed_target(state.target, target, workload)
-        note = (
-            f"rollout {state.rollout_id} stopped at batch {state.batch} of {state.batches}: "
-            f"{what}; a new rollout takes what is left"
-        )
-        return self.replan(state, note), [ForeignWrite("RolloutSuperseded", note, warning=False)]
+def kept_at_rest(state: RolloutState, policy: RolloutPolicy, workload: WorkloadView) -> Outcome:
+    """A StatefulSet parked at its replicas, and the gate installed, while nothing rolls."""
+    actions: list[Action] = []
+    wants_parking = (
+        policy.park_statefulsets
+        and workload.kind is WorkloadKind.STATEFULSET
+        and workload.update_strategy == "RollingUpdate"
+    )
+    # A partition left to another writer (see contest) is not taken back at rest: parking
+    # it would only start the same fight again after every rollout.
+    parking = wants_parking and not state.yielded
+    parked = parking and workload.partition == workload.replicas
+    if parking:
+        # Parked at its replicas, the partition keeps a template change from rolling before
+        # the operator has planned it (the controller would replace a pod at once).
+        if not parked:
+            actions.append(SetStatefulSetPartition(workload.replicas))
+        if not state.parked:
+            state = state.moved(parked=True)
+    elif state.parked and state.yielded:
+        state = state.moved(parked=False)
+    wants_gate = policy.gate_joins and policy.inject_gate
+    # Adding the gate changes the template: only once the change cannot roll by itself.
+    if wants_gate and not workload.gate_installed and (parked or not wants_parking):
+        actions.append(InstallGate())
+    return state, actions
+
+
+def replan(state: RolloutState, now: float, interference: str | None = None) -> RolloutState:
+    """Planning a new rollout: nothing of the last one's progress carries over, nor its
+    quarrel over the partition; `interference` says why it starts mid-rollout."""
+    return state.moved(
+        phase=Phase.PLANNING,
+        phase_since=now,
+        kind=None,
+        batch=0,
+        sizes=(),
+        opened=(),
+        members_joined=0,
+        rebalances=0,
+        reason=None,
+        message=None,
+        contested_by=None,
+        yielded=False,
+        interference=interference,
+    )
+
+
+def superseded(state: RolloutState, now: float, workload: WorkloadView, target: str) -> Outcome:
+    """The workload was changed under the rollout (a new template, other replicas): the
+    rollout stops where it is and a new one takes what is left, which status and an Event
+    say. Pods of the stopped rollout's batches that the new template reaches are replaced
+    again; the StatefulSet controller replaces those at or above the partition itself."""
+    what = changed_target(state.target, target, workload)
+    note = (
+        f"rollout {state.rollout_id} stopped at batch {state.batch} of {state.batches}: "
+        f"{what}; a new rollout takes what is left"
+    )
+    return replan(state, now, note), [ForeignWrite("RolloutSuperseded", note, warning=False)]
 
 
 def changed_target(before: str | None, after: str, workload: WorkloadView) -> str:
-    """What changed between two targets (see StepBase.target), and who changed it if known."""
+    """What changed between two targets (see common.target), and who changed it if known."""
     old_revision, _, old_rest = (before or "").partition("@")
     new_revision, _, new_rest = after.partition("@")
     old_replicas, _, old_how = old_rest.partition(":")

@@ -4,128 +4,128 @@ manager, and a policy that cannot be met."""
 from __future__ import annotations
 
 from rebalancer.planning.rollout_actions import (
-    Action,
     ClearDegraded,
     ForeignWrite,
     MarkDegraded,
     SetStatefulSetPartition,
 )
-from rebalancer.planning.rollout_phases.common import POLICY_PROBLEM, Phase, StepBase, _also
+from rebalancer.planning.rollout_phases.common import (
+    POLICY_PROBLEM,
+    Observation,
+    Outcome,
+    Phase,
+    _also,
+    chunk,
+    later_ordinals,
+)
 from rebalancer.planning.rollout_plans import gated, policy_problems
 from rebalancer.planning.rollout_states import Mechanism, RolloutState
 from rebalancer.structs.workloads import FIELD_MANAGER, WorkloadView
 
 
-class WritersStep(StepBase):
-    """Another writer's partition, and a policy that cannot be met."""
+def overridden(state: RolloutState, workload: WorkloadView) -> bool:
+    """Whether another field manager moved the partition this rollout holds.
 
-    def overridden(self, workload: WorkloadView) -> bool:
-        """Whether another field manager moved the partition this rollout holds.
+    Once a batch's partition is in place the operator changes it only when the next batch
+    opens, always downwards: while a batch is out it must be the batch's lowest ordinal,
+    and while the next gathers it is never below that one's. The value alone can be the
+    operator's own from a step whose state was lost (a crash between acting and saving),
+    so the partition's last writer (managedFields) must be someone else too.
+    """
+    ordinals = chunk(state)
+    if (
+        state.mechanism is not Mechanism.STATEFULSET_REPLACE
+        or state.yielded
+        or not ordinals
+        or workload.update_strategy != "RollingUpdate"
+        or workload.partition is None
+        or workload.partition_writer == FIELD_MANAGER
+    ):
+        return False
+    wanted = min(ordinals)
+    if state.phase in (Phase.BATCH_JOINING, Phase.BATCH_SETTLING):
+        return workload.partition != wanted
+    return state.phase is Phase.BATCH_OPENING and state.batch > 1 and workload.partition < wanted
 
-        Once a batch's partition is in place the operator changes it only when the next batch
-        opens, always downwards: while a batch is out it must be the batch's lowest ordinal,
-        and while the next gathers it is never below that one's. The value alone can be the
-        operator's own from a step whose state was lost (a crash between acting and saving),
-        so the partition's last writer (managedFields) must be someone else too.
-        """
-        state = self.state
-        chunk = self.chunk()
-        if (
-            state.mechanism is not Mechanism.STATEFULSET_REPLACE
-            or state.yielded
-            or not chunk
-            or workload.update_strategy != "RollingUpdate"
-            or workload.partition is None
-            or workload.partition_writer == FIELD_MANAGER
-        ):
-            return False
-        wanted = min(chunk)
-        if state.phase in (Phase.BATCH_JOINING, Phase.BATCH_SETTLING):
-            return workload.partition != wanted
-        return (
-            state.phase is Phase.BATCH_OPENING and state.batch > 1 and workload.partition < wanted
-        )
 
-    def contest(self, workload: WorkloadView) -> tuple[RolloutState, list[Action]]:
-        """Set an overridden partition back once, saying who moved it; when the same happens
-        again in this rollout, leave the partition to the other writer instead of fighting over
-        it for good (a GitOps tool re-applying its manifest would), and release the remaining
-        batches at their gates: the StatefulSet controller may then replace pods ahead of their
-        batches, which wait at their gates until their batch opens."""
-        state = self.state
-        writer = workload.partition_writer or "another writer"
-        wanted = min(self.chunk())
-        where = f"during batch {state.batch} of {state.batches}"
-        field = "spec.updateStrategy.rollingUpdate.partition"
-        if state.contested_by is None:
-            if not workload.caught_up:
-                # The controller has not acted on the other writer's partition yet: it may be
-                # deleting a later batch's pod this moment, which a partition set back now would
-                # bring back at the old revision (the check below sees it once it has).
-                return state, []
-            later = set(state.ordinals[sum(state.sizes[: state.batch]) :])
-            live = {pod.ordinal for pod in workload.live_pods}
-            if gated(self.setup, workload) and not later <= live:
-                # The controller is replacing a pod of a later batch under the other writer's
-                # partition: set back now, it would come back at the old revision and be
-                # replaced again in its batch. Back at the new one it waits at its gate, and
-                # the controller replaces no other pod before that one is Ready.
-                return state, []
-            note = f"{writer} set {field} to {workload.partition} {where}; set back to {wanted}"
-            early = self.replaced_early(workload)
-            if early:
-                one = len(early) == 1
-                if gated(self.setup, workload):
-                    held = "waits at its gate for its" if one else "wait at their gates for their"
-                else:
-                    held = "joined before its" if one else "joined before their"
-                note += (
-                    f" (the StatefulSet controller had replaced {', '.join(early)} meanwhile, "
-                    f"which {held} own {'batch' if one else 'batches'})"
-                )
-            after = state.moved(contested_by=writer, interference=_also(state.interference, note))
-            # Only if the StatefulSet is still as seen: the controller's pass over the other
-            # writer's partition may not have seen this batch's pods Ready yet, and the pass
-            # that does deletes a later batch's pod under that partition and writes the new
-            # ready count to status. Set back after it, the pod would come back at the old
-            # revision; that status write makes this one fail, and the next look waits above.
-            return after, [
-                SetStatefulSetPartition(wanted, workload.resource_version),
-                ForeignWrite("PartitionOverridden", note, warning=True),
-            ]
-        note = (
-            f"{writer} set {field} to {workload.partition} again {where}; the operator leaves "
-            f"the partition to {writer} for the rest of this rollout rather than fight over it, "
-            "and releases the remaining batches as their pods reach their gates (the "
-            "StatefulSet controller may replace pods ahead of their batches); leave the field "
-            f"out of what {writer} writes so that the operator can pace the StatefulSet"
-        )
-        after = state.moved(yielded=True, interference=_also(state.interference, note))
-        return after, [ForeignWrite("PartitionContested", note, warning=True)]
-
-    def replaced_early(self, workload: WorkloadView) -> list[str]:
-        """Pods of later batches already at the new revision."""
-        state = self.state
-        later = set(state.ordinals[sum(state.sizes[: state.batch]) :])
-        return [
-            pod.name
-            for pod in sorted(workload.live_pods, key=lambda pod: -(pod.ordinal or 0))
-            if pod.ordinal in later and pod.updated
+def contest(state: RolloutState, observation: Observation, workload: WorkloadView) -> Outcome:
+    """Set an overridden partition back once, saying who moved it; when the same happens
+    again in this rollout, leave the partition to the other writer instead of fighting over
+    it for good (a GitOps tool re-applying its manifest would), and release the remaining
+    batches at their gates: the StatefulSet controller may then replace pods ahead of their
+    batches, which wait at their gates until their batch opens."""
+    writer = workload.partition_writer or "another writer"
+    wanted = min(chunk(state))
+    where = f"during batch {state.batch} of {state.batches}"
+    field = "spec.updateStrategy.rollingUpdate.partition"
+    if state.contested_by is None:
+        if not workload.caught_up:
+            # The controller has not acted on the other writer's partition yet: it may be
+            # deleting a later batch's pod this moment, which a partition set back now would
+            # bring back at the old revision (the check below sees it once it has).
+            return state, []
+        later = set(later_ordinals(state))
+        live = {pod.ordinal for pod in workload.live_pods}
+        if gated(observation.setup, workload) and not later <= live:
+            # The controller is replacing a pod of a later batch under the other writer's
+            # partition: set back now, it would come back at the old revision and be
+            # replaced again in its batch. Back at the new one it waits at its gate, and
+            # the controller replaces no other pod before that one is Ready.
+            return state, []
+        note = f"{writer} set {field} to {workload.partition} {where}; set back to {wanted}"
+        early = replaced_early(state, workload)
+        if early:
+            one = len(early) == 1
+            if gated(observation.setup, workload):
+                held = "waits at its gate for its" if one else "wait at their gates for their"
+            else:
+                held = "joined before its" if one else "joined before their"
+            note += (
+                f" (the StatefulSet controller had replaced {', '.join(early)} meanwhile, "
+                f"which {held} own {'batch' if one else 'batches'})"
+            )
+        after = state.moved(contested_by=writer, interference=_also(state.interference, note))
+        # Only if the StatefulSet is still as seen: the controller's pass over the other
+        # writer's partition may not have seen this batch's pods Ready yet, and the pass
+        # that does deletes a later batch's pod under that partition and writes the new
+        # ready count to status. Set back after it, the pod would come back at the old
+        # revision; that status write makes this one fail, and the next look waits above.
+        return after, [
+            SetStatefulSetPartition(wanted, workload.resource_version),
+            ForeignWrite("PartitionOverridden", note, warning=True),
         ]
+    note = (
+        f"{writer} set {field} to {workload.partition} again {where}; the operator leaves "
+        f"the partition to {writer} for the rest of this rollout rather than fight over it, "
+        "and releases the remaining batches as their pods reach their gates (the "
+        "StatefulSet controller may replace pods ahead of their batches); leave the field "
+        f"out of what {writer} writes so that the operator can pace the StatefulSet"
+    )
+    after = state.moved(yielded=True, interference=_also(state.interference, note))
+    return after, [ForeignWrite("PartitionContested", note, warning=True)]
 
-    def flag_problems(
-        self, state: RolloutState, workload: WorkloadView
-    ) -> tuple[RolloutState, list[Action]]:
-        """Say at once, not at the next rollout, when the policy cannot be met; and when it can
-        again."""
-        problems = policy_problems(self.setup, workload, self.obs.group)
-        if problems:
-            summary = "; ".join(str(problem) for problem in problems)
-            if state.reason == POLICY_PROBLEM and state.message == summary:
-                return state, []
-            flagged = state.moved(reason=POLICY_PROBLEM, message=summary)
-            return flagged, [MarkDegraded(POLICY_PROBLEM, summary)]
-        if state.reason == POLICY_PROBLEM:
-            cleared = state.moved(reason=None, message=None)
-            return cleared, [ClearDegraded("PolicyFixed", "the rollout policy can be met again")]
-        return state, []
+
+def replaced_early(state: RolloutState, workload: WorkloadView) -> list[str]:
+    """Pods of later batches already at the new revision."""
+    later = set(later_ordinals(state))
+    return [
+        pod.name
+        for pod in sorted(workload.live_pods, key=lambda pod: -(pod.ordinal or 0))
+        if pod.ordinal in later and pod.updated
+    ]
+
+
+def flag_problems(state: RolloutState, observation: Observation, workload: WorkloadView) -> Outcome:
+    """Say at once, not at the next rollout, when the policy cannot be met; and when it can
+    again."""
+    problems = policy_problems(observation.setup, workload, observation.group)
+    if problems:
+        summary = "; ".join(str(problem) for problem in problems)
+        if state.reason == POLICY_PROBLEM and state.message == summary:
+            return state, []
+        flagged = state.moved(reason=POLICY_PROBLEM, message=summary)
+        return flagged, [MarkDegraded(POLICY_PROBLEM, summary)]
+    if state.reason == POLICY_PROBLEM:
+        cleared = state.moved(reason=None, message=None)
+        return cleared, [ClearDegraded("PolicyFixed", "the rollout policy can be met again")]
+    return state, []
