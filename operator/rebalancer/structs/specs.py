@@ -19,9 +19,11 @@ from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.consumer_settings_policy import SettingsPolicy, parse_settings_policy
 from rebalancer.structs.enforce_policy import EnforceSpec, parse_enforce_policy
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
+from rebalancer.structs.group_configs_spec import GroupConfigsSpec
 from rebalancer.structs.problems import FieldProblem, SpecInvalid, kind_of
 from rebalancer.structs.recommendations import LearningPolicy, parse_learning_policy
 from rebalancer.structs.rollout_policy import RolloutPolicy, parse_rollout_policy
+from rebalancer.structs.spec_models import read_spec
 
 MAX_PATTERN_LENGTH = 1024
 MAX_OPEN_REPEATS = 4
@@ -142,6 +144,8 @@ class Policy:
     # None: the operator leaves the consumers' settings, or the broker's delay, alone.
     settings: SettingsPolicy | None = None
     broker_delay: BrokerDelayPolicy | None = None
+    # None: the group's configs on the broker (GROUP resource) are left alone.
+    group_configs: GroupConfigsSpec | None = None
     learning: LearningPolicy = field(default_factory=LearningPolicy)
     rollout: RolloutPolicy = field(default_factory=RolloutPolicy)
     enforce: EnforceSpec = field(default_factory=EnforceSpec)
@@ -483,6 +487,12 @@ def _parse_policy(reader: _Reader, raw: Mapping[str, object], bypass_default: in
         broker_delay = parse_broker_delay_policy(raw.get("brokerDelay"), f"{path}.brokerDelay")
     except SpecInvalid as error:
         reader.problems.extend(error.problems)
+    group_configs: GroupConfigsSpec | None = None
+    if raw.get("groupConfigs") is not None:
+        try:
+            group_configs = read_spec(GroupConfigsSpec, raw["groupConfigs"], f"{path}.groupConfigs")
+        except SpecInvalid as error:
+            reader.problems.extend(error.problems)
     learning = LearningPolicy()
     try:
         learning = parse_learning_policy(raw.get("learning"), f"{path}.learning")
@@ -494,6 +504,7 @@ def _parse_policy(reader: _Reader, raw: Mapping[str, object], bypass_default: in
         history_enabled=history,
         settings=settings,
         broker_delay=broker_delay,
+        group_configs=group_configs,
         learning=learning,
         rollout=rollout,
         enforce=enforce,
