@@ -11,6 +11,8 @@ import pytest
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 from kafka_support import eventually, fresh
 
+from rebalancer.clients.broker_configs import set_group_configs
+from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.streams_groups import StreamsGroupReader, StreamsGroupUnreadable
 from rebalancer.structs.streams_groups import StreamsGroupView
 from rebalancer_lab.broker import KafkaBroker
@@ -119,3 +121,55 @@ def test_an_unknown_group_is_named_in_the_refusal(kafka: KafkaBroker) -> None:
     missing = fresh("no-such-app")
     with pytest.raises(StreamsGroupUnreadable, match=f"{missing}.*GROUP_ID_NOT_FOUND"):
         describe(kafka.bootstrap, missing)
+
+
+# How long a member may take to appear and get its tasks, JVM start included.
+FIRST_TASKS_WITHIN_S = 90.0
+
+
+async def join_to_assignment_seconds(bootstrap: str, app_id: str) -> float:
+    """From the member's first sighting in the group to its holding every task."""
+    reader = StreamsGroupReader({"bootstrap.servers": bootstrap})
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + FIRST_TASKS_WITHIN_S
+    joined: float | None = None
+    try:
+        while loop.time() < deadline:
+            try:
+                view = await reader.describe(app_id)
+            except StreamsGroupUnreadable:
+                view = None  # not created yet: the JVM is still starting
+            now = loop.time()
+            if view is not None and view.members:
+                joined = joined if joined is not None else now
+                if view.members[0].assignment.tasks("active") == EVERY_TASK:
+                    return now - joined
+            await asyncio.sleep(0.1)
+    finally:
+        await reader.close()
+    raise AssertionError(f"{app_id} got no tasks within {FIRST_TASKS_WITHIN_S} s ({joined=})")
+
+
+@pytest.mark.parametrize("delay_ms", [0, 10000])
+def test_the_per_group_initial_delay_holds_the_first_assignment(
+    kafka: KafkaBroker, tmp_path: Path, delay_ms: int
+) -> None:
+    """streams.initial.rebalance.delay.ms set on one group before its first member joins holds
+    that group's first assignment (KAFKA-19829), and no other group's."""
+    apps = StreamsFleet(kafka.bootstrap, tmp_path)
+    gateway = AdminGateway({"bootstrap.servers": kafka.bootstrap})
+    try:
+        asyncio.run(
+            set_group_configs(
+                gateway, apps.app_id, {"streams.initial.rebalance.delay.ms": str(delay_ms)}
+            )
+        )
+    finally:
+        gateway.close()
+    apps.start()
+    try:
+        waited = asyncio.run(join_to_assignment_seconds(kafka.bootstrap, apps.app_id))
+    finally:
+        apps.apps[0].stop()
+    print(f"streams.initial.rebalance.delay.ms={delay_ms}: first tasks {waited:.1f} s after join")
+    assert delay_ms / 1000 - 1.0 <= waited <= delay_ms / 1000 + 5.0
