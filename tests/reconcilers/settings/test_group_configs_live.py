@@ -81,7 +81,9 @@ async def test_a_kip848_session_timeout_is_set_live_and_read_back(
     before = described(broker, group_id)
     assert before["consumer.session.timeout.ms"] == ("45000", ConfigSource.DEFAULT_CONFIG)
     spec = GroupConfigsSpec(
-        consumer=ConsumerGroupConfigsSpec(sessionTimeoutMs=52000, heartbeatIntervalMs=6000)
+        consumer=ConsumerGroupConfigsSpec(
+            sessionTimeoutMs=52000, heartbeatIntervalMs=6000, assignmentIntervalMs=2000
+        )
     )
     outcome = await reconcile_group_configs(gateway, group_id, spec, {})
     assert outcome.status["state"] == "applied", outcome.status
@@ -94,6 +96,8 @@ async def test_a_kip848_session_timeout_is_set_live_and_read_back(
     after = described(broker, group_id)
     assert after["consumer.session.timeout.ms"] == ("52000", ConfigSource.GROUP_CONFIG)
     assert after["consumer.heartbeat.interval.ms"] == ("6000", ConfigSource.GROUP_CONFIG)
+    # KIP-1263 (4.3+): the least time between two target assignments, per group.
+    assert after["consumer.assignment.interval.ms"] == ("2000", ConfigSource.GROUP_CONFIG)
     # No broker restart, no new group: the same member still holds its partitions.
     consumer.poll(0.5)
     assert consumer.assignment()
