@@ -82,5 +82,13 @@ def test_a_group_without_a_topology_yet_reads_as_none() -> None:
 def test_a_per_group_error_names_the_group_and_the_code() -> None:
     failed = (30, "denied", "orders-app", "", -1, -1, None, [], -2147483648, {})
     answer = StreamsGroupDescribeResponseV0.decode(encoded_answer([failed]))
-    with pytest.raises(StreamsGroupUnreadable, match=r"'orders-app'.*GROUP_AUTHORIZATION_FAILED"):
+    with pytest.raises(
+        StreamsGroupUnreadable, match=r"'orders-app'.*GROUP_AUTHORIZATION_FAILED"
+    ) as refused:
         read_described_group(answer.groups[0])
+    assert not refused.value.retriable  # only an ACL helps
+    moving = (16, None, "orders-app", "", -1, -1, None, [], -2147483648, {})
+    answer = StreamsGroupDescribeResponseV0.decode(encoded_answer([moving]))
+    with pytest.raises(StreamsGroupUnreadable, match="NOT_COORDINATOR") as moved:
+        read_described_group(answer.groups[0])
+    assert moved.value.retriable  # the coordinator moved: asking again finds it

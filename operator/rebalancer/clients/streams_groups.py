@@ -34,6 +34,7 @@ from aiokafka.protocol.types import (
 )
 
 from rebalancer.clients.group_visiting import client_options
+from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.streams_groups import (
     STREAMS_GROUP_TYPE,
     ListedGroup,
@@ -55,11 +56,18 @@ _ERRORS = {
     42: "INVALID_REQUEST",
     69: "GROUP_ID_NOT_FOUND",
 }
+# Answers that change by themselves: the coordinator loads, moves or is elected.
+_PASSING = {14, 15, 16}
 _TEXT = CompactString("utf-8")
 
 
-class StreamsGroupUnreadable(Exception):
+class StreamsGroupUnreadable(RebalancerError):
     """The broker could not be asked, or said no; the message names the request and why."""
+
+    def __init__(self, message: str, *, retriable: bool = False) -> None:
+        super().__init__(message)
+        # A coordinator moving or loading, or a broker away, answers later; a refusal does not.
+        self.retriable = retriable
 
 
 class _UInt16(AbstractType[int]):  # type: ignore[misc]
@@ -287,7 +295,9 @@ def read_described_group(raw: _Raw) -> StreamsGroupView:
     if code:
         name = _ERRORS.get(code, f"error code {code}")
         said = f": {message}" if message else ""
-        raise StreamsGroupUnreadable(f"StreamsGroupDescribe on {group_id!r}: {name}{said}")
+        raise StreamsGroupUnreadable(
+            f"StreamsGroupDescribe on {group_id!r}: {name}{said}", retriable=code in _PASSING
+        )
     return StreamsGroupView(
         group_id=group_id,
         state=str(raw[3]),
@@ -320,13 +330,18 @@ class StreamsGroupReader:
                 answer = await self._client.send(broker.nodeId, ListGroupsByTypeRequest(types))
                 if answer.error_code:
                     name = _ERRORS.get(answer.error_code, f"error code {answer.error_code}")
-                    raise StreamsGroupUnreadable(f"ListGroups on broker {broker.nodeId}: {name}")
+                    raise StreamsGroupUnreadable(
+                        f"ListGroups on broker {broker.nodeId}: {name}",
+                        retriable=answer.error_code in _PASSING,
+                    )
                 listed += [
                     ListedGroup(str(g[0]), str(g[1] or ""), str(g[2] or ""), str(g[3] or ""))
                     for g in answer.groups
                 ]
         except KafkaError as error:
-            raise StreamsGroupUnreadable(f"ListGroups failed: {error}") from None
+            raise StreamsGroupUnreadable(
+                f"ListGroups failed: {error}", retriable=bool(error.retriable)
+            ) from None
         return sorted(listed, key=lambda group: group.group_id)
 
     async def describe(self, group_id: str) -> StreamsGroupView:
@@ -337,7 +352,8 @@ class StreamsGroupReader:
             answer = await self._client.send(node, StreamsGroupDescribeRequest([group_id]))
         except KafkaError as error:
             raise StreamsGroupUnreadable(
-                f"StreamsGroupDescribe on {group_id!r} failed: {error}"
+                f"StreamsGroupDescribe on {group_id!r} failed: {error}",
+                retriable=bool(error.retriable),
             ) from None
         return read_described_group(answer.groups[0])
 
