@@ -35,6 +35,7 @@ REFUSED = "refused"  # the spec asks for what the broker's bounds forbid: nothin
 APPLIED_REASON = "GroupConfigsApplied"
 REFUSED_REASON = "GroupConfigsRefused"
 FAILED_REASON = "GroupConfigsFailed"
+ONE_ACL = "the one ACL spec.policy.groupConfigs needs is AlterConfigs on group"
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,9 @@ async def reconcile_group_configs(
         after, sources = await read_group_configs(gateway, group_id)
     except KafkaRequestFailed as error:
         message = f"group {group_id!r}: {error}"
+        if error.reason == NOT_AUTHORIZED:
+            # Granting what a read-back asks for would only move the refusal to the write.
+            message += f"; {ONE_ACL} {group_id!r} (it allows DescribeConfigs on it too)"
         failed = {"state": ApplyState.FAILED.value, "message": message}
         return GroupConfigsOutcome(failed, _new_warning(previous, FAILED_REASON, message))
     outcome = verify_configs(wanted, after, f"group {group_id!r}")
