@@ -180,3 +180,30 @@ async def alter_broker_config(gateway: AdminGateway, key: str, value: str) -> Co
     except KafkaRequestFailed as error:
         return ConfigOutcome(ApplyState.FAILED, f"{key} on the brokers: {error}")
     return verify_configs({key: value}, described, f"{key} on {len(ids)} broker(s)")
+
+
+async def read_group_configs(
+    gateway: AdminGateway, group_id: str
+) -> tuple[dict[str, str | None], dict[str, str]]:
+    """A group's configs as the broker reads them: name -> value, and name -> where the value
+    comes from (group-config for the group's own, default-config for the broker's default).
+
+    Any group id may be described, even one with no members yet: the GROUP resource exists
+    apart from the group (measured on Apache Kafka 4.4)."""
+    resource = ConfigResource(ResourceType.GROUP, group_id)
+    entries = await _entries(gateway, resource, f"the configs of group {group_id!r}")
+    values = {name: getattr(entry, "value", None) for name, entry in entries.items()}
+    sources = {
+        name: source
+        for name, entry in entries.items()
+        if (source := source_name(getattr(entry, "source", None))) is not None
+    }
+    return values, sources
+
+
+async def set_group_configs(
+    gateway: AdminGateway, group_id: str, configs: Mapping[str, str]
+) -> None:
+    """IncrementalAlterConfigs SET on the group's configs; KafkaRequestFailed carries the
+    broker's refusal as it came (INVALID_CONFIG names the config and the range it allows)."""
+    await _alter(gateway, ResourceType.GROUP, group_id, configs)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import kopf
 
+from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kafka_errors import KafkaRequestFailed, KafkaUnavailable
 from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.librdkafka_config import build_client_config
@@ -26,6 +28,7 @@ from rebalancer.planning.gate_templates import DEFAULT_IMAGE
 from rebalancer.planning.notices import Notice
 from rebalancer.planning.settings_deliveries import SettingsTarget, settings_target
 from rebalancer.reconcilers.dependencies import Dependencies
+from rebalancer.reconcilers.group_configs import STATUS_KEY, reconcile_group_configs
 from rebalancer.reconcilers.ownership import ClaimIndex, refusal_of
 from rebalancer.reconcilers.permissions import report_denied
 from rebalancer.reconcilers.settings_delivery import SettingsOutcome, reconcile_settings
@@ -83,7 +86,11 @@ async def reconcile(
     status = written_status(body)
     previous = dict(status.get("settings") or {})
     policy = spec.policy
-    managed = policy.settings is not None or policy.broker_delay is not None
+    managed = (
+        policy.settings is not None
+        or policy.broker_delay is not None
+        or policy.group_configs is not None
+    )
     if not managed and not policy.enforce.sidecar.inject and not previous:
         return
     if refusal_of(body, namespace, claims, deps.hub) is not None:
@@ -132,9 +139,31 @@ async def _deliver(
     key = cluster_key(list(spec.kafka.bootstrap_servers), security)
     gateway = deps.pool.acquire(key, config)
     try:
-        return await reconcile_settings(deps.kube, gateway, target, previous, observed, wants)
+        outcome = await reconcile_settings(deps.kube, gateway, target, previous, observed, wants)
+        return await with_group_configs(gateway, spec, previous, outcome)
     finally:
         deps.pool.release(key)
+
+
+async def with_group_configs(
+    gateway: AdminGateway,
+    spec: ConsumerGroupSpec,
+    previous: Mapping[str, Any],
+    outcome: SettingsOutcome,
+) -> SettingsOutcome:
+    """The settings outcome with spec.policy.groupConfigs set live and reported beside it."""
+    wanted = spec.policy.group_configs
+    if wanted is None:
+        return outcome
+    live = await reconcile_group_configs(
+        gateway,
+        spec.group_id,
+        wanted,
+        previous.get(STATUS_KEY) or {},
+        settings_managed=spec.policy.settings is not None,
+    )
+    status = {**(outcome.status or {}), STATUS_KEY: live.status}
+    return replace(outcome, status=status, notices=outcome.notices + live.notices)
 
 
 def _post(body: kopf.Body, namespace: str, name: str, notices: Sequence[Notice]) -> None:

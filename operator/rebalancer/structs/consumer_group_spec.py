@@ -20,6 +20,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from rebalancer.structs.brokers import BrokerProfile
+from rebalancer.structs.group_configs_spec import GroupConfigsSpec
 from rebalancer.structs.rollout_spec import RolloutSpec
 from rebalancer.structs.spec_models import (
     Bool,
@@ -997,6 +998,7 @@ class GroupPolicySpec(SpecModel):
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
     settings: ConsumerSettingsSpec | None = None
     broker_delay: BrokerDelaySpec | None = None
+    group_configs: GroupConfigsSpec | None = None
     learning: LearningSpec = Field(default_factory=LearningSpec, json_schema_extra={"default": {}})
     enforce: EnforcementSpec | None = None
     history: HistorySpec = Field(default_factory=HistorySpec, json_schema_extra={"default": {}})

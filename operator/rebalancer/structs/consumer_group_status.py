@@ -350,6 +350,47 @@ class GroupConfigsStatus(StatusModel):
     ] = None
 
 
+class GroupConfigValueStatus(StatusModel):
+    """One per-group config as the broker reads it back."""
+
+    value: Annotated[Str | None, Field(description="The value the broker reads back.")] = None
+    source: Annotated[
+        Str | None,
+        Field(
+            description=("Where the broker says it comes from (group-config is the group's own).")
+        ),
+    ] = None
+
+
+class PerGroupConfigsStatus(StatusModel):
+    """spec.policy.groupConfigs as the broker reads them back, and what became of them."""
+
+    state: Annotated[
+        Str | None,
+        Field(
+            description=(
+                "applied, accepted-not-verifiable, failed, refused (outside the broker's bounds, "
+                "nothing sent) or not-needed."
+            )
+        ),
+    ] = None
+    message: Annotated[
+        Str | None,
+        Field(
+            description=("The configs in force, or what is wrong, naming the field and the fix.")
+        ),
+    ] = None
+    configs: Annotated[
+        dict[str, GroupConfigValueStatus] | None,
+        Field(
+            description=(
+                "Each config set, as DescribeConfigs reads it back, with its source "
+                "(group-config, default-config)."
+            )
+        ),
+    ] = None
+
+
 class SessionLimitsStatus(StatusModel):
     """The broker's session limits the settings were checked against."""
 
@@ -565,6 +606,7 @@ class DeliveredSettingsStatus(StatusModel):
         Field(description="0, or 1 / 2 during KIP-429's two-rollout move to cooperative-sticky."),
     ] = None
     group_configs: GroupConfigsStatus | None = None
+    per_group_configs: PerGroupConfigsStatus | None = None
     session_limits: SessionLimitsStatus | None = None
     broker_delay: BrokerDelayOutcomeStatus | None = None
     notes: Annotated[

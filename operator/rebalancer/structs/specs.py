@@ -26,6 +26,7 @@ from rebalancer.structs.consumer_group_spec import (
 from rebalancer.structs.consumer_settings_policy import SettingsPolicy, settings_policy_of
 from rebalancer.structs.enforce_policy import EnforceSpec, enforce_policy_of
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
+from rebalancer.structs.group_configs_spec import GroupConfigsSpec
 from rebalancer.structs.problems import FieldProblem, SpecInvalid, kind_of
 from rebalancer.structs.recommendations import LearningPolicy, learning_policy_of
 from rebalancer.structs.rollout_policy import RolloutPolicy, policy_of
@@ -123,6 +124,8 @@ class Policy:
     # None: the operator leaves the consumers' settings, or the broker's delay, alone.
     settings: SettingsPolicy | None = None
     broker_delay: BrokerDelayPolicy | None = None
+    # None: the group's configs on the broker (GROUP resource) are left alone.
+    group_configs: GroupConfigsSpec | None = None
     learning: LearningPolicy = field(default_factory=LearningPolicy)
     rollout: RolloutPolicy = field(default_factory=RolloutPolicy)
     enforce: EnforceSpec = field(default_factory=EnforceSpec)
@@ -181,6 +184,7 @@ def _policy_of(model: ResourceSpec, bypass_default: int) -> Policy:
         broker_delay=(
             None if policy.broker_delay is None else broker_delay_policy_of(policy.broker_delay)
         ),
+        group_configs=policy.group_configs,
         learning=learning_policy_of(policy.learning, "spec.policy.learning"),
         rollout=rollout,
         enforce=EnforceSpec() if policy.enforce is None else enforce_policy_of(policy.enforce),

@@ -38,9 +38,11 @@ from rebalancer.clients.broker_configs import alter_group_configs
 from rebalancer.clients.kafka_admin import AdminGateway
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.planning.sidecar_templates import SIDECAR_CONTAINER, render_sidecar
+from rebalancer.reconcilers.group_configs import reconcile_group_configs
 from rebalancer.structs.broker_configs import ApplyState, ConfigOutcome
 from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.enforcement import control_topic, flip_topic
+from rebalancer.structs.group_configs_spec import GroupConfigsSpec, StreamsGroupConfigsSpec
 from rebalancer_lab.broker import KafkaBroker
 from rebalancer_lab.broker_security import BrokerSecurity, make_certificates
 from rebalancer_lab.processes import ChildProcess, python_module
@@ -735,3 +737,31 @@ async def test_kip848_group_configs_need_alter_configs_on_the_group_and_nothing_
     refused = await _set_group_configs(secured, "rb-no-alter")
     assert refused.state is ApplyState.FAILED
     assert f"AlterConfigs on group {KIP848_GROUP!r}" in refused.message, refused.message
+
+
+async def _reconcile_group_configs(broker: KafkaBroker, user: str) -> dict[str, Any]:
+    gateway = AdminGateway(broker.client_settings(user, PASSWORDS[user]))
+    spec = GroupConfigsSpec(
+        streams=StreamsGroupConfigsSpec.model_validate({"initialRebalanceDelayMs": 6000})
+    )
+    try:
+        return (await reconcile_group_configs(gateway, KIP848_GROUP, spec, {})).status
+    finally:
+        gateway.close()
+
+
+async def test_spec_group_configs_need_alter_configs_on_the_group_and_nothing_more(
+    secured: KafkaBroker,
+) -> None:
+    # No DescribeConfigs on the cluster: the broker's bounds go unread (the broker still checks
+    # them itself), and the group's configs are set and read back all the same.
+    allowed = await _reconcile_group_configs(secured, "rb-group-configs")
+    assert allowed["state"] == "applied", allowed
+    assert allowed["configs"]["streams.initial.rebalance.delay.ms"] == {
+        "value": "6000",
+        "source": "group-config",
+    }
+    refused = await _reconcile_group_configs(secured, "rb-no-alter")
+    assert refused["state"] == "failed"
+    assert f"DescribeConfigs on group {KIP848_GROUP!r}" in refused["message"], refused
+    assert f"needs is AlterConfigs on group {KIP848_GROUP!r}" in refused["message"], refused

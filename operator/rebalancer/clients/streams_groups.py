@@ -1,0 +1,361 @@
+"""Streams groups (KIP-1071) read from the broker: ListGroups v5 by type, StreamsGroupDescribe.
+
+librdkafka 2.16 (confluent-kafka 2.16.1) cannot see a streams group: it has no
+StreamsGroupDescribe, its ConsumerGroupType knows only CONSUMER and CLASSIC (a types filter of
+UNKNOWN is refused locally), its list_consumer_groups leaves streams groups out, and
+describe_consumer_groups answers for a live streams group with a Dead classic group and no
+members (measured on Apache Kafka 4.4 with a running Kafka Streams 4.4 application). So the two
+requests are sent here with aiokafka's connection (security as for the group visitor), from
+their schemas in Kafka's message definitions (common/message/*.json in kafka-clients 4.4.0).
+aiokafka has no type hints mypy reads, hence the ignores on the classes built on its types.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from io import BytesIO
+from typing import Any, TypeAlias
+
+from aiokafka.client import AIOKafkaClient, CoordinationType
+from aiokafka.errors import KafkaError
+from aiokafka.protocol.abstract import AbstractType
+from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.protocol.types import (
+    Boolean,
+    CompactArray,
+    CompactString,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    Schema,
+    TaggedFields,
+)
+
+from rebalancer.clients.group_visiting import client_options
+from rebalancer.structs.errors import RebalancerError
+from rebalancer.structs.streams_groups import (
+    STREAMS_GROUP_TYPE,
+    ListedGroup,
+    StreamsAssignment,
+    StreamsGroupView,
+    StreamsMember,
+    Subtopology,
+    TaskSet,
+)
+
+# Kafka's error codes the answers may carry, by name for messages.
+_ERRORS = {
+    15: "COORDINATOR_NOT_AVAILABLE",
+    14: "COORDINATOR_LOAD_IN_PROGRESS",
+    16: "NOT_COORDINATOR",
+    24: "INVALID_GROUP_ID",
+    30: "GROUP_AUTHORIZATION_FAILED",
+    31: "CLUSTER_AUTHORIZATION_FAILED",
+    42: "INVALID_REQUEST",
+    69: "GROUP_ID_NOT_FOUND",
+}
+# Answers that change by themselves: the coordinator loads, moves or is elected.
+_PASSING = {14, 15, 16}
+_TEXT = CompactString("utf-8")
+
+
+class StreamsGroupUnreadable(RebalancerError):
+    """The broker could not be asked, or said no; the message names the request and why."""
+
+    def __init__(self, message: str, *, retriable: bool = False) -> None:
+        super().__init__(message)
+        # A coordinator moving or loading, or a broker away, answers later; a refusal does not.
+        self.retriable = retriable
+
+
+class _UInt16(AbstractType[int]):  # type: ignore[misc]
+    @classmethod
+    def encode(cls, value: int) -> bytes:
+        return struct.pack(">H", value)
+
+    @classmethod
+    def decode(cls, data: BytesIO) -> int:
+        (value,) = struct.unpack(">H", data.read(2))
+        return int(value)
+
+
+class _Nullable(Schema):  # type: ignore[misc]
+    """A nullable struct of a flexible version: an int8 marker (-1 null, 1 present) first."""
+
+    def encode(self, item: Sequence[Any] | None) -> bytes:
+        if item is None:
+            return bytes(Int8.encode(-1))
+        encoded: bytes = super().encode(item)
+        return bytes(Int8.encode(1)) + encoded
+
+    def decode(self, data: BytesIO) -> Any:
+        if Int8.decode(data) < 0:
+            return None
+        return super().decode(data)
+
+
+_KEY_VALUE = CompactArray(("key", _TEXT), ("value", _TEXT), ("tags", TaggedFields))
+_TOPIC_INFO = CompactArray(
+    ("name", _TEXT),
+    ("partitions", Int32),
+    ("replication_factor", Int16),
+    ("topic_configs", _KEY_VALUE),
+    ("tags", TaggedFields),
+)
+_TASK_IDS = CompactArray(
+    ("subtopology_id", _TEXT), ("partitions", CompactArray(Int32)), ("tags", TaggedFields)
+)
+_TASK_OFFSETS = CompactArray(
+    ("subtopology_id", _TEXT),
+    ("partition", Int32),
+    ("offset", Int64),
+    ("tags", TaggedFields),
+)
+_ASSIGNMENT = Schema(
+    ("active_tasks", _TASK_IDS),
+    ("standby_tasks", _TASK_IDS),
+    ("warmup_tasks", _TASK_IDS),
+    ("tags", TaggedFields),
+)
+_SUBTOPOLOGIES = CompactArray(
+    ("subtopology_id", _TEXT),
+    ("source_topics", CompactArray(_TEXT)),
+    ("repartition_sink_topics", CompactArray(_TEXT)),
+    ("state_changelog_topics", _TOPIC_INFO),
+    ("repartition_source_topics", _TOPIC_INFO),
+    ("tags", TaggedFields),
+)
+_MEMBERS = CompactArray(
+    ("member_id", _TEXT),
+    ("member_epoch", Int32),
+    ("instance_id", _TEXT),
+    ("rack_id", _TEXT),
+    ("client_id", _TEXT),
+    ("client_host", _TEXT),
+    ("topology_epoch", Int32),
+    ("process_id", _TEXT),
+    ("user_endpoint", _Nullable(("host", _TEXT), ("port", _UInt16), ("tags", TaggedFields))),
+    ("client_tags", _KEY_VALUE),
+    ("task_offsets", _TASK_OFFSETS),
+    ("task_end_offsets", _TASK_OFFSETS),
+    ("assignment", _ASSIGNMENT),
+    ("target_assignment", _ASSIGNMENT),
+    ("is_classic", Boolean),
+    ("tags", TaggedFields),
+)
+
+
+class StreamsGroupDescribeResponseV0(Response):  # type: ignore[misc]
+    API_KEY = 90
+    API_VERSION = 0
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        (
+            "groups",
+            CompactArray(
+                ("error_code", Int16),
+                ("error_message", _TEXT),
+                ("group_id", _TEXT),
+                ("group_state", _TEXT),
+                ("group_epoch", Int32),
+                ("assignment_epoch", Int32),
+                (
+                    "topology",
+                    _Nullable(
+                        ("epoch", Int32),
+                        ("subtopologies", _SUBTOPOLOGIES),
+                        ("tags", TaggedFields),
+                    ),
+                ),
+                ("members", _MEMBERS),
+                ("authorized_operations", Int32),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("tags", TaggedFields),
+    )
+
+
+class StreamsGroupDescribeRequestV0(RequestStruct):  # type: ignore[misc]
+    FLEXIBLE_VERSION = True
+    API_KEY = 89
+    API_VERSION = 0
+    RESPONSE_TYPE = StreamsGroupDescribeResponseV0
+    SCHEMA = Schema(
+        ("group_ids", CompactArray(_TEXT)),
+        ("include_authorized_operations", Boolean),
+        ("tags", TaggedFields),
+    )
+
+
+class StreamsGroupDescribeRequest(Request[StreamsGroupDescribeRequestV0]):  # type: ignore[misc]
+    API_KEY = 89
+
+    def __init__(self, group_ids: Sequence[str]) -> None:
+        self._group_ids = list(group_ids)
+
+    def build(
+        self, request_struct_class: type[StreamsGroupDescribeRequestV0]
+    ) -> StreamsGroupDescribeRequestV0:
+        return request_struct_class(self._group_ids, False, {})
+
+
+class ListGroupsResponseV5(Response):  # type: ignore[misc]
+    API_KEY = 16
+    API_VERSION = 5
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        ("error_code", Int16),
+        (
+            "groups",
+            CompactArray(
+                ("group_id", _TEXT),
+                ("protocol_type", _TEXT),
+                ("group_state", _TEXT),
+                ("group_type", _TEXT),
+                ("tags", TaggedFields),
+            ),
+        ),
+        ("tags", TaggedFields),
+    )
+
+
+class ListGroupsRequestV5(RequestStruct):  # type: ignore[misc]
+    FLEXIBLE_VERSION = True
+    API_KEY = 16
+    API_VERSION = 5
+    RESPONSE_TYPE = ListGroupsResponseV5
+    SCHEMA = Schema(
+        ("states_filter", CompactArray(_TEXT)),
+        ("types_filter", CompactArray(_TEXT)),
+        ("tags", TaggedFields),
+    )
+
+
+class ListGroupsByTypeRequest(Request[ListGroupsRequestV5]):  # type: ignore[misc]
+    """ListGroups v5 (KIP-848): a types filter, and each group's type in the answer."""
+
+    API_KEY = 16
+
+    def __init__(self, types: Sequence[str]) -> None:
+        self._types = list(types)
+
+    def build(self, request_struct_class: type[ListGroupsRequestV5]) -> ListGroupsRequestV5:
+        return request_struct_class([], self._types, {})
+
+
+_Raw: TypeAlias = Any  # a decoded aiokafka struct: tuples in schema order
+
+
+def _task_sets(raw: Sequence[_Raw] | None) -> tuple[TaskSet, ...]:
+    return tuple(
+        TaskSet(str(subtopology), tuple(sorted(int(p) for p in partitions or ())))
+        for subtopology, partitions, _ in raw or ()
+    )
+
+
+def _assignment(raw: _Raw) -> StreamsAssignment:
+    active, standby, warmup, _ = raw
+    return StreamsAssignment(_task_sets(active), _task_sets(standby), _task_sets(warmup))
+
+
+def _member(raw: _Raw) -> StreamsMember:
+    return StreamsMember(
+        member_id=str(raw[0]),
+        member_epoch=int(raw[1]),
+        instance_id=raw[2],
+        process_id=str(raw[7]),
+        client_id=str(raw[4]),
+        client_host=str(raw[5]),
+        assignment=_assignment(raw[12]),
+        target=_assignment(raw[13]),
+    )
+
+
+def _topology(raw: _Raw | None) -> tuple[Subtopology, ...] | None:
+    if raw is None or raw[1] is None:
+        return None
+    return tuple(
+        Subtopology(
+            subtopology_id=str(sub[0]),
+            source_topics=tuple(sub[1] or ()),
+            changelog_topics=tuple(str(info[0]) for info in sub[3] or ()),
+            repartition_sink_topics=tuple(sub[2] or ()),
+        )
+        for sub in raw[1]
+    )
+
+
+def read_described_group(raw: _Raw) -> StreamsGroupView:
+    """One DescribedGroup of a StreamsGroupDescribe answer; StreamsGroupUnreadable when the
+    broker answered for it with an error."""
+    code, message, group_id = int(raw[0]), raw[1], str(raw[2])
+    if code:
+        name = _ERRORS.get(code, f"error code {code}")
+        said = f": {message}" if message else ""
+        raise StreamsGroupUnreadable(
+            f"StreamsGroupDescribe on {group_id!r}: {name}{said}", retriable=code in _PASSING
+        )
+    return StreamsGroupView(
+        group_id=group_id,
+        state=str(raw[3]),
+        group_epoch=int(raw[4]),
+        assignment_epoch=int(raw[5]),
+        topology=_topology(raw[6]),
+        members=tuple(_member(member) for member in raw[7] or ()),
+    )
+
+
+class StreamsGroupReader:
+    """One aiokafka connection to a cluster, for streams groups; close() when done."""
+
+    def __init__(self, kafka: Mapping[str, str], client_id: str = "rebalancer-streams") -> None:
+        self._client = AIOKafkaClient(client_id=client_id, **client_options(kafka))
+        self._started = False
+
+    async def _start(self) -> None:
+        if not self._started:
+            await self._client.bootstrap()
+            self._started = True
+
+    async def list_groups(self, types: Sequence[str] = (STREAMS_GROUP_TYPE,)) -> list[ListedGroup]:
+        """Every group of these types on every broker (each lists those it coordinates)."""
+        try:
+            await self._start()
+            await self._client.force_metadata_update()
+            listed: list[ListedGroup] = []
+            for broker in sorted(self._client.cluster.brokers(), key=lambda b: b.nodeId):
+                answer = await self._client.send(broker.nodeId, ListGroupsByTypeRequest(types))
+                if answer.error_code:
+                    name = _ERRORS.get(answer.error_code, f"error code {answer.error_code}")
+                    raise StreamsGroupUnreadable(
+                        f"ListGroups on broker {broker.nodeId}: {name}",
+                        retriable=answer.error_code in _PASSING,
+                    )
+                listed += [
+                    ListedGroup(str(g[0]), str(g[1] or ""), str(g[2] or ""), str(g[3] or ""))
+                    for g in answer.groups
+                ]
+        except KafkaError as error:
+            raise StreamsGroupUnreadable(
+                f"ListGroups failed: {error}", retriable=bool(error.retriable)
+            ) from None
+        return sorted(listed, key=lambda group: group.group_id)
+
+    async def describe(self, group_id: str) -> StreamsGroupView:
+        """The group as its coordinator describes it (StreamsGroupDescribe v0, Kafka 4.1+)."""
+        try:
+            await self._start()
+            node = await self._client.coordinator_lookup(CoordinationType.GROUP, group_id)
+            answer = await self._client.send(node, StreamsGroupDescribeRequest([group_id]))
+        except KafkaError as error:
+            raise StreamsGroupUnreadable(
+                f"StreamsGroupDescribe on {group_id!r} failed: {error}",
+                retriable=bool(error.retriable),
+            ) from None
+        return read_described_group(answer.groups[0])
+
+    async def close(self) -> None:
+        await self._client.close()
