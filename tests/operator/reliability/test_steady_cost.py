@@ -4,9 +4,10 @@ operator's watch (no GET), and its status is written only when something visible
 Real parts: Kubernetes' control plane (kube-apiserver, its StatefulSet controller), Apache
 Kafka, the operator as its own process with `--status-refresh-seconds 600`, so that no
 freshness refresh falls in the windows below. History recording is off for these groups: with
-it on, the pod records list the workload's pods every 5 s (docs/api-priority.md). Groups look every 2 s at StatefulSets scaled to
-zero (Ready ScaledToZero, no pods needed); the operator's own counters
-(rebalancer_kubernetes_requests_total, rebalancer_status_writes_total) are what is read.
+it on, the pod records list the workload's pods every 5 s (docs/api-priority.md). Groups look
+every 2 s at StatefulSets scaled to zero (Ready ScaledToZero, no pods needed); the operator's
+own counters (rebalancer_kubernetes_requests_total, rebalancer_status_writes_total) are what is
+read.
 """
 
 from __future__ import annotations
