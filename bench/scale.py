@@ -1,6 +1,7 @@
 """Scale: many ConsumerGroups against the lab's Kubernetes control plane and broker, then a soak.
 
     .venv/bin/python bench/scale.py [--groups 1000] [--soak 300] [--interval 30] [--png PATH]
+        [--status-refresh 600] [--quiet-factor 4]
 
 The lab's real pieces: Kubernetes' own control plane (etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler), an Apache Kafka broker, and `rebalancer operator` as
@@ -20,6 +21,12 @@ broker, write status. Measured:
 3. Operator RSS, threads and open files after the reconcile, and over a soak of SOAK seconds
    (sampled every 10 s): growth in the second half of the soak, where nothing changes, is what
    an unbounded leak would look like.
+4. Kafka requests the operator sent, by Kafka API, from its own rebalancer_kafka_requests_total
+   (librdkafka's statistics, every 10 s), and the status writes by reason
+   (rebalancer_status_writes_total), during the reconcile and the soak.
+
+The operator runs with the chart's defaults for what sets the steady cost:
+--status-refresh-seconds (--status-refresh) and --quiet-observe-factor (--quiet-factor).
 
 Prints progress lines while it runs and a summary at the end; writes JSON next to the PNG and a
 PNG when matplotlib is installed.
@@ -108,6 +115,38 @@ def apiserver_requests(plane: ControlPlane) -> Counter[str]:
     return counts
 
 
+_OPERATOR_SAMPLE = re.compile(
+    r"^(?P<name>rebalancer_(?:kafka_requests|status_writes|kubernetes_requests)_total)"
+    r"\{(?P<labels>[^}]*)\} (?P<value>\S+)$"
+)
+
+
+def operator_counts(url: str) -> Counter[str]:
+    """The operator's own request and write counters from its /metrics: Kafka requests by API
+    ("kafka DescribeGroups"), status writes by reason ("status changed"), its Kubernetes
+    client's requests ("kube PATCH consumergroups/status")."""
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        text = reply.read().decode()
+    counts: Counter[str] = Counter()
+    for line in text.splitlines():
+        sample = _OPERATOR_SAMPLE.match(line)
+        if sample is None:
+            continue
+        labels = dict(_LABEL.findall(sample["labels"]))
+        if sample["name"] == "rebalancer_kafka_requests_total":
+            key = f"kafka {labels.get('request')}"
+        elif sample["name"] == "rebalancer_status_writes_total":
+            key = f"status {labels.get('reason')}"
+        else:
+            key = f"kube {labels.get('verb')} {labels.get('resource')}"
+        counts[key] += round(float(sample["value"]))
+    return counts
+
+
+def _only(counts: Counter[str], prefix: str) -> dict[str, int]:
+    return {k.removeprefix(prefix): v for k, v in sorted(counts.items()) if k.startswith(prefix)}
+
+
 def _kind(path: str) -> str:
     parts = [p for p in path.split("/") if p]
     if "consumergroups" in parts:
@@ -164,6 +203,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         broker_port=free_port(),
         reports_port=free_port(),
         prometheus_port=None,
+        # After the lab's own flags: these win.
+        operator_flags=(
+            "--status-refresh-seconds",
+            str(args.status_refresh),
+            "--quiet-observe-factor",
+            str(args.quiet_factor),
+        ),
     )
     lab = Lab(config)
     try:
@@ -203,7 +249,9 @@ def measure(
     idle = process_sample(pid)
     say(f"operator pid {pid} idle: RSS {idle['rss_mb']:.1f} MB, {idle['threads']:.0f} threads")
 
+    metrics_url = f"http://{lab.config.host}:{lab.config.reports_port}/metrics"
     created: dict[str, float] = {}
+    own_before = operator_counts(metrics_url)
     before = counter.snapshot()
     server_before = apiserver_requests(plane)
     started = time.monotonic()
@@ -238,6 +286,9 @@ def measure(
         )
         time.sleep(1.0)
     reconciled_in = time.monotonic() - started
+    # librdkafka reports its counts every 10 s: the reconcile's last requests are counted then.
+    time.sleep(11)
+    own_reconcile = operator_counts(metrics_url) - own_before
     operator_requests = counter.snapshot() - before
     server_requests = apiserver_requests(plane) - server_before
     total_operator = sum(operator_requests.values())
@@ -259,6 +310,7 @@ def measure(
     samples: list[dict[str, float]] = []
     soak_start = time.monotonic()
     soak_before = counter.snapshot()
+    own_soak_before = operator_counts(metrics_url)
     server_soak_before = apiserver_requests(plane)
     while time.monotonic() - soak_start < args.soak:
         time.sleep(10)
@@ -270,8 +322,11 @@ def measure(
             f"CPU {sample['cpu_s']:.0f} s"
         )
     soak_requests = counter.snapshot() - soak_before
+    own_soak = operator_counts(metrics_url) - own_soak_before
     server_soak_requests = apiserver_requests(plane) - server_soak_before
     soak_seconds = max(1e-9, time.monotonic() - soak_start)
+    kafka_soak = _only(own_soak, "kafka ")
+    kafka_soak_total = sum(kafka_soak.values())
     soak_total = sum(soak_requests.values())
     half = [s for s in samples if s["t"] >= args.soak / 2] or samples
     growth = (half[-1]["rss_mb"] - half[0]["rss_mb"]) if half else 0.0
@@ -299,6 +354,22 @@ def measure(
         "apiserver_soak_requests_per_s_all_clients": round(
             sum(server_soak_requests.values()) / soak_seconds, 1
         ),
+        "kafka_requests_during_reconcile": _only(own_reconcile, "kafka "),
+        "kafka_requests_per_reconcile": round(
+            sum(_only(own_reconcile, "kafka ").values()) / max(1, len(first_status)), 2
+        ),
+        "status_writes_during_reconcile": _only(own_reconcile, "status "),
+        "soak_kafka_requests": kafka_soak,
+        "soak_kafka_requests_per_s": round(kafka_soak_total / soak_seconds, 2),
+        "soak_kafka_requests_per_interval": round(
+            kafka_soak_total / soak_seconds * args.interval, 1
+        ),
+        "soak_status_writes": _only(own_soak, "status "),
+        # The freshness stamps not yet due in a soak shorter than --status-refresh: at rest,
+        # one PATCH per group per refresh interval on top of what the soak measured.
+        "status_refresh_seconds": args.status_refresh,
+        "quiet_observe_factor": args.quiet_factor,
+        "status_refresh_requests_per_s_at_rest": round(args.groups / args.status_refresh, 2),
         "soak_rss_growth_second_half_mb": round(growth, 1),
         "soak_rss_growth_mb_per_min": round(growth / span_min, 2),
         "soak_threads": [int(s["threads"]) for s in samples],
@@ -347,6 +418,12 @@ def main() -> int:
     parser.add_argument("--interval", type=int, default=30, help="observe.intervalSeconds")
     parser.add_argument("--timeout", type=float, default=900.0, help="for the reconcile phase")
     parser.add_argument("--png", default="bench/scale.png")
+    parser.add_argument(
+        "--status-refresh", type=float, default=600.0, help="--status-refresh-seconds (chart's)"
+    )
+    parser.add_argument(
+        "--quiet-factor", type=float, default=4.0, help="--quiet-observe-factor (chart's)"
+    )
     args = parser.parse_args()
     result = run(args)
     png = Path(args.png)

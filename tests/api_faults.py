@@ -207,12 +207,17 @@ class FaultyApi:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
         admin = "authorization" not in {k.lower() for k in headers}
         body = await request.read()
+        # Passed on as it came: aiohttp would label a body without a Content-Type
+        # application/octet-stream, which kube-apiserver refuses with 415 (the Kubernetes
+        # client sends SelfSubjectAccessReviews without one, and kube-apiserver reads JSON).
+        typed = "content-type" in {k.lower() for k in headers}
         upstream = await self._sessions[admin].request(
             request.method,
             self.upstream + request.path_qs,
             headers=headers,
             data=body or None,
             allow_redirects=False,
+            skip_auto_headers=() if typed else ("Content-Type",),
         )
         async with upstream:
             response = web.StreamResponse(status=upstream.status, reason=upstream.reason)

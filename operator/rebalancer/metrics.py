@@ -12,7 +12,7 @@ docs/metrics.md describes every metric.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from aiohttp.typedefs import Handler
 from prometheus_client import (
@@ -170,6 +170,34 @@ OBSERVATION_DURATION = Histogram(
     ["outcome"],
     # Admin requests answer in milliseconds; a timeout to an unreachable cluster takes seconds.
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+    registry=REGISTRY,
+)
+STATUS_WRITES = Counter(
+    "rebalancer_status_writes",
+    "ConsumerGroup status PATCHes by the observers, by reason: forced (a rebalance, a failure), "
+    "changed (something a user would see), refresh (the freshness stamp only).",
+    ["reason"],
+    registry=REGISTRY,
+)
+KUBERNETES_REQUESTS = Counter(
+    "rebalancer_kubernetes_requests",
+    "Requests the operator's Kubernetes client sent to kube-apiserver, by HTTP verb and "
+    "resource (kopf's own watches and patches are not among them).",
+    ["verb", "resource"],
+    registry=REGISTRY,
+)
+KAFKA_REQUESTS = Counter(
+    "rebalancer_kafka_requests",
+    "Requests the operator's Kafka admin clients sent to brokers, by Kafka API (librdkafka's "
+    "statistics, read every 10 s).",
+    ["request"],
+    registry=REGISTRY,
+)
+KAFKA_DESCRIBE_BATCH = Histogram(
+    "rebalancer_kafka_describe_batch_groups",
+    "Groups per describe_consumer_groups call: observers that look within 50 ms of each other "
+    "share one call.",
+    buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000),
     registry=REGISTRY,
 )
 REPORTS_ACCEPTED = Counter(
@@ -433,6 +461,25 @@ def record_observation_failure(
 def record_observation_duration(seconds: float, *, succeeded: bool) -> None:
     outcome = OBSERVATION_OUTCOMES[0] if succeeded else OBSERVATION_OUTCOMES[1]
     OBSERVATION_DURATION.labels(outcome).observe(seconds)
+
+
+def record_status_write(reason: str) -> None:
+    STATUS_WRITES.labels(reason).inc()
+
+
+def record_kubernetes_request(verb: str, resource: str) -> None:
+    KUBERNETES_REQUESTS.labels(verb, resource).inc()
+
+
+def record_kafka_requests(sent: Mapping[str, int]) -> None:
+    """Count the Kafka requests sent since the last call, by Kafka API name (a fixed set of
+    librdkafka's, so the label stays bounded)."""
+    for request, count in sent.items():
+        KAFKA_REQUESTS.labels(request).inc(count)
+
+
+def record_describe_batch(groups: int) -> None:
+    KAFKA_DESCRIBE_BATCH.observe(groups)
 
 
 def record_report_accepted() -> None:

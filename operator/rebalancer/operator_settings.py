@@ -57,7 +57,12 @@ class OperatorSettings:
     recommendations_dir: str | None = None
     liveness_url: str | None = None
     min_observe_spacing_seconds: float = 1.0
-    status_refresh_seconds: float = 60.0
+    # The freshness stamp (status.group.observedAt) of a status nothing visible changed in is
+    # rewritten this often; a visible change is written at once (planning.status_writes).
+    status_refresh_seconds: float = 600.0
+    # A group that looked the same for a few looks is looked at every interval times this
+    # (planning.observe_cadence); 1 looks at every group at its own interval.
+    quiet_observe_factor: float = 1.0
     # How often the rollout planner looks at a workload while no rollout runs. A change to the
     # workload's spec wakes it at once (handlers.workloads), so this only bounds how late a
     # change is seen where the watch is not granted, and pods gone or come without one.

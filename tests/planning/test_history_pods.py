@@ -407,22 +407,23 @@ def test_the_first_look_of_a_process_skips_what_an_earlier_one_wrote() -> None:
 def test_with_no_history_store_the_pods_are_not_listed(monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
+    from rebalancer.clients.workload_cache import WorkloadCache
     from rebalancer.reconcilers import learning
-
-    async def exists(*_: object) -> int:
-        return 3
 
     async def listed(*_: object) -> None:
         raise AssertionError("the pods were listed with nowhere to record them")
 
-    monkeypatch.setattr(learning, "workload_replicas", exists)
     monkeypatch.setattr(learning, "read_workload", listed)
+    # The workload as the watch told it: no request at all (kube is None).
+    workloads = WorkloadCache(watched={"StatefulSet"})
+    workloads.seen("shop", "StatefulSet", "orders", 3)
     spec = SimpleNamespace(
         workload=SimpleNamespace(kind=SimpleNamespace(value="StatefulSet"), name="orders"),
         policy=SimpleNamespace(history_enabled=True),
     )
-    deps = SimpleNamespace(recorder=HistoryRecorder(None), kube=None)
+    deps = SimpleNamespace(recorder=HistoryRecorder(None), kube=None, workloads=workloads)
     looked = asyncio.run(
         learning.PodWatch().look(deps, "shop", spec, context=None, joins=())  # type: ignore[arg-type]
     )
     assert looked == ([], 3)
+    assert (workloads.hits, workloads.reads) == (1, 0)

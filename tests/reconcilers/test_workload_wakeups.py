@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import kopf
 
+from rebalancer.clients.workload_cache import WorkloadCache
 from rebalancer.planning.ownership import workload_key
 from rebalancer.planning.workload_changes import pod_progress
 from rebalancer.reconcilers.dependencies import Dependencies
@@ -26,7 +27,7 @@ def statefulset(name: str, generation: int, observed: int, **status: Any) -> kop
 
 
 def test_a_pod_ready_wakes_the_planner_and_a_repeat_of_the_same_counts_does_not() -> None:
-    deps = cast(Dependencies, SimpleNamespace(workload_progress={}))
+    deps = cast(Dependencies, SimpleNamespace(workload_progress={}, workloads=WorkloadCache()))
     claims = cast(ClaimIndex, {workload_key("team", "StatefulSet", "orders"): ()})
     seen = [
         claimed_and_changed(deps, statefulset("orders", 3, 3, **status), "team", claims)
@@ -44,7 +45,7 @@ def test_a_pod_ready_wakes_the_planner_and_a_repeat_of_the_same_counts_does_not(
 
 
 def test_a_spec_change_wakes_even_with_the_same_counts_and_unclaimed_workloads_never() -> None:
-    deps = cast(Dependencies, SimpleNamespace(workload_progress={}))
+    deps = cast(Dependencies, SimpleNamespace(workload_progress={}, workloads=WorkloadCache()))
     claims = cast(ClaimIndex, {workload_key("team", "StatefulSet", "orders"): ()})
     counts = {"replicas": 4, "readyReplicas": 4}
     assert claimed_and_changed(deps, statefulset("orders", 3, 3, **counts), "team", claims)
@@ -64,7 +65,7 @@ def test_pod_progress_reads_the_counts_both_controllers_keep() -> None:
 
 
 def test_a_deleted_or_unclaimed_workload_s_counts_are_forgotten() -> None:
-    deps = cast(Dependencies, SimpleNamespace(workload_progress={}))
+    deps = cast(Dependencies, SimpleNamespace(workload_progress={}, workloads=WorkloadCache()))
     orders = workload_key("team", "StatefulSet", "orders")
     claims = cast(ClaimIndex, {orders: ()})
     body = statefulset("orders", 3, 3, replicas=4, readyReplicas=4)

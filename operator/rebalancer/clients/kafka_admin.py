@@ -34,10 +34,12 @@ from rebalancer.clients.kafka_errors import (
     unreachable,
 )
 from rebalancer.clients.kafka_reading import (
+    RequestTally,
     cluster_profile_hint,
     read_cluster,
     read_group,
     read_offsets,
+    read_request_totals,
     read_topics,
 )
 from rebalancer.clients.librdkafka_config import build_client_config, redacted
@@ -95,6 +97,18 @@ COORDINATOR_REQUEST_TIMEOUT_S = 600.0
 # "the group coordinator moved" for minutes after a preferred leader election.
 MOVED_CODES = frozenset({"NOT_COORDINATOR"})
 _WAIT_STEP_S = 0.1
+# Describes asked within this long of each other go to librdkafka as one call: at rest the
+# observers of a cluster look at about the same moments (planning.observe_cadence), and one call
+# with every group id costs librdkafka one coordinator lookup batch instead of one per group.
+DESCRIBE_BATCH_WINDOW_S = 0.05
+# How often librdkafka reports its per-broker request counts (statistics.interval.ms), when the
+# gateway is asked to count them.
+STATISTICS_INTERVAL_MS = "10000"
+# Called with the Kafka requests of each kind sent since the last call (kind: librdkafka's
+# name, "DescribeGroups", "Metadata", ...), on the gateway's poll thread.
+RequestCounter = Callable[[Mapping[str, int]], None]
+# Called with how many groups each describe call carried.
+BatchCounter = Callable[[int], None]
 
 
 class _RepeatFilter(logging.Filter):
@@ -152,7 +166,14 @@ class _ClientLog:
 class AdminGateway:
     """One AdminClient, its log and error callbacks served by a small thread of its own."""
 
-    def __init__(self, config: Mapping[str, str], *, request_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, str],
+        *,
+        request_timeout: float | None = None,
+        count_requests: RequestCounter | None = None,
+        count_batch: BatchCounter | None = None,
+    ) -> None:
         settings = {**FAST_FAILURE_DEFAULTS, **config}
         self.bootstrap = settings.get("bootstrap.servers", "(no bootstrap servers)")
         self.request_timeout = request_timeout or float(settings["socket.timeout.ms"]) / 1000
@@ -165,7 +186,19 @@ class AdminGateway:
         client_config: dict[str, Any] = dict(settings)
         client_config["logger"] = _ClientLog(self._watch)
         client_config["error_cb"] = self._on_error
+        self._count_requests = count_requests
+        self._count_batch = count_batch
+        self._tally = RequestTally()
+        if count_requests is not None:
+            client_config.setdefault("statistics.interval.ms", STATISTICS_INTERVAL_MS)
+            client_config["stats_cb"] = self._on_statistics
         self._client_config = client_config
+        # Group ids asked for since the last describe call, each with what its askers await.
+        self._describes: dict[str, asyncio.Future[tuple[Any, concurrent.futures.Future[Any]]]] = {}
+        self._describe_flush: asyncio.TimerHandle | None = None
+        # The topic metadata last read (monotonic time, topics), and a read under way.
+        self._topics: tuple[float, dict[str, int]] | None = None
+        self._topics_reading: asyncio.Future[dict[str, int]] | None = None
         self._replacing = threading.Lock()
         try:
             self._admin: Any = AdminClient(client_config)
@@ -203,6 +236,17 @@ class AdminGateway:
             except Exception:  # a failing log handler must not stop error reporting
                 logger.exception("serving Kafka admin callbacks failed")
                 time.sleep(0.2)
+
+    def _on_statistics(self, text: str) -> None:
+        if self._count_requests is None:
+            return
+        try:
+            sent = self._tally.since_last(read_request_totals(text))
+        except ValueError:
+            logger.debug("unreadable librdkafka statistics for %s", self.bootstrap)
+            return
+        if sent:
+            self._count_requests(sent)
 
     def _on_error(self, error: Any) -> None:
         fatal = error.fatal() if callable(getattr(error, "fatal", None)) else False
@@ -370,6 +414,10 @@ class AdminGateway:
         return view
 
     async def describe_group(self, group_id: str) -> BrokerGroupView:
+        """The group as its coordinator describes it. Groups asked for within
+        DESCRIBE_BATCH_WINDOW_S of each other share one describe_consumer_groups call; a
+        coordinator that moved is asked again alone, by a new client (_ask_coordinator)."""
+
         def request(admin: Any) -> concurrent.futures.Future[Any]:
             futures = admin.describe_consumer_groups(
                 [group_id], request_timeout=COORDINATOR_REQUEST_TIMEOUT_S
@@ -377,10 +425,50 @@ class AdminGateway:
             future: concurrent.futures.Future[Any] = futures[group_id]
             return future
 
-        description = await self._ask_coordinator(
-            group_id, f"describing group {group_id!r}", f"Describe on group {group_id!r}", request
-        )
+        operation = f"describing group {group_id!r}"
+        acl = f"Describe on group {group_id!r}"
+        admin, future = await self._batched_describe(group_id)
+        try:
+            description = await self._await(future, operation, admin, acl=acl, coordinator=group_id)
+        except KafkaRequestFailed as error:
+            if error.code not in MOVED_CODES:
+                raise
+            self._replace_client(admin, f"group {group_id!r} has another coordinator")
+            admin = self._check_open()
+            description = await self._await(
+                request(admin), operation, admin, acl=acl, coordinator=group_id
+            )
         return read_group(description)
+
+    async def _batched_describe(self, group_id: str) -> tuple[Any, concurrent.futures.Future[Any]]:
+        """(the client asked, the future of `group_id`'s description) from the next batch."""
+        loop = asyncio.get_running_loop()
+        waiter = self._describes.get(group_id)
+        if waiter is None:
+            waiter = self._describes[group_id] = loop.create_future()
+        if self._describe_flush is None:
+            self._describe_flush = loop.call_later(DESCRIBE_BATCH_WINDOW_S, self._flush_describes)
+        # Shielded: one asker given up must not cancel what another awaits.
+        return await asyncio.shield(waiter)
+
+    def _flush_describes(self) -> None:
+        waiting, self._describes = self._describes, {}
+        self._describe_flush = None
+        try:
+            admin = self._check_open()
+            futures = admin.describe_consumer_groups(
+                list(waiting), request_timeout=COORDINATOR_REQUEST_TIMEOUT_S
+            )
+        except Exception as error:  # the askers raise it, each in its own observation
+            for waiter in waiting.values():
+                if not waiter.done():
+                    waiter.set_exception(error)
+            return
+        if self._count_batch is not None:
+            self._count_batch(len(waiting))
+        for group_id, waiter in waiting.items():
+            if not waiter.done():
+                waiter.set_result((admin, futures[group_id]))
 
     async def committed_offsets(self, group_id: str) -> CommittedOffsets:
         def request(admin: Any) -> concurrent.futures.Future[Any]:
@@ -399,14 +487,28 @@ class AdminGateway:
         )
         return read_offsets(group_id, result)
 
-    async def list_topics(self) -> dict[str, int]:
-        """Topic name to partition count, Kafka's internal topics left out."""
+    async def list_topics(self, max_age: float = 0.0) -> dict[str, int]:
+        """Topic name to partition count, Kafka's internal topics left out. With `max_age`,
+        a read at most that many seconds old is answered again, and callers that ask while a
+        read is under way share it: every group of a cluster costs one Metadata request per
+        `max_age`, not one each."""
+        if max_age <= 0:
+            return await self._read_topics()
+        if self._topics is not None and time.monotonic() - self._topics[0] < max_age:
+            return dict(self._topics[1])
+        if self._topics_reading is None or self._topics_reading.done():
+            self._topics_reading = asyncio.ensure_future(self._read_topics())
+        return dict(await asyncio.shield(self._topics_reading))
+
+    async def _read_topics(self) -> dict[str, int]:
         admin = self._check_open()
         # Metadata has no future-returning call; run the blocking one off the event loop.
         future = self._metadata_pool.submit(admin.list_topics, timeout=self.request_timeout)
         metadata = await self._await(future, "listing topics", admin)
         self._cluster_profile = cluster_profile_hint(metadata.cluster_id) or self._cluster_profile
-        return read_topics(metadata)
+        topics = read_topics(metadata)
+        self._topics = (time.monotonic(), topics)
+        return dict(topics)
 
     async def refused_topics(self, topics: Sequence[str]) -> KafkaRequestFailed | None:
         """The error of a refusal to describe some of `topics` to this principal; None when
@@ -444,6 +546,8 @@ class AdminGateway:
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int = -1) -> bool:
         """Create a topic; False if it already existed. -1 takes the broker's replication."""
+        # A topic made here is seen by the next read, whatever `max_age` it asks.
+        self._topics = None
         if partitions < 1:
             raise ValueError(f"a topic needs at least one partition, not {partitions}")
         admin = self._check_open()

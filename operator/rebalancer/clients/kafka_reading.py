@@ -7,8 +7,10 @@ A live group described without members (an answer cut short, for example by a mi
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from rebalancer.structs.brokers import (
@@ -131,3 +133,42 @@ def read_topics(metadata: Any) -> dict[str, int]:
             continue
         topics[str(name)] = len(topic.partitions)
     return dict(sorted(topics.items()))
+
+
+def read_request_totals(statistics: str) -> dict[tuple[str, str], int]:
+    """Requests a librdkafka client has sent since it was made, by (client name, request kind),
+    summed over its brokers, from its statistics JSON (statistics.interval.ms, stats_cb: each
+    broker's "req" object counts requests by Kafka API name)."""
+    try:
+        parsed = json.loads(statistics)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"librdkafka statistics are not JSON: {error}") from None
+    if not isinstance(parsed, dict):
+        raise ValueError("librdkafka statistics are not a JSON object")
+    client = str(parsed.get("name") or "")
+    totals: dict[tuple[str, str], int] = {}
+    for broker in (parsed.get("brokers") or {}).values():
+        requests = broker.get("req") if isinstance(broker, dict) else None
+        for kind, count in (requests or {}).items():
+            if isinstance(count, int) and count > 0:
+                totals[(client, str(kind))] = totals.get((client, str(kind)), 0) + count
+    return totals
+
+
+@dataclass
+class RequestTally:
+    """Turns librdkafka's running totals into requests sent since the last report. A client
+    replaced by a new one (another name) starts from zero; a total that went down (a broker
+    entry dropped from the statistics) counts from its new value."""
+
+    seen: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def since_last(self, totals: Mapping[tuple[str, str], int]) -> dict[str, int]:
+        sent: dict[str, int] = {}
+        for key, total in totals.items():
+            before = self.seen.get(key, 0)
+            delta = total - before if total >= before else total
+            self.seen[key] = total
+            if delta > 0:
+                sent[key[1]] = sent.get(key[1], 0) + delta
+        return sent

@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ForbiddenException
 
-from rebalancer import __version__
+from rebalancer import __version__, metrics
 from rebalancer.planning.permissions import Denial, account_from_status, denial_from_request
 from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.workloads import FIELD_MANAGER
@@ -63,6 +63,51 @@ def _refusal(method: str, url: str, response: Any) -> PermissionDenied:
     return PermissionDenied(denial_from_request(method, url, account), response)
 
 
+# The resources the operator's client asks for: anything else is counted as "other", so the
+# request counter's resource label stays a small fixed set.
+COUNTED_RESOURCES = frozenset(
+    {
+        "consumergroups",
+        "statefulsets",
+        "deployments",
+        "replicasets",
+        "pods",
+        "events",
+        "secrets",
+        "configmaps",
+        "leases",
+        "namespaces",
+        "clusterkopfpeerings",
+        "selfsubjectaccessreviews",
+        "selfsubjectrulesreviews",
+        "validatingwebhookconfigurations",
+        "horizontalpodautoscalers",
+        "scaledobjects",
+        "kafkas",
+    }
+)
+
+
+def request_resource(url: str) -> str:
+    """The resource a request is about ("consumergroups/status", "statefulsets"), read from its
+    URL path (/api/v1/..., /apis/<group>/<version>/..., namespaced or not); "other" for one
+    not in COUNTED_RESOURCES."""
+    path = url.split("://", 1)[-1].split("?", 1)[0]
+    parts = [part for part in path.split("/") if part]
+    if "://" in url:
+        parts = parts[1:]  # the host
+    if parts[:1] == ["api"]:
+        parts = parts[2:]
+    elif parts[:1] == ["apis"]:
+        parts = parts[3:]
+    if len(parts) >= 3 and parts[0] == "namespaces":
+        parts = parts[2:]
+    if not parts or parts[0] not in COUNTED_RESOURCES:
+        return "other"
+    # <resource>/<name>/<subresource>: status, scale.
+    return f"{parts[0]}/{parts[2]}" if len(parts) >= 3 else parts[0]
+
+
 class TimedApiClient(client.ApiClient):  # type: ignore[misc]
     """An ApiClient whose requests time out unless they say otherwise, and whose 403s are
     PermissionDenied errors that name the permission (read from the request, so the same for
@@ -77,6 +122,8 @@ class TimedApiClient(client.ApiClient):  # type: ignore[misc]
         post_params: Any = None,
         _request_timeout: Any = None,
     ) -> Any:
+        # rebalancer_kubernetes_requests_total: what each reconcile costs kube-apiserver.
+        metrics.record_kubernetes_request(method, request_resource(url))
         response = super().call_api(
             method,
             url,

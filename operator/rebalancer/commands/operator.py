@@ -78,8 +78,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--status-refresh-seconds",
         type=float,
-        default=60.0,
-        help="rewrite an unchanged status at most this often (default: 60)",
+        default=600.0,
+        help="refresh the freshness stamp (status.group.observedAt) of a status in which "
+        "nothing a user would see changed this often; a change is written at once "
+        "(default: 600)",
+    )
+    parser.add_argument(
+        "--quiet-observe-factor",
+        type=float,
+        default=1.0,
+        help="look at a group that has not changed for three looks every "
+        "observe.intervalSeconds times this; a rebalancing or rolling group is looked at "
+        "every 2 s, and a member report wakes the observer at once (default: 1, every group "
+        "at its own interval)",
     )
     parser.add_argument(
         "--rollout-resting-poll-seconds",
@@ -183,6 +194,14 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.quiet_observe_factor < 1 or args.status_refresh_seconds <= 0:
+        print(
+            f"rebalancer operator: --quiet-observe-factor {args.quiet_observe_factor} must be at "
+            f"least 1 and --status-refresh-seconds {args.status_refresh_seconds} above 0 (the "
+            "chart's operator.quietObserveFactor and operator.statusRefreshSeconds)",
+            file=sys.stderr,
+        )
+        return 2
     if args.peering_lifetime < MIN_PEERING_LIFETIME:
         print(
             f"rebalancer operator: --peering-lifetime {args.peering_lifetime} must be at least "
@@ -252,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
         or (f"{args.history_dir.rstrip('/')}/_recommendations" if args.history_dir else None),
         liveness_url=args.liveness,
         status_refresh_seconds=args.status_refresh_seconds,
+        quiet_observe_factor=args.quiet_observe_factor,
         rollout_resting_poll_seconds=args.rollout_resting_poll_seconds,
         gate_image=args.gate_image,
         gate_bypass_after_seconds=args.gate_bypass_after_seconds,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import tempfile
 from pathlib import Path
@@ -11,9 +12,10 @@ from typing import Any
 import kopf
 
 import rebalancer.handlers.workloads
+from rebalancer import metrics
 from rebalancer.clients.certificates import make_self_signed
 from rebalancer.clients.enforcing import SidecarClient
-from rebalancer.clients.kafka_admin import AdminPool
+from rebalancer.clients.kafka_admin import AdminGateway, AdminPool
 from rebalancer.clients.kubernetes_api import PermissionDenied, connect, connection_details
 from rebalancer.clients.leading import (
     PeeringMissing,
@@ -71,7 +73,14 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     deps = Dependencies(
         settings=config,
         kube=kube,
-        pool=AdminPool(),
+        # Each gateway counts the Kafka requests librdkafka sends, and the groups per describe.
+        pool=AdminPool(
+            functools.partial(
+                AdminGateway,
+                count_requests=metrics.record_kafka_requests,
+                count_batch=metrics.record_describe_batch,
+            )
+        ),
         hub=hub,
         recorder=HistoryRecorder(config.history_dir),
         sidecars=SidecarClient(),
@@ -98,6 +107,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
             config.rollout_resting_poll_seconds,
         )
     rebalancer.handlers.workloads.register(plurals)
+    for plural in plurals:
+        # The observers trust the watch's copy of these kinds (clients.workload_cache).
+        deps.workloads.watch(plural)
 
 
 def _serve_admission(settings: kopf.OperatorSettings, admission: AdmissionSettings) -> None:

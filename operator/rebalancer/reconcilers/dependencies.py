@@ -11,6 +11,7 @@ from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.receiving import ReportHub, ReportServer
 from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
+from rebalancer.clients.workload_cache import WorkloadCache
 from rebalancer.operator_settings import OperatorSettings
 from rebalancer.planning.permissions import DenialBook
 from rebalancer.planning.sightings import GroupSightings
@@ -34,6 +35,9 @@ class Dependencies:
     # Each claimed workload's pod counts at its last event (reconcilers.workloads): a change
     # wakes its rollout planner.
     workload_progress: dict[tuple[str, ...], tuple[object, ...]] = field(default_factory=dict)
+    # Each claimed workload's spec.replicas as the same watch tells it: the observers read it
+    # here instead of a GET per group per look.
+    workloads: WorkloadCache = field(default_factory=WorkloadCache)
     # What the Kubernetes API refused, for the groups' Degraded condition (reconcilers.permissions).
     denials: DenialBook = field(default_factory=DenialBook)
     # The check of what every group needs (clients.permissions.follow_permissions).

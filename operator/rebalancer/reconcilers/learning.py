@@ -11,7 +11,7 @@ from typing import Any
 
 import kopf
 
-from rebalancer.clients.patching import patch_policy, workload_replicas
+from rebalancer.clients.patching import patch_policy
 from rebalancer.clients.recording import day_of
 from rebalancer.clients.rolling import read_workload
 from rebalancer.planning.history_pods import PodRecordContext, PodTracking, track_pods
@@ -97,7 +97,7 @@ class PodWatch:
         # No store, nothing to write: the pod list would be requests for nothing.
         recording = spec.policy.history_enabled and deps.recorder.root is not None
         if not recording or not due:
-            replicas = await workload_replicas(deps.kube, namespace, kind.value, name)
+            replicas = await deps.workloads.replicas(deps.kube, namespace, kind.value, name)
             if not recording:
                 return [], replicas
             events, self.tracking = track_pods(

@@ -40,6 +40,7 @@ from rebalancer.planning.kafka_problems import (
     kafka_problem,
     refused_topics_problem,
 )
+from rebalancer.planning.observe_cadence import Cadence, Look, next_delay
 from rebalancer.planning.observing import (
     combine_observation,
     coordinator_from_status,
@@ -48,10 +49,16 @@ from rebalancer.planning.observing import (
 )
 from rebalancer.planning.permissions import REASON as PERMISSION_DENIED
 from rebalancer.planning.permissions import denial_conditions
-from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
+from rebalancer.planning.rebalances import (
+    REBALANCING_STATES,
+    EventContext,
+    GroupTracking,
+    detect_rebalances,
+)
 from rebalancer.planning.rollout_states import RolloutState
 from rebalancer.planning.rollout_statuses import rollout_conditions
 from rebalancer.planning.stable_spells import StableSpell, track_stable
+from rebalancer.planning.status_writes import CHANGED, status_write_reason, visible_status
 from rebalancer.planning.statuses import (
     failure_conditions,
     observation_conditions,
@@ -62,7 +69,7 @@ from rebalancer.reconcilers.learning import PodWatch, learning_status
 from rebalancer.reconcilers.ownership import ClaimIndex, refusal_of
 from rebalancer.reconcilers.permissions import report_denied
 from rebalancer.sleeping import sleep_or_wake
-from rebalancer.structs.brokers import cluster_key, resolve_profile
+from rebalancer.structs.brokers import BrokerGroupView, cluster_key, resolve_profile
 from rebalancer.structs.conditions import (
     Condition,
     ConditionStatus,
@@ -77,9 +84,10 @@ from rebalancer.structs.specs import ConsumerGroupSpec
 from rebalancer.structs.times import format_rfc3339, read_rfc3339
 
 logger = logging.getLogger(__name__)
-# A generation some members have not reported yet is looked at again this soon.
-PENDING_RECHECK_SECONDS = 1.0
 RENEW_AFTER_FAILURES = 3
+# The topic metadata (partition counts) every observer of a cluster shares is read at most this
+# often: one Metadata request for all its groups, a topic's new partitions seen this much later.
+TOPIC_METADATA_MAX_AGE_SECONDS = 5.0
 
 
 def tracking_from_status(status: Mapping[str, Any], since: float) -> GroupTracking:
@@ -109,8 +117,14 @@ class Observer:
     last_failure_reason: str | None = None
     # The refusal to describe subscribed topics last warned about (warned once per change).
     refused_warned: str | None = None
-    last_written: dict[str, Any] = field(default_factory=dict)
-    last_written_at: float = 0.0
+    # The status as last written, without its freshness stamp (planning.status_writes).
+    last_written: dict[str, Any] | None = None
+    last_written_at: float | None = None
+    # Whether the last look found something a user would see changed, and whether the group
+    # was moving (rebalancing, rolling out): the next look's delay (planning.observe_cadence).
+    changed: bool = True
+    busy: bool = False
+    cadence: Cadence = field(default_factory=Cadence)
     joins: JoinTracking = field(default_factory=JoinTracking)
     pods: PodWatch = field(default_factory=PodWatch)
     learning_applied_at: float | None = None
@@ -155,12 +169,7 @@ class Observer:
 
     async def observe_once(self, body: kopf.Body, spec: ConsumerGroupSpec) -> None:
         gateway = await self._gateway(spec)
-        view = await gateway.describe_group(spec.group_id)
-        topics = await gateway.list_topics()
-        # Absent from the metadata: not created yet, or hidden for want of Describe (a refusal
-        # to describe them tells; the group is observed all the same).
-        refused = await gateway.refused_topics(hidden_topics(spec.subscription, topics))
-        total = sum(count for topic, count in topics.items() if spec.subscription.matches(topic))
+        view, total, refused = await self._read_kafka(gateway, spec)
         now = time.time()
         book = self.deps.hub.book(spec.group_id)
         ttl = spec.policy.observe.report_ttl_seconds
@@ -192,6 +201,7 @@ class Observer:
         # from the rollout as it was, would then undo its Progressing.
         previous = before.snapshot if before is not None else None
         wake_rollout = rollout.phase.active and moved_for_rollouts(previous, snapshot)
+        self.busy = rollout.phase.active or snapshot.state in REBALANCING_STATES
         in_force = history_settings(status, reports, snapshot.assignor, rollout)
         joins, self.joins = track_joins(
             self.joins,
@@ -284,6 +294,21 @@ class Observer:
             snapshot, scaled_to_zero=at_zero, workload_missing=missing, topics_refused=refusal
         )
 
+    async def _read_kafka(
+        self, gateway: AdminGateway, spec: ConsumerGroupSpec
+    ) -> tuple[BrokerGroupView, int, KafkaRequestFailed | None]:
+        """(the group as its coordinator describes it, the partitions of its subscription, a
+        refusal to describe some of its topics). The describe shares a call with the other
+        groups of the cluster looked at the same moment, and the topic metadata is one read
+        per TOPIC_METADATA_MAX_AGE_SECONDS for all of them."""
+        view = await gateway.describe_group(spec.group_id)
+        topics = await gateway.list_topics(max_age=TOPIC_METADATA_MAX_AGE_SECONDS)
+        # Absent from the metadata: not created yet, or hidden for want of Describe (a refusal
+        # to describe them tells; the group is observed all the same).
+        refused = await gateway.refused_topics(hidden_topics(spec.subscription, topics))
+        total = sum(count for topic, count in topics.items() if spec.subscription.matches(topic))
+        return view, total, refused
+
     async def yields(self, body: kopf.Body) -> bool:
         """Whether this resource takes no action: an older ConsumerGroup owns its group or
         workload, or the workload's consumers use another group id. If so the group is not
@@ -328,10 +353,12 @@ class Observer:
         if status.get("group") is not None:
             # Null is pruned by the API server: the field goes.
             fields["group"] = None
-        comparable = _without_clock(fields)
-        if comparable != self.last_written or status.get("group") is not None:
+        visible = visible_status(fields)
+        self.changed = visible != self.last_written
+        if self.changed or status.get("group") is not None:
             await patch_status(self.deps.kube, self.namespace, self.name, status, fields)
-            self.last_written = comparable
+            metrics.record_status_write(CHANGED)
+            self.last_written = visible
             self.last_written_at = time.time()
         return True
 
@@ -403,21 +430,34 @@ class Observer:
             "conditions": merged,
             **fields,
         }
-        comparable = _without_clock(new_fields)
-        fresh = now - self.last_written_at < self.deps.settings.status_refresh_seconds
-        if not force and comparable == self.last_written and fresh:
+        visible = visible_status(new_fields)
+        self.changed = visible != self.last_written
+        reason = status_write_reason(
+            visible,
+            self.last_written,
+            forced=force,
+            last_written_at=self.last_written_at,
+            now=now,
+            refresh_seconds=self.deps.settings.status_refresh_seconds,
+        )
+        if reason is None:
             return
         await patch_status(self.deps.kube, self.namespace, self.name, status, new_fields)
-        self.last_written = comparable
+        metrics.record_status_write(reason)
+        self.last_written = visible
         self.last_written_at = now
 
-
-def _without_clock(fields: Mapping[str, Any]) -> dict[str, Any]:
-    copied = dict(fields)
-    group = copied.get("group")
-    if isinstance(group, dict):
-        copied["group"] = {key: value for key, value in group.items() if key != "observedAt"}
-    return copied
+    def next_delay(self, interval: float) -> float:
+        """Seconds until the next look after a successful one (planning.observe_cadence)."""
+        look = Look(
+            changed=self.changed,
+            busy=self.busy,
+            pending=bool(self.tracking.pending or self.unwritten),
+        )
+        delay, self.cadence = next_delay(
+            interval, look, self.cadence, quiet_factor=self.deps.settings.quiet_observe_factor
+        )
+        return delay
 
 
 async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.DaemonStopped) -> None:
@@ -443,8 +483,7 @@ async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.Dae
                     continue
                 await observer.observe_once(body, spec)
                 succeeded = True
-                if observer.tracking.pending or observer.unwritten:
-                    delay = min(delay, PENDING_RECHECK_SECONDS)
+                delay = observer.next_delay(delay)
             except ResourceGone:
                 return
             except PermissionDenied as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import kopf
 
+from rebalancer.clients.workload_cache import replicas_of
 from rebalancer.planning.ownership import workload_key
 from rebalancer.planning.workload_changes import pod_progress, spec_unobserved
 from rebalancer.reconcilers.dependencies import Dependencies
@@ -30,6 +31,8 @@ def claimed_and_changed(
     if claims is None:
         return False
     key = _key(body, namespace)
+    if deps is not None:
+        _cache(deps, key, body, namespace, claimed=key in claims, deleted=event_type == "DELETED")
     if key not in claims or event_type == "DELETED":
         if deps is not None:
             deps.workload_progress.pop(key, None)
@@ -40,6 +43,26 @@ def claimed_and_changed(
         moved = deps.workload_progress.get(key) != progress
         deps.workload_progress[key] = progress
     return spec_unobserved(body) or moved
+
+
+def _cache(
+    deps: Dependencies,
+    key: tuple[str, ...],
+    body: kopf.Body,
+    namespace: str | None,
+    *,
+    claimed: bool,
+    deleted: bool,
+) -> None:
+    """Keep the observers' copy of a claimed workload's spec.replicas (clients.workload_cache):
+    every event of it passes here, so no observer GETs it."""
+    if not claimed:
+        deps.workloads.forget(key)
+        return
+    replicas = None if deleted else replicas_of(body)
+    deps.workloads.seen(
+        namespace or "default", str(body.get("kind")), body.metadata.name or "", replicas
+    )
 
 
 def wake_claimants(

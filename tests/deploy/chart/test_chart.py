@@ -90,6 +90,9 @@ def test_default_install(helm: Helm) -> None:
         [
             "CustomResourceDefinition",
             "CustomResourceDefinition",
+            # API Priority and Fairness (templates/api-priority.yaml).
+            "FlowSchema",
+            "PriorityLevelConfiguration",
             "ServiceAccount",
             "ConfigMap",
             "ClusterRole",
@@ -119,7 +122,8 @@ def test_default_install(helm: Helm) -> None:
         "--reports-port=8090",
         "--liveness=http://0.0.0.0:8080/healthz",
         "--log-level=INFO",
-        "--status-refresh-seconds=60",
+        "--status-refresh-seconds=600",
+        "--quiet-observe-factor=4",
         # The gate and the sidecar run the agent image (agent.Dockerfile), at the same version.
         f"--gate-image=ghcr.io/rebalancer-dev/rebalancer-agent:{__version__}",
         "--gate-bypass-after-seconds=120",
@@ -155,6 +159,8 @@ def test_default_install(helm: Helm) -> None:
             "ClusterRole",
             "ClusterRoleBinding",
             "ValidatingWebhookConfiguration",
+            "FlowSchema",
+            "PriorityLevelConfiguration",
         }:
             assert manifest["metadata"]["namespace"] == "rebalancer", manifest["kind"]
 
@@ -269,6 +275,7 @@ def test_optional_objects_can_be_switched_off(helm: Helm) -> None:
             "dashboards": {"enabled": False},
             "rbac": {"create": False},
             "admission": {"enabled": False},
+            "apiPriority": {"enabled": False},
             **ALL_GATE,
         }
     )

@@ -41,6 +41,8 @@ def test_plain_manifests_install_into_their_own_namespace() -> None:
         "ClusterRole",
         "ClusterRoleBinding",
         "ClusterKopfPeering",
+        "FlowSchema",
+        "PriorityLevelConfiguration",
     }
     for manifest in manifests:
         if manifest["kind"] not in cluster_scoped:
