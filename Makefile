@@ -6,12 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install system-deps kafka controlplane lab test lint unit e2e bench clean chart-package images crd
 
-# The operator's package and the lab's (lab/: its own distribution, so that the operator's wheel
-# carries none of it), both editable.
-$(STAMP): pyproject.toml lab/pyproject.toml lab/setup.py
+# The operator's package, the example consumer's (examples/consumer) and the lab's (lab/: its own
+# distribution, so that the operator's wheel carries none of it), all editable.
+$(STAMP): pyproject.toml lab/pyproject.toml lab/setup.py examples/consumer/pyproject.toml examples/consumer/setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]' -e ./lab
+	$(BIN)/pip install --quiet -e '.[test]' -e ./examples/consumer -e ./lab
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -46,8 +46,8 @@ crd: $(STAMP)
 	$(BIN)/python deploy/crd_gen.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check operator lab tests bench deploy charts
-	$(BIN)/ruff format --check operator lab tests bench deploy charts
+	$(BIN)/ruff check operator lab examples tests bench deploy charts
+	$(BIN)/ruff format --check operator lab examples tests bench deploy charts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

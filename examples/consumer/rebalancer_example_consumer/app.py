@@ -1,9 +1,12 @@
-"""The lab's example consumer: `python -m rebalancer_lab.consumer`.
+"""The example consumer application: `rebalancer-example-consumer` (or `python -m
+rebalancer_example_consumer`); the lab runs it as `python -m rebalancer_lab.consumer`.
 
 A real confluent-kafka consumer that behaves like a well-written production one: at-least-once
 (commit after processing), correct eager and cooperative rebalance handling, a clean leave on
 SIGTERM, and member reports (docs/member-reports.md) so the operator can see its generations and
-assignment even on brokers that describe groups without members. Settings: consumer_settings.py.
+assignment even on brokers that describe groups without members. It honours the join gate
+(REBALANCER_JOIN_GATE, docs/join-gate.md) and takes its identity slot as group.instance.id.
+Settings: settings.py.
 """
 
 from __future__ import annotations
@@ -29,13 +32,13 @@ from rebalancer.structs.brokers import TopicPartition
 from rebalancer.structs.gates import JOIN_GATE_ENV, JOIN_GATE_INSTANCE_ID_FILE
 from rebalancer.structs.kafka_properties import SettingsError
 from rebalancer.structs.reports import ReportEvent
-from rebalancer_lab.consumer_settings import (
+from rebalancer_example_consumer.settings import (
     SHOWN_PROPERTIES,
     ConsumerSettings,
     load_settings,
 )
 
-logger = logging.getLogger("rebalancer_lab.consumer")
+logger = logging.getLogger("rebalancer_example_consumer")
 _BATCH = 100
 # How often a consumer behind a join-holding gate looks for the gate's file: a stat, nothing more.
 JOIN_GATE_POLL_S = 0.05
@@ -64,7 +67,7 @@ def lag_from_statistics(stats: dict[str, Any], owned: set[TopicPartition]) -> in
     return total
 
 
-class LabConsumer:
+class ExampleConsumer:
     def __init__(self, settings: ConsumerSettings, out: IO[str] = sys.stdout) -> None:
         self.settings = settings
         self.out = out
@@ -91,7 +94,7 @@ class LabConsumer:
                 assignment_strategy=settings.strategy,
             )
         config: dict[str, Any] = dict(settings.properties)
-        config["logger"] = logging.getLogger("rebalancer_lab.consumer.librdkafka")
+        config["logger"] = logging.getLogger("rebalancer_example_consumer.librdkafka")
         config["error_cb"] = self._on_error
         config["stats_cb"] = self._on_stats
         self.consumer = Consumer(config)
@@ -293,9 +296,9 @@ def wait_for_join_gate(path: Path, settings: ConsumerSettings, stopped: Callable
     return True
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "rebalancer-example-consumer") -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m rebalancer_lab.consumer",
+        prog=prog,
         description="Example consumer configured from KAFKA_* environment variables.",
     )
     parser.add_argument("--record-file", help="append topic, partition, offset, key per message")
@@ -322,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         gate = None
     try:
-        consumer = LabConsumer(settings)
+        consumer = ExampleConsumer(settings)
     except KafkaException as error:
         print(f"error: the consumer settings are not valid: {error.args[0].str()}", file=sys.stderr)
         return 2

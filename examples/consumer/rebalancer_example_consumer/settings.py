@@ -1,4 +1,4 @@
-"""Settings of the lab's example consumer, read the way a containerised consumer reads them.
+"""Settings of the example consumer, read the way a containerised consumer reads them.
 
 A `consumer.properties` file (KAFKA_CONFIG_FILE, librdkafka property names) is the base; the
 KAFKA_* environment variables the operator tunes override it, so the operator can change one
