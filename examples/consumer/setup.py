@@ -5,11 +5,25 @@ from pathlib import Path
 
 from setuptools import setup
 
-_INIT = Path(__file__).resolve().parents[2] / "operator" / "rebalancer" / "__init__.py"
-_VERSION = re.search(r'^__version__ = "([^"]+)"', _INIT.read_text("utf-8"), re.MULTILINE)
-if _VERSION is None:
-    raise SystemExit(f"no __version__ in {_INIT}")
-version = _VERSION.group(1)
+_HERE = Path(__file__).resolve().parent
+_INIT = _HERE.parents[1] / "operator" / "rebalancer" / "__init__.py"
+
+
+def _version() -> str:
+    """From the operator's package beside it in a checkout; from PKG-INFO in an sdist, which
+    carries the example alone."""
+    if _INIT.is_file():
+        found = re.search(r'^__version__ = "([^"]+)"', _INIT.read_text("utf-8"), re.MULTILINE)
+    else:
+        pkg_info = _HERE / "PKG-INFO"
+        text = pkg_info.read_text("utf-8") if pkg_info.is_file() else ""
+        found = re.search(r"^Version: (\S+)$", text, re.MULTILINE)
+    if found is None:
+        raise SystemExit(f"no __version__ in {_INIT} and no PKG-INFO beside {__file__}")
+    return found.group(1)
+
+
+version = _version()
 
 setup(
     version=version,
