@@ -4,14 +4,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps kafka controlplane lab test lint unit e2e bench clean chart-package images crd
+.PHONY: install system-deps kafka controlplane lab test lint unit e2e bench clean chart-package images crd release actionlint
 
-# The operator's package and the lab's (lab/: its own distribution, so that the operator's wheel
-# carries none of it), both editable.
-$(STAMP): pyproject.toml lab/pyproject.toml lab/setup.py
+# The operator's package, the example consumer's (examples/consumer) and the lab's (lab/: its own
+# distribution, so that the operator's wheel carries none of it), all editable.
+$(STAMP): pyproject.toml lab/pyproject.toml lab/setup.py examples/consumer/pyproject.toml examples/consumer/setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]' -e ./lab
+	$(BIN)/pip install --quiet -e '.[test]' -e ./examples/consumer -e ./lab
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -46,8 +46,8 @@ crd: $(STAMP)
 	$(BIN)/python deploy/crd_gen.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check operator lab tests bench deploy charts
-	$(BIN)/ruff format --check operator lab tests bench deploy charts
+	$(BIN)/ruff check operator lab examples tests bench deploy charts
+	$(BIN)/ruff format --check operator lab examples tests bench deploy charts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -64,7 +64,7 @@ e2e: kafka controlplane
 # one stream), so TEST_WORKERS streams run side by side, a test module per worker at a time,
 # each with labs, brokers and control planes of its own (tests/conftest.py).
 TEST_WORKERS ?= 2
-test: system-deps kafka controlplane lint
+test: system-deps kafka controlplane lint actionlint
 	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --reruns 1 --reruns-delay 2 --rerun-show-tracebacks --durations=30 tests
 
 # The chart as a package plus a chart repository index (helm lint, package, repo index) in
@@ -80,6 +80,21 @@ chart-package: $(STAMP)
 IMAGE_FLAGS ?=
 images:
 	deploy/build_images.sh $(IMAGE_FLAGS) dist/images
+
+# A release's artifacts in dist/ (deploy/release.py; docs/release.md): the packaged chart and its
+# OCI form, the Python sdists and wheels, the image archives (when buildah is installed; the step
+# says so and is skipped otherwise, RELEASE_FLAGS=--require-images makes it fail), SHA256SUMS.
+RELEASE_FLAGS ?=
+release: $(STAMP)
+	$(BIN)/python deploy/release.py $(RELEASE_FLAGS) $(if $(IMAGE_FLAGS),--image-flags='$(IMAGE_FLAGS)')
+
+# actionlint checks .github/workflows (tests/deploy/packaging/test_release_workflow.py): built
+# from the Go module proxy with the machine's Go into the venv's bin, once per version.
+ACTIONLINT_VERSION := v1.7.12
+$(BIN)/actionlint-$(ACTIONLINT_VERSION): $(STAMP)
+	GOBIN=$(abspath $(BIN)) go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+	touch $@
+actionlint: $(BIN)/actionlint-$(ACTIONLINT_VERSION)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache dist

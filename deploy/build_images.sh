@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the operator, agent (gate and sidecar) and learning images as OCI archives with buildah, without a daemon:
+# Build the operator, agent (gate and sidecar), learning and example consumer (examples/consumer)
+# images as OCI archives with buildah, without a daemon:
 # chroot isolation and vfs storage, which need neither a container engine nor user namespaces.
 #
 #   deploy/build_images.sh [--local-base] [OUT_DIR]      (default OUT_DIR: dist/images)
@@ -63,6 +64,7 @@ fi
 context="$WORK/context"
 rm -rf "$context" && mkdir -p "$context"
 cp -r "$ROOT/pyproject.toml" "$ROOT/README.md" "$ROOT/operator" "$context/"
+mkdir -p "$context/examples" && cp -r "$ROOT/examples/consumer" "$context/examples/"
 find "$context" \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
 
 build() {  # role dockerfile
@@ -132,3 +134,8 @@ done = subprocess.run(["rebalancer", "learn", "--history", "/tmp/history", "--ou
 print("learn:", "recommendations written" if done.returncode == 0 else done.stderr[-2000:])
 sys.exit(done.returncode)
 '
+build example-consumer examples/consumer/Dockerfile
+# Its settings are checked before it connects: no bootstrap address is a clear error (exit 2).
+run_in "localhost/rebalancer-example-consumer:$VERSION" rebalancer-example-consumer --help | head -n 1
+run_in "localhost/rebalancer-example-consumer:$VERSION" sh -c \
+  'rebalancer-example-consumer; test $? -eq 2 && echo "without settings: exit 2, as expected"'

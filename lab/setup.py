@@ -16,6 +16,8 @@ setup(
     install_requires=[
         # The operator it starts, at the same version.
         f"rebalancer=={version}",
+        # The example consumer application its fleet runs (examples/consumer).
+        f"rebalancer-example-consumer=={version}",
         # Manifests and the live terminal view.
         "pyyaml>=6.0",
         "rich>=13",

@@ -56,6 +56,7 @@ FENCE = re.compile(r"^\s*```")
 def documents() -> list[Path]:
     """The user's docs: the READMEs, the release notes and docs/."""
     found = [ROOT / "README.md", ROOT / "charts" / "rebalancer" / "README.md"]
+    found += [ROOT / "examples" / "README.md"]
     found += [ROOT / name for name in ("CHANGELOG.md", "UPGRADING.md") if (ROOT / name).exists()]
     return found + sorted((ROOT / "docs").glob("*.md"))
 

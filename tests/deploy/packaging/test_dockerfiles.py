@@ -22,6 +22,7 @@ DOCKERFILES = {
     "operator": ROOT / "Dockerfile",
     "agent": ROOT / "agent.Dockerfile",
     "learning": ROOT / "learning.Dockerfile",
+    "example-consumer": ROOT / "examples" / "consumer" / "Dockerfile",
 }
 PINNED = re.compile(r"(?m)^ARG BASE=\S+@sha256:[0-9a-f]{64}$")
 
@@ -74,7 +75,10 @@ def test_each_image_installs_what_its_role_needs() -> None:
     assert "openjdk-17-jre-headless" in learning
     agent = DOCKERFILES["agent"].read_text(encoding="utf-8")
     assert "--no-deps ." in agent and "aiohttp|aiokafka|confluent-kafka|prometheus-client" in agent
+    # The example application, the package for its reporter, and confluent-kafka alone.
+    example = DOCKERFILES["example-consumer"].read_text(encoding="utf-8")
+    assert "--no-deps . ./examples/consumer" in example and r"confluent-kafka\b" in example
     # No compiler or build tool is installed into a final stage.
-    for text in (operator, agent, learning):
+    for text in (operator, agent, learning, example):
         final = text.rsplit("\nFROM ", 1)[1]
         assert not re.search(r"\b(gcc|g\+\+|build-essential|make|maven|openjdk-17-jdk)", final)

@@ -24,10 +24,15 @@ CHART = ROOT / "charts" / "rebalancer"
 MANIFESTS = ROOT / "deploy" / "rebalancer.yaml"
 
 # An image of the project's own with a tag: ghcr.io/rebalancer-dev/rebalancer-agent:0.1.0 and the
-# like, wherever it is written (a manifest's image:, --gate-image=, a doc's push command).
-OWN_IMAGE = re.compile(r"ghcr\.io/rebalancer-dev/(?P<name>rebalancer[a-z-]*):(?P<tag>[\w.+-]+)")
+# like, wherever it is written (a manifest's image:, --gate-image=, a doc's push command); also
+# REGISTRY/rebalancer-example-consumer:0.1.0, the registry an example leaves to the user.
+OWN_IMAGE = re.compile(
+    r"(?:ghcr\.io/rebalancer-dev|REGISTRY)/(?P<name>rebalancer[a-z-]*):(?P<tag>[\w.+-]+)"
+)
 # What `make images` writes (deploy/build_images.sh): rebalancer-<role>-<version>.oci.tar.
-ARCHIVE = re.compile(r"rebalancer-(?:operator|agent|learning)-(?P<tag>\d[\w.+-]*?)\.oci\.tar")
+ARCHIVE = re.compile(
+    r"rebalancer-(?:operator|agent|learning|example-consumer)-(?P<tag>\d[\w.+-]*?)\.oci\.tar"
+)
 # Keep a Changelog's release headings: "## [0.1.0] - 2026-01-01" or "## [0.1.0] - Unreleased".
 RELEASE_HEADING = re.compile(r"^## \[(?P<version>\d[^\]]*)\]", re.MULTILINE)
 
@@ -44,6 +49,7 @@ def text_files() -> Iterator[Path]:
     yield from sorted(CHART.glob("*.md"))
     yield from sorted((ROOT / "docs").glob("*.md"))
     yield from sorted((ROOT / "examples").rglob("*.yaml"))
+    yield from sorted((ROOT / "examples").rglob("*.md"))
     yield from sorted(ROOT.glob("*.md"))
 
 
