@@ -50,8 +50,9 @@ def startup(batch: int, unowned_s: float, rebalances: float) -> ScoreRow:
     return ScoreRow("startup", 3000.0, batch, 0.0, 10.0, 10.0, unowned_s, rebalances)
 
 
-def rolling(batch: int, unowned_s: float, rebalances: float) -> ScoreRow:
-    return ScoreRow("rolling", 0.0, batch, 0.0, unowned_s, unowned_s, unowned_s, rebalances)
+def rolling(batch: int, unowned_s: float, rebalances: float, per_day: float = 1.0) -> ScoreRow:
+    cost = unowned_s
+    return ScoreRow("rolling", 0.0, batch, 0.0, cost, cost * per_day, unowned_s, rebalances)
 
 
 def chosen_batch(rows: tuple[ScoreRow, ...], group_facts: GroupFacts | None = None) -> int | None:
@@ -139,3 +140,18 @@ def test_the_scored_group_gets_rolling_rows_and_a_batch_no_costlier_than_the_def
     without = score_group(dataclasses.replace(group_profile, rolling_updates_per_day=0.0),
                           delays_ms=(3000.0,), samples=2)  # fmt: skip
     assert not [row for row in without if row.kind == "rolling"]
+
+
+def test_the_expected_gain_is_counted_as_the_batch_was_chosen() -> None:
+    # The batch of 12 saves partition-seconds on rolling updates; its start-ups take longer to
+    # be Stable (the start-up objective, cost_s) but lose no more partition-seconds. The gain
+    # that licenses applying it is the one it was chosen for.
+    rows = (
+        ScoreRow("startup", 3000.0, 24, 0.0, 20.0, 20.0, 12.0, 1),
+        ScoreRow("startup", 3000.0, 12, 0.0, 45.0, 45.0, 12.0, 3),
+        *(rolling(24, 9.0, 4, per_day=5), rolling(12, 2.7, 10, per_day=5)),
+        rolling(6, 3.7, 15, per_day=5),
+    )
+    _, choices = choose([GroupScores(facts(), rows)])
+    assert choices[0].batch_size == 12
+    assert choices[0].improvement > 0.1

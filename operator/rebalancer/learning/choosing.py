@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rebalancer.learning.rolling_updates import default_batch
 from rebalancer.learning.scoring import DEFAULT_DELAY_MS, DEFAULT_SESSION_MS, ScoreRow
@@ -263,6 +263,11 @@ def _choose_group(group: GroupScores, delay: float | None) -> GroupChoice:
     default_departure = group.departure(DEFAULT_SESSION_MS)
     if departure is None:
         notes.append("no departures in the history: session timeout not chosen")
+    if rolling is not None:
+        # Batches were chosen by the planner's cost: start-ups count in it too, so that the
+        # expected gain is the one the choice was made for.
+        startup = _by_unowned(startup, facts.startups_per_day)
+        default_startup = _by_unowned(default_startup, facts.startups_per_day)
     chosen = (startup, rolling, departure)
     defaults = (default_startup, default_rolling, default_departure)
     cost = sum(row.per_day_s for row in chosen if row is not None)
@@ -303,6 +308,13 @@ def _batch_and_startup(
     # (bench/closed_loop.py measured 3x the unowned partition-seconds at N=24).
     notes.append(WHOLE_GROUP_NOTE)
     return startup, None, None
+
+
+def _by_unowned(row: ScoreRow | None, per_day: float) -> ScoreRow | None:
+    """A start-up row costed in partition-seconds without an owner (over the partitions)."""
+    if row is None:
+        return None
+    return replace(row, cost_s=row.unowned_s, per_day_s=row.unowned_s * per_day)
 
 
 def _per_day(row: ScoreRow | None, fallback: ScoreRow | None) -> float:

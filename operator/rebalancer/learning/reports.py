@@ -30,7 +30,10 @@ def render_markdown(
         "",
         "Costs are seconds per day of time to Stable plus stop-the-world time (partition-seconds "
         "over the group's partitions), by the coordinator simulator, for the start-ups and "
-        "departures the history shows. Default: 3000 ms delay, all pods at once, 45 s session.",
+        "departures the history shows. A group with rolling updates in its history counts its "
+        "start-ups and rolling updates by the planner's cost instead: partition-seconds without "
+        "an owner, over the group's partitions. Default: 3000 ms delay, all pods at once for a "
+        "start-up and a quarter for a rolling update, 45 s session.",
         "",
     ]
     if summary["messages"]:
