@@ -94,7 +94,7 @@ def choose_lever(
     facts: GroupFacts, *, configured_strategy: str | None, configured_protocol: str | None
 ) -> LeverChoice:
     # Before anything else: no lever of a Streams application may put a member in its group.
-    if configured_protocol == STREAMS_GROUP_PROTOCOL or facts.kind == STREAMS_GROUP_PROTOCOL:
+    if STREAMS_GROUP_PROTOCOL in (configured_protocol, facts.kind):
         return LeverChoice(Lever.UNSUPPORTED, reason=STREAMS_GROUP_REFUSAL)
     if facts.protocol_name == STREAMS_PROTOCOL_NAME:
         return LeverChoice(
