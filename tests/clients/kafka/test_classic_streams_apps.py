@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 from kafka_support import eventually, fresh
+from sidecar_support import SidecarProcess
 
 from rebalancer.clients.group_visiting import ClassicGroup, GroupVisitor
 from rebalancer.clients.kafka_admin import AdminGateway
@@ -58,4 +59,21 @@ def test_a_classic_streams_app_is_refused_not_visited(kafka: KafkaBroker, tmp_pa
         assert choose_lever(
             by_admin, configured_strategy="range", configured_protocol=None
         ).lever is (Lever.UNSUPPORTED)
+        assert app.states()[-1].endswith("RUNNING")
+
+        # The sidecar itself, beside the app: it refuses, and no member of its joins the group.
+        sidecar = SidecarProcess("pod0", kafka.bootstrap, app_id, tmp_path, strategy=None)
+        try:
+            seen = eventually(
+                lambda: (v := sidecar.group()) is not None and v["lever"] == "unsupported" and v,
+                60,
+                "the sidecar refuses the Streams group",
+            )
+            assert "Kafka Streams" in seen["leverReason"], seen
+            status, body = sidecar.enforce(app_id, "enforce-1", waitSeconds=2)
+            assert status == 422 and "spec.policy.enforce" in body["error"], body
+        finally:
+            sidecar.stop()
+        after = described(kafka.bootstrap, app_id)
+        assert (after.state, after.member_ids) == ("Stable", group.member_ids)
         assert app.states()[-1].endswith("RUNNING")
