@@ -58,6 +58,7 @@ GROUP_STATES = (
     "Stable",
     "Assigning",
     "Reconciling",
+    "NotReady",
     "Dead",
     "Unknown",
 )
@@ -106,6 +107,13 @@ GROUP_STATE = Gauge(
     "rebalancer_group_state",
     "1 for the group's state at the last observation, 0 for every other state.",
     [*GROUP_LABELS, "state"],
+    registry=REGISTRY,
+)
+STREAMS_TASKS = Gauge(
+    "rebalancer_streams_group_tasks",
+    "Streams groups (KIP-1071) only: tasks the members hold at the last observation, by kind "
+    "(active, standby, warmup); absent for other groups.",
+    [*GROUP_LABELS, "kind"],
     registry=REGISTRY,
 )
 GROUP_ASSIGNED_PARTITIONS = Gauge(
@@ -289,6 +297,7 @@ _GROUP_METRICS: tuple[Counter | Gauge | Histogram, ...] = (
     GROUP_MEMBERS,
     GROUP_GENERATION,
     GROUP_STATE,
+    STREAMS_TASKS,
     GROUP_ASSIGNED_PARTITIONS,
     GROUP_PARTITIONS,
     GROUP_LAG,
@@ -377,6 +386,19 @@ def publish_snapshot(
     _set_or_drop(GROUP_PARTITIONS, labels, snapshot.total_partitions)
     _set_or_drop(GROUP_LAG, labels, snapshot.lag)
     _set_or_drop(GROUP_LAST_REBALANCE, labels, tracking.last_rebalance_at)
+
+
+def publish_streams_tasks(
+    namespace: str, consumergroup: str, group_id: str, tasks: Mapping[str, int] | None
+) -> None:
+    """Export a streams group's tasks by kind; None (not a streams group, or no longer one)
+    drops the series."""
+    labels = _group(namespace, consumergroup, group_id)
+    if tasks is None:
+        STREAMS_TASKS.remove_by_labels(dict(zip(GROUP_LABELS, labels, strict=True)))
+        return
+    for kind, count in tasks.items():
+        STREAMS_TASKS.labels(*labels, kind).set(count)
 
 
 def record_time_to_stable(

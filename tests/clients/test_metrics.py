@@ -432,3 +432,26 @@ def test_a_new_group_id_replaces_the_old_ones_series(group: tuple[str, str]) -> 
         )
         == 5
     )
+
+
+def test_a_streams_groups_tasks_by_kind_and_gone_when_it_is_not_one(
+    group: tuple[str, str],
+) -> None:
+    namespace, name = group
+    counts = {"active": 4, "standby": 2, "warmup": 1}
+    metrics.publish_streams_tasks(namespace, name, GID, counts)
+    seen = {
+        s.labels["kind"]: s.value
+        for s in samples()
+        if s.name == "rebalancer_streams_group_tasks" and s.labels["consumergroup"] == name
+    }
+    assert seen == counts
+    metrics.publish_streams_tasks(namespace, name, GID, None)
+    assert not [
+        s
+        for s in samples()
+        if s.name == "rebalancer_streams_group_tasks" and s.labels["consumergroup"] == name
+    ]
+    metrics.publish_streams_tasks(namespace, name, GID, counts)
+    metrics.forget_group(namespace, name)
+    assert not [s for s in samples() if s.labels.get("consumergroup") == name]

@@ -77,3 +77,48 @@ def test_unsupported_names_the_protocol_and_the_fix() -> None:
     )
     reason = choose_lever(facts, configured_strategy=None, configured_protocol=None).reason
     assert "'connect'" in reason and "'sessioned'" in reason and "spec.policy.enforce" in reason
+
+
+# A classic Kafka Streams group as the broker describes it (protocol type, then name).
+STREAMS_APP = GroupFacts(
+    kind="classic", has_members=True, protocol_type="consumer", protocol_name="stream"
+)
+
+
+@pytest.mark.parametrize("strategy", [None, "range", "cooperative-sticky", "stream"])
+@pytest.mark.parametrize("protocol", [None, "classic"])
+@pytest.mark.parametrize("kind", ["classic", "unknown", None])
+def test_a_classic_streams_group_is_never_visited(
+    strategy: str | None, protocol: str | None, kind: str | None
+) -> None:
+    """The Streams leader fails on a member it cannot decode: whatever the sidecar's settings
+    say, no lever may put one in the group."""
+    facts = GroupFacts(kind, True, "consumer", "stream")
+    choice = choose_lever(facts, configured_strategy=strategy, configured_protocol=protocol)
+    assert choice.lever is Lever.UNSUPPORTED
+    assert choice.protocol_name is None and choice.strategy is None
+
+
+def test_the_streams_refusal_names_the_risk_and_the_fix() -> None:
+    reason = choose_lever(STREAMS_APP, configured_strategy=None, configured_protocol=None).reason
+    assert "Kafka Streams" in reason and "'stream'" in reason
+    assert "ERROR" in reason and "spec.policy.enforce" in reason
+
+
+def test_another_assignor_named_like_streams_is_still_visited() -> None:
+    """Only Kafka Streams' own name is refused; an application's assignor keeps the visit."""
+    facts = GroupFacts(**LIVE, protocol_name="streams-like")
+    choice = choose_lever(facts, configured_strategy=None, configured_protocol=None)
+    assert choice.lever is Lever.VISIT
+
+
+@pytest.mark.parametrize(
+    "facts, protocol",
+    [(GroupFacts(), "streams"), (GroupFacts(kind="streams", has_members=True), None)],
+)
+def test_a_streams_protocol_group_is_refused_with_its_fix(
+    facts: GroupFacts, protocol: str | None
+) -> None:
+    choice = choose_lever(facts, configured_strategy="range", configured_protocol=protocol)
+    assert choice.lever is Lever.UNSUPPORTED
+    assert "KIP-1071" in choice.reason and "spec.policy.enforce" in choice.reason

@@ -74,6 +74,8 @@ def client_options(kafka: Mapping[str, str]) -> dict[str, Any]:
     if security in ("SSL", "SASL_SSL"):
         options["ssl_context"] = create_ssl_context(
             cafile=kafka.get("ssl.ca.location") or None,
+            # The operator's own clients carry the CA inline (clients/librdkafka_config.py).
+            cadata=kafka.get("ssl.ca.pem") or None,
             certfile=kafka.get("ssl.certificate.location") or None,
             keyfile=kafka.get("ssl.key.location") or None,
             password=kafka.get("ssl.key.password") or None,

@@ -359,3 +359,16 @@ class StreamsGroupReader:
 
     async def close(self) -> None:
         await self._client.close()
+
+
+async def read_streams_group(kafka: Mapping[str, str], group_id: str) -> StreamsGroupView | None:
+    """The group's describe when the broker lists it as a streams group, None when it does not
+    (a classic or KIP-848 group, or none). One connection, closed before returning."""
+    reader = StreamsGroupReader(kafka, client_id="rebalancer-observer")
+    try:
+        listed = await reader.list_groups()
+        if group_id not in {group.group_id for group in listed}:
+            return None
+        return await reader.describe(group_id)
+    finally:
+        await reader.close()

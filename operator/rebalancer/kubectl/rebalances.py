@@ -213,6 +213,11 @@ CAUSES: Mapping[str, str] = {
     RebalanceCause.ENFORCED: (
         "an enforced rebalance the operator asked a sidecar for (spec.policy.enforce)"
     ),
+    RebalanceCause.STREAMS_FOLLOW_UP: (
+        "a Kafka Streams application rebalanced on its own with the same members: a KIP-441 "
+        "probing rebalance (every probing.rebalance.interval.ms while warm-up replicas catch "
+        "up) or the follow-up of a cooperative task move"
+    ),
     RebalanceCause.UNKNOWN: "the operator could not tell why",
 }
 

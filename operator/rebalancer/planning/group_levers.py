@@ -17,8 +17,14 @@ refused with INCONSISTENT_GROUP_PROTOCOL, so the sidecar reads the group's proto
 - WAIT: the group has no members and the application's settings name no strategy. Joining then
   would fix the group's protocol to librdkafka's default and lock out a fleet whose client names
   its protocol otherwise; the sidecar waits for the group to form.
-- UNSUPPORTED: a protocol type other than `consumer` (Kafka Connect's `connect`, ...) or a group
-  kind the sidecar cannot join.
+- UNSUPPORTED: a protocol type other than `consumer` (Kafka Connect's `connect`, ...), a group
+  kind the sidecar cannot join, or a classic Kafka Streams application (protocol name `stream`,
+  StreamsPartitionAssignor). Never a visit there: the Streams leader decodes every member's
+  subscription user data before its error handling, so a visitor still in the group when the
+  leader assigns fails the leader's stream thread, and under the default uncaught-exception
+  handler takes the whole client to ERROR. No other lever is safe: a librdkafka member cannot
+  offer `stream` (its metadata would be just as undecodable), and an empty protocol name is no
+  consumer group's. Streams groups (KIP-1071, `group.protocol=streams`) have no JoinGroup at all.
 """
 
 from __future__ import annotations
@@ -29,6 +35,24 @@ from enum import StrEnum
 # The protocol names librdkafka's partition.assignment.strategy can offer.
 LIBRDKAFKA_PROTOCOLS = frozenset({"range", "roundrobin", "cooperative-sticky"})
 CONSUMER_PROTOCOL_TYPE = "consumer"
+# The protocol name of Kafka Streams' StreamsPartitionAssignor on the classic protocol.
+STREAMS_PROTOCOL_NAME = "stream"
+# group.protocol of a KIP-1071 streams application, as the sidecar may read it from its settings.
+STREAMS_GROUP_PROTOCOL = "streams"
+
+KAFKA_STREAMS_REFUSAL = (
+    "a classic Kafka Streams group (protocol {name!r}, StreamsPartitionAssignor): enforced "
+    "rebalances need a member the Streams leader can decode, and the sidecar's visit would put "
+    "a foreign member in the group, whose subscription the leader fails on (the stream thread "
+    "dies and, with the default uncaught-exception handler, the client goes to ERROR); the "
+    "sidecar refuses rather than risk the application. Fix: remove spec.policy.enforce from its "
+    "ConsumerGroup (Kafka Streams rebalances on its own when instances come and go)"
+)
+STREAMS_GROUP_REFUSAL = (
+    "a streams group (KIP-1071, group.protocol=streams): the sidecar cannot join it, so it "
+    "cannot enforce rebalances of this group. Fix: remove spec.policy.enforce from its "
+    "ConsumerGroup; its per-group delay is spec.policy.groupConfigs.streams"
+)
 
 
 class Lever(StrEnum):
@@ -69,6 +93,13 @@ def _offers(strategy: str | None, name: str) -> bool:
 def choose_lever(
     facts: GroupFacts, *, configured_strategy: str | None, configured_protocol: str | None
 ) -> LeverChoice:
+    # Before anything else: no lever of a Streams application may put a member in its group.
+    if STREAMS_GROUP_PROTOCOL in (configured_protocol, facts.kind):
+        return LeverChoice(Lever.UNSUPPORTED, reason=STREAMS_GROUP_REFUSAL)
+    if facts.protocol_name == STREAMS_PROTOCOL_NAME:
+        return LeverChoice(
+            Lever.UNSUPPORTED, reason=KAFKA_STREAMS_REFUSAL.format(name=facts.protocol_name)
+        )
     if configured_protocol == "consumer" or (facts.has_members and facts.kind == "consumer"):
         return LeverChoice(Lever.SUBSCRIPTION, reason="a KIP-848 group: a subscription change")
     # A group that is forming has members but no protocol yet: as good as empty.

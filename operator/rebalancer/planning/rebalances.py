@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from rebalancer.planning.group_levers import STREAMS_PROTOCOL_NAME
 from rebalancer.structs.brokers import GroupState
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.reports import GenerationSighting
@@ -61,6 +62,21 @@ def _cause(joined: Sequence[str], left: Sequence[str]) -> RebalanceCause:
     return RebalanceCause.REJOIN
 
 
+# Causes that say only that the group rebalanced with the same members.
+_SAME_MEMBERS = frozenset({RebalanceCause.REJOIN, RebalanceCause.STATE_CHANGE})
+
+
+def explained_cause(
+    cause: RebalanceCause, assignor: str | None, joined: Sequence[str], left: Sequence[str]
+) -> RebalanceCause:
+    """A classic Kafka Streams group rebalancing with no member joined or left did so on its own
+    (a KIP-441 probing rebalance, a cooperative follow-up): named so, not left unexplained. A
+    join or leave in the same generation is the cause instead, whatever the assignor."""
+    if assignor == STREAMS_PROTOCOL_NAME and cause in _SAME_MEMBERS and not joined and not left:
+        return RebalanceCause.STREAMS_FOLLOW_UP
+    return cause
+
+
 def detect_rebalances(
     tracking: GroupTracking,
     snapshot: GroupSnapshot,
@@ -92,7 +108,7 @@ def detect_rebalances(
             cluster=context.cluster,
             generation=gen,
             previous_generation=generation,
-            cause=cause,
+            cause=explained_cause(cause, snapshot.assignor, *change),
             detected_at=snapshot.observed_at if seen is None else seen,
             started_at=None,
             members=members,

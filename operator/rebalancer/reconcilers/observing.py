@@ -23,6 +23,7 @@ from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.librdkafka_config import build_client_config
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
+from rebalancer.clients.streams_groups import StreamsGroupUnreadable, read_streams_group
 from rebalancer.planning.backoff import backoff_delay
 from rebalancer.planning.consumer_settings_plans import settings_conditions
 from rebalancer.planning.enforce_conditions import enforcement_conditions
@@ -64,6 +65,12 @@ from rebalancer.planning.statuses import (
     observation_conditions,
     render_group,
 )
+from rebalancer.planning.streams_observing import (
+    group_tasks,
+    may_be_a_streams_group,
+    render_streams_group,
+    streams_snapshot,
+)
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.learning import PodWatch, learning_status
 from rebalancer.reconcilers.ownership import ClaimIndex, refusal_of
@@ -78,9 +85,11 @@ from rebalancer.structs.conditions import (
 )
 from rebalancer.structs.consumer_group import read_consumer_group, written_status
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
+from rebalancer.structs.kafka_properties import SettingsError
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.snapshots import GroupSnapshot, moved_for_rollouts
 from rebalancer.structs.specs import ConsumerGroupSpec
+from rebalancer.structs.streams_groups import StreamsGroupView
 from rebalancer.structs.times import format_rfc3339, read_rfc3339
 
 logger = logging.getLogger(__name__)
@@ -145,6 +154,10 @@ class Observer:
     # Since when the group has not been Stable with every partition assigned (its time to
     # Stable, rebalancer_rebalance_time_to_stable_seconds).
     stable: StableSpell = field(default_factory=StableSpell)
+    # The admin client's configuration, for the streams-group reader (same cluster, security).
+    kafka_config: dict[str, str] = field(default_factory=dict)
+    # The streams-group reader's last failure, logged once per change.
+    streams_unreadable: str | None = None
 
     def release(self) -> None:
         if self.gateway_key is not None:
@@ -157,6 +170,7 @@ class Observer:
         config = build_client_config(list(spec.kafka.bootstrap_servers), security)
         config["socket.timeout.ms"] = str(spec.kafka.request_timeout_seconds * 1000)
         key = cluster_key(list(spec.kafka.bootstrap_servers), security)
+        self.kafka_config = config
         if key != self.gateway_key:
             self.release()
             self.gateway = self.deps.pool.acquire(key, config)
@@ -179,7 +193,11 @@ class Observer:
             if report.namespace in (None, self.namespace)
             and report.consumer_group in (None, self.name)
         ]
-        snapshot = combine_observation(view, reports, total, now)
+        streams = await self._streams_group(spec, view)
+        if streams is None:
+            snapshot = combine_observation(view, reports, total, now)
+        else:
+            snapshot = streams_snapshot(streams, total, now)
         moved = await self._coordinator_move(gateway, snapshot.coordinator)
         floor = -1 if self.tracking.generation is None else self.tracking.generation
         sightings = book.generations_after(floor - 1)
@@ -241,6 +259,10 @@ class Observer:
         conditions = self._conditions(body, spec, snapshot, replicas, refused)
         profile = resolve_profile(spec.kafka.profile.declared, gateway.profile)
         group = render_group(snapshot, self.tracking, None if profile is None else profile.value)
+        if streams is not None:
+            group = render_streams_group(group, streams)
+        tasks = None if streams is None else group_tasks(streams).by_kind()
+        metrics.publish_streams_tasks(self.namespace, self.name, spec.group_id, tasks)
         metrics.publish_snapshot(self.namespace, self.name, spec.group_id, snapshot, self.tracking)
         to_stable, self.stable = track_stable(self.stable, snapshot)
         metrics.record_time_to_stable(self.namespace, self.name, spec.group_id, to_stable)
@@ -308,6 +330,30 @@ class Observer:
         refused = await gateway.refused_topics(hidden_topics(spec.subscription, topics))
         total = sum(count for topic, count in topics.items() if spec.subscription.matches(topic))
         return view, total, refused
+
+    async def _streams_group(
+        self, spec: ConsumerGroupSpec, view: BrokerGroupView
+    ) -> StreamsGroupView | None:
+        """The group's StreamsGroupDescribe when the broker lists it as a streams group
+        (KIP-1071), which librdkafka describes as a Dead classic group with no members; None
+        for every other group, which is not asked about."""
+        if not may_be_a_streams_group(view):
+            return None
+        try:
+            return await read_streams_group(self.kafka_config, spec.group_id)
+        except (StreamsGroupUnreadable, SettingsError, OSError) as error:
+            # The reader is aiokafka's (no inline PEMs, no OAUTHBEARER): where it cannot read,
+            # the group is observed as librdkafka saw it, as before streams groups were read.
+            if str(error) != self.streams_unreadable:
+                logger.warning(
+                    "%s/%s: group %r is observed as librdkafka describes it: %s",
+                    self.namespace,
+                    self.name,
+                    spec.group_id,
+                    error,
+                )
+            self.streams_unreadable = str(error)
+            return None
 
     async def yields(self, body: kopf.Body) -> bool:
         """Whether this resource takes no action: an older ConsumerGroup owns its group or

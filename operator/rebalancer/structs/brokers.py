@@ -14,7 +14,7 @@ from enum import StrEnum
 
 
 class GroupState(StrEnum):
-    """Group states as Kafka names them on the wire (classic and KIP-848 groups)."""
+    """Group states as Kafka names them on the wire (classic, KIP-848 and streams groups)."""
 
     UNKNOWN = "Unknown"
     PREPARING_REBALANCE = "PreparingRebalance"
@@ -25,6 +25,8 @@ class GroupState(StrEnum):
     # KIP-848 (group.protocol=consumer) groups only.
     ASSIGNING = "Assigning"
     RECONCILING = "Reconciling"
+    # Streams groups (KIP-1071) only: the topology's internal topics are missing.
+    NOT_READY = "NotReady"
 
     @property
     def has_members(self) -> bool:

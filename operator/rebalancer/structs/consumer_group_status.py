@@ -771,6 +771,34 @@ class MemberDetailStatus(StatusModel):
             )
         ),
     ] = None
+    process_id: Annotated[
+        Str | None,
+        Field(description="Streams groups only, the Kafka Streams client the member is part of."),
+    ] = None
+    active_tasks: Annotated[
+        Int | None, Field(description="Streams groups only, active tasks the member holds.")
+    ] = None
+    standby_tasks: Annotated[
+        Int | None, Field(description="Streams groups only, standby tasks the member holds.")
+    ] = None
+    warmup_tasks: Annotated[
+        Int | None,
+        Field(
+            description=(
+                "Streams groups only, warm-up tasks the member holds (KIP-441: standbys "
+                "catching up before they take the task over)."
+            )
+        ),
+    ] = None
+    target_active_tasks: Annotated[
+        Int | None,
+        Field(
+            description=(
+                "Streams groups only, active tasks the coordinator's target assignment gives "
+                "the member."
+            )
+        ),
+    ] = None
     source: Annotated[Str | None, Field(description="broker or member-reports.")] = None
 
 
@@ -782,12 +810,14 @@ class ObservedGroupStatus(StatusModel):
         Field(
             description=(
                 "Group state (Stable, PreparingRebalance, CompletingRebalance, Empty, Dead, "
-                "Unknown)."
+                "Unknown; KIP-848 and streams groups: Assigning, Reconciling; streams groups: "
+                "NotReady)."
             )
         ),
     ] = None
     protocol: Annotated[
-        Str | None, Field(description="Group protocol in use (classic or consumer).")
+        Str | None,
+        Field(description="Group protocol in use (classic, consumer or streams)."),
     ] = None
     assignor: Annotated[
         Str | None, Field(description="Partition assignment strategy the members use.")
@@ -853,6 +883,25 @@ class ObservedGroupStatus(StatusModel):
                 "target assignment (ConsumerGroupDescribe); 0 once every member has reconciled."
             )
         ),
+    ] = None
+    assignment_epoch: Annotated[
+        Int | None,
+        Field(
+            description=(
+                "Streams groups only, the epoch of the coordinator's latest task assignment; "
+                "the group epoch (generation) once the assignment is computed."
+            ),
+            json_schema_extra={"format": "int64"},
+        ),
+    ] = None
+    active_tasks: Annotated[
+        Int | None, Field(description="Streams groups only, active tasks the members hold.")
+    ] = None
+    standby_tasks: Annotated[
+        Int | None, Field(description="Streams groups only, standby tasks the members hold.")
+    ] = None
+    warmup_tasks: Annotated[
+        Int | None, Field(description="Streams groups only, warm-up tasks the members hold.")
     ] = None
     sources: Annotated[
         dict[str, Str] | None,

@@ -67,6 +67,11 @@ class RebalanceCause(StrEnum):
     STATE_CHANGE = "state-change"
     # Asked for through the sidecar (on demand, schedule, topic creation, after a rollout).
     ENFORCED = "enforced"
+    # A classic Kafka Streams group (protocol `stream`) rebalancing with the same members: the
+    # application's own follow-up rebalances, KIP-441 probing rebalances every
+    # probing.rebalance.interval.ms while warm-up replicas catch up, and the second round of a
+    # cooperative (KIP-429) task move. Explained, not unknown.
+    STREAMS_FOLLOW_UP = "streams-follow-up"
     UNKNOWN = "unknown"
 
 
