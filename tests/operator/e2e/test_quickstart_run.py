@@ -224,7 +224,7 @@ def check_table(expected: list[str], printed: list[str]) -> list[str]:
     if columns(header) != columns(shown_header):
         return [f"columns {columns(header)}, shown {columns(shown_header)}"]
     real, shown = cells(header, row), cells(shown_header, shown_row)
-    real_fixed, shown_fixed = ({k: cells[k] for k in FIXED} for cells in (real, shown))
+    real_fixed, shown_fixed = ({k: line[k] for k in FIXED} for line in (real, shown))
     return [] if real_fixed == shown_fixed else [f"line {real_fixed}, shown {shown_fixed}"]
 
 
