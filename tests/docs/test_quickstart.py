@@ -1,8 +1,9 @@
 """docs/quickstart.md and deploy/examples/quickstart/: every manifest parses and fits its schema,
 and the pieces point at each other.
 
-This checks the files, not a run: the quickstart's steps need a Strimzi cluster and published
-images. The ConsumerGroup it shows is also applied to a real kube-apiserver by
+This checks the files; tests/operator/e2e/test_quickstart_run.py runs the doc's commands on the
+lab, as tests/docs/quickstart_steps.py reads them and maps what only a real cluster has. The
+ConsumerGroup it shows is also applied to a real kube-apiserver by
 tests/lab/controlplane/test_crd_lifecycle.py (every ConsumerGroup block of docs/), and the
 `kubectl get` header it shows is checked against the CRD's columns by test_docs_agree.py.
 """
@@ -16,6 +17,7 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import yaml
+from tests.docs.quickstart_steps import COMMANDS, cells, columns, mapping_of, steps
 from tests.docs.test_docs_agree import in_values, schema
 
 from rebalancer.structs.specs import WorkloadKind, parse_spec
@@ -120,3 +122,42 @@ def test_the_chart_values_let_the_gate_watch_its_pod() -> None:
         "name": deployment["spec"]["template"]["spec"]["serviceAccountName"],
     }
     assert values["gate"]["serviceAccounts"] == [wanted]
+
+
+def test_the_lab_knows_how_to_run_every_command_of_the_quickstart() -> None:
+    commands = [command for step in steps() for command in step.commands]
+    used = {mapping_of(command).name for command in commands}
+    # The steps that reach the value are run as written, not mapped away.
+    for name in ("restart", "count", "watch", "rollout-status"):
+        assert name in used, f"docs/quickstart.md no longer has a {name} step"
+        assert not next(m for m in COMMANDS if m.name == name).skipped
+    unused = {m.name for m in COMMANDS} - used
+    assert not unused, f"tests/docs/quickstart_steps.py maps commands the doc lost: {unused}"
+
+
+def test_the_steps_read_each_command_with_the_output_shown_after_it() -> None:
+    text = "```sh\nkubectl a \\\n  --b\nkubectl c\n```\n\n```\nout\n```\n```sh\nd\n```\n"
+    first, second = steps(text)
+    assert first.commands == ("kubectl a --b", "kubectl c") and first.expected == "out\n"
+    assert second.commands == ("d",) and second.expected == ""
+
+
+def test_the_counts_shown_before_and_after_the_restart_are_the_same() -> None:
+    counts = [s.expected.strip() for s in steps() if mapping_of(s.commands[0]).name == "count"]
+    assert len(counts) == 2 and counts[0] == counts[1], counts
+
+
+def test_a_kubectl_row_is_read_by_its_header_even_with_empty_cells() -> None:
+    # `kubectl get cg -o wide` as the lab printed it: PLAN is empty once a rollout is over.
+    header = (
+        "NAME     GROUP    STATE    PROTOCOL   MEMBERS   GENERATION   REBALANCES   ROLLOUT     "
+        "BATCH   BATCHES   PLAN   READY   REASON        AGE"
+    )
+    row = (
+        "orders   orders   Stable   classic    3         4            4            Completed   "
+        "2       3                True    GroupStable   3m"
+    )
+    found = cells(header, row)
+    assert found["PLAN"] == "" and found["READY"] == "True" and found["AGE"] == "3m", found
+    assert columns("LAST SEEN   TYPE     REASON") == ["LAST SEEN", "TYPE", "REASON"]
+    assert cells("LAST SEEN   TYPE", "2m          Normal") == {"LAST SEEN": "2m", "TYPE": "Normal"}

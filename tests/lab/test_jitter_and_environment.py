@@ -101,6 +101,14 @@ def test_a_container_without_command_uses_its_images_entrypoint() -> None:
         command_line({"name": "x", "image": "nginx:1"}, {}, "/py", images)
 
 
+def test_the_example_consumers_image_runs_its_entrypoint_from_the_checkout() -> None:
+    # examples/consumer/Dockerfile: ENTRYPOINT ["rebalancer-example-consumer"], no command in
+    # the example fleet's manifests (docs/quickstart.md runs them on the lab as they are).
+    spec = {"name": "consumer", "image": "ghcr.io/rebalancer-dev/rebalancer-example-consumer:0.1.0"}
+    argv = ["/py", "-m", "rebalancer_example_consumer"]
+    assert command_line(spec, {}, "/py") == argv
+
+
 def test_mounts_rewrite_the_containers_paths_but_never_the_labs_interpreter() -> None:
     # The chart mounts an emptyDir at /tmp; a checkout under /tmp keeps its own Python.
     python = "/tmp/checkout/.venv/bin/python"

@@ -39,11 +39,17 @@ from ..kube.requesting import Api, resource_path
 
 Body = dict[str, Any]
 
-# The project's images (Dockerfile, agent.Dockerfile, learning.Dockerfile) all run `rebalancer`.
+# The project's images (Dockerfile, agent.Dockerfile, learning.Dockerfile) all run `rebalancer`;
+# the example consumer's (examples/consumer/Dockerfile) runs `rebalancer-example-consumer`.
 DEFAULT_IMAGES: Mapping[str, Sequence[str]] = {
     "ghcr.io/rebalancer-dev/rebalancer": ("python", "-m", "rebalancer"),
     "ghcr.io/rebalancer-dev/rebalancer-agent": ("python", "-m", "rebalancer"),
     "ghcr.io/rebalancer-dev/rebalancer-learning": ("python", "-m", "rebalancer"),
+    "ghcr.io/rebalancer-dev/rebalancer-example-consumer": (
+        "python",
+        "-m",
+        "rebalancer_example_consumer",
+    ),
 }
 INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
