@@ -242,7 +242,7 @@ def test_names_follow_prometheus_conventions(group: tuple[str, str]) -> None:
     families = list(text_string_to_metric_families(scrape()))
     assert families
     allowed = {"namespace", "consumergroup", "group_id", "cause", "state", "reason", "outcome"}
-    allowed |= {"phase", "le"}
+    allowed |= {"phase", "le", "kind", "verb", "resource", "request"}
     for family in families:
         runtime = family.name.startswith(RUNTIME_PREFIXES)
         assert runtime or family.name.startswith("rebalancer_"), family.name

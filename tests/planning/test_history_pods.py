@@ -417,6 +417,7 @@ def test_with_no_history_store_the_pods_are_not_listed(monkeypatch: pytest.Monke
     # The workload as the watch told it: no request at all (kube is None).
     workloads = WorkloadCache(watched={"StatefulSet"})
     workloads.seen("shop", "StatefulSet", "orders", 3)
+    workloads.verified.add(("workload", "shop", "StatefulSet", "orders"))  # read at its first look
     spec = SimpleNamespace(
         workload=SimpleNamespace(kind=SimpleNamespace(value="StatefulSet"), name="orders"),
         policy=SimpleNamespace(history_enabled=True),

@@ -96,6 +96,10 @@ def ready_reason(lab: Lab, name: str) -> str | None:
     return condition(get_cg(lab, name), "Ready").get("reason")
 
 
+def total_partitions(lab: Lab, name: str) -> object:
+    return (get_cg(lab, name).get("status") or {}).get("group", {}).get("totalPartitions")
+
+
 def observed_at(lab: Lab, name: str) -> str | None:
     return (get_cg(lab, name).get("status") or {}).get("group", {}).get("observedAt")
 
@@ -114,7 +118,15 @@ def test_at_rest_no_get_no_patch_and_a_change_is_written_at_once(lab: Lab) -> No
             90,
             f"{name} Ready ScaledToZero",
         )
-    # The first looks' writes are done (conditions settle within a look or two).
+    # The first looks' writes are done: the topics' partitions are counted once the shared
+    # topic metadata is read again (at most 5 s old), and the conditions settle within a look
+    # or two.
+    for name in NAMES:
+        eventually(
+            lambda name=name: total_partitions(lab, name) == 2 or None,  # type: ignore[misc]
+            30,
+            f"{name}'s partitions counted",
+        )
     time.sleep(4)
     before = counts(lab)
     stamps = {name: observed_at(lab, name) for name in NAMES}
