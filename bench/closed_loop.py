@@ -25,11 +25,11 @@ fleet's own and not a settings rollout.
    <state>/history/_recommendations/recommendations.json, where the operator reads it;
 3. spec.policy.learning.mode set to auto: the operator applies the recommendation through
    spec.policy (rebalancer.planning.recommendation_policies.policy_patch: the batch size to
-   rollout.maxBatchSize, the session timeout to settings.sessionTimeoutMs; a delay only with a
-   brokerDelay policy, which this fleet has not: Apache Kafka's group.initial.rebalance.delay.ms
-   is a static broker setting, and the lab's broker keeps 3 s). A changed session timeout rolls
-   the fleet (the settings machinery's own rollout): the loop waits for it and for the group to
-   settle;
+   rollout.updateBatchSize, for rolling updates only, the session timeout to
+   settings.sessionTimeoutMs; a delay only with a brokerDelay policy, which this fleet has not:
+   Apache Kafka's group.initial.rebalance.delay.ms is a static broker setting, and the lab's
+   broker keeps 3 s). A changed session timeout rolls the fleet (the settings machinery's own
+   rollout): the loop waits for it and for the group to settle;
 4. after: scaled to 0, the group Empty again, and the same cold start and rolling updates.
 
 Measured per event from the consumers' own member reports, as bench/rollouts.py measures them:

@@ -4,9 +4,9 @@ does not score it.
 
     .venv/bin/python bench/closed_loop_model.py --pods 24 --learned 24
 
-`rebalancer learn` scores a batch size on start-ups from zero (rebalancer.learning.scoring:
-"the first batch meets an Empty group"), and the operator applies it to every rollout
-(spec.policy.rollout.maxBatchSize). In a rolling update the old pods own every partition until
+A batch size scored on start-ups from zero alone (rebalancer.learning.scoring: "the first
+batch meets an Empty group") says nothing of rolling updates, where the operator applies it
+(spec.policy.rollout.updateBatchSize). In a rolling update the old pods own every partition until
 they go: a batch of the whole group leaves all of them without an owner while the new pods
 start, where smaller batches leave the rest of the group to take them over. This plays that
 rolling update on the same model (Apache Kafka profile, the lab's 3 s initial delay, dynamic

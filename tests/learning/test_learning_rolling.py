@@ -79,22 +79,25 @@ def test_a_cheaper_batch_wins_and_a_tie_goes_to_fewer_rebalances() -> None:
 
 
 def test_the_operators_defaults_win_a_tie_they_share() -> None:
-    # A batch of 12 as maxBatchSize would batch start-ups too; it saves nothing here.
     rows = (*STARTUPS, rolling(12, 4.2, 10), rolling(6, 4.2, 10))
     _, choices = choose([GroupScores(facts(), rows)])
     assert choices[0].batch_size is None
     assert DEFAULTS_NOTE in choices[0].notes
 
 
-def test_start_ups_weigh_in_at_their_rate() -> None:
-    # Halving start-ups costs more than the rolling updates save when start-ups are as
-    # frequent as rolling updates (the default's 6 a rolling-update batch, 24 a start-up).
+def test_the_batch_is_a_rolling_updates_and_leaves_start_ups_whole() -> None:
+    # Start-ups split in two cost more on this group, however frequent: the batch learned from
+    # rolling updates is applied to them only (rollout.updateBatchSize), so it is chosen on
+    # them alone and the start-ups are costed as the arrival plan runs them, whole.
     rows = (
         *(startup(24, 10.0, 1), startup(12, 14.0, 3)),
         *(rolling(24, 9.0, 4), rolling(12, 5.0, 10), rolling(6, 8.0, 18)),
     )
-    assert chosen_batch(rows, facts(rolling_per_day=1.0, startups_per_day=1.0)) is None
-    assert chosen_batch(rows, facts(rolling_per_day=50.0, startups_per_day=1.0)) == 12
+    for startups_per_day in (1.0, 50.0):
+        group_facts = facts(rolling_per_day=1.0, startups_per_day=startups_per_day)
+        _, choices = choose([GroupScores(group_facts, rows)])
+        assert choices[0].batch_size == 12
+        assert choices[0].startup_cost_s == 10.0
 
 
 def test_rolling_updates_are_counted_from_the_members_leaves() -> None:
@@ -143,9 +146,8 @@ def test_the_scored_group_gets_rolling_rows_and_a_batch_no_costlier_than_the_def
 
 
 def test_the_expected_gain_is_counted_as_the_batch_was_chosen() -> None:
-    # The batch of 12 saves partition-seconds on rolling updates; its start-ups take longer to
-    # be Stable (the start-up objective, cost_s) but lose no more partition-seconds. The gain
-    # that licenses applying it is the one it was chosen for.
+    # The batch of 12 saves partition-seconds on rolling updates; start-ups are released whole
+    # whatever it is. The gain that licenses applying it is the one it was chosen for.
     rows = (
         ScoreRow("startup", 3000.0, 24, 0.0, 20.0, 20.0, 12.0, 1),
         ScoreRow("startup", 3000.0, 12, 0.0, 45.0, 45.0, 12.0, 3),

@@ -48,6 +48,12 @@ def spec_with(policy: dict[str, Any]) -> ConsumerGroupSpec:
         ),
         # A block turned on without the value: the default it delivers is in force.
         ({"settings": {}, "brokerDelay": {}}, {}, CurrentSettings(3000.0, None, 45000.0)),
+        # The learned batch is a rolling update's: updateBatchSize wins over maxBatchSize.
+        (
+            {"rollout": {"enabled": True, "maxBatchSize": 4, "updateBatchSize": 12}},
+            {},
+            CurrentSettings(None, 12, None),
+        ),
         # Nonsense in status reads as unknown, not as a number (the spec's is refused before).
         (
             {"settings": {"sessionTimeoutMs": 30000}},
@@ -88,7 +94,7 @@ def decision(settings: CurrentSettings) -> LearningDecision:
         (
             MANAGED,
             CurrentSettings(1000.0, 2, 20000.0),
-            {"rollout": {"maxBatchSize": 2}, "settings": {"sessionTimeoutMs": 20000},
+            {"rollout": {"updateBatchSize": 2}, "settings": {"sessionTimeoutMs": 20000},
              "brokerDelay": {"delayMs": 1000}},
         ),
         # Only the changes: a None is left alone.

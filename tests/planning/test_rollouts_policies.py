@@ -38,6 +38,7 @@ def test_every_field() -> None:
         {
             "enabled": True,
             "maxBatchSize": 4,
+            "updateBatchSize": 6,
             "batchDeadlineSeconds": 120,
             "gatherSeconds": 30,
             "settleSeconds": 5,
@@ -61,6 +62,7 @@ def test_every_field() -> None:
     )
     assert policy == RolloutPolicy(
         max_batch_size=4,
+        update_batch_size=6,
         batch_deadline_seconds=120,
         gather_seconds=30,
         settle_seconds=5,
@@ -81,6 +83,7 @@ def test_every_field() -> None:
     [
         ({"maxBatchSize": 0}, "spec.policy.rollout.maxBatchSize", "from 1 to 10000"),
         ({"maxBatchSize": "3"}, "spec.policy.rollout.maxBatchSize", "use a number"),
+        ({"updateBatchSize": 0}, "spec.policy.rollout.updateBatchSize", "from 1 to 10000"),
         ({"batchDeadlineSeconds": 1}, "spec.policy.rollout.batchDeadlineSeconds", "from 5"),
         ({"gateJoins": "yes"}, "spec.policy.rollout.gateJoins", "use a bool"),
         ({"staticMembership": "maybe"}, "spec.policy.rollout.staticMembership", "auto, enabled"),
@@ -203,6 +206,26 @@ def test_a_max_batch_size_above_the_replicas_is_capped_not_refused(replicas: int
     plan = plan_rollout(setup, workload, None, change)
     assert plan.problems == ()
     assert plan.sizes == (replicas,)
+
+
+def test_an_update_batch_size_batches_rolling_updates_only() -> None:
+    """updateBatchSize (what `rebalancer learn` recommends) replaces maxBatchSize for rolling
+    updates; a scale-up keeps maxBatchSize, here unset: every new pod at once."""
+    setup = setup_for(RolloutPolicy(update_batch_size=4))
+    rolling = with_pods(World(replicas=12, partition=12), T0)
+    rolling.revision = "r2"
+    workload = rolling.workload(T0)
+    change = classify(setup, workload, rolling.group(T0), None)
+    assert change is not None and change.kind is RolloutKind.ROLLING_UPDATE
+    assert plan_rollout(setup, workload, rolling.group(T0), change).sizes == (4, 4, 4)
+    growing = with_pods(World(replicas=6), T0)
+    growing.scale_to(12, T0)
+    workload = growing.workload(T0 + 1)
+    change = classify(setup, workload, growing.group(T0 + 1), None)
+    assert change is not None and change.kind is RolloutKind.SCALE_UP
+    assert plan_rollout(setup, workload, growing.group(T0 + 1), change).sizes == (6,)
+    capped = setup_for(RolloutPolicy(max_batch_size=3, update_batch_size=4))
+    assert plan_rollout(capped, workload, growing.group(T0 + 1), change).sizes == (3, 3)
 
 
 def test_static_budget_longer_than_the_session_allows() -> None:

@@ -5,15 +5,13 @@ group and candidate, which is small; this module picks from it. The delay is bro
 is chosen for the cluster (the sum of its groups' best start-up costs at each delay); batch size
 and session timeout are then each group's own best at that delay.
 
-The operator applies one batch size (rollout.maxBatchSize) to every rollout: start-ups from
-zero and rolling updates of a running group. Where the history has rolling updates, a batch size
-is chosen against the operator's own defaults (the whole group for a start-up, a quarter for a
-rolling update) by the planner's cost, partition-seconds without an owner, summed over both
-kinds of events at the rates the history shows; costs within BATCH_MARGIN of the lowest are a
-tie, and a tie goes to the fewest rebalances, the defaults winning a tie they share. Without
-rolling updates in the history a batch is chosen on start-ups alone and only when it is smaller
-than the group (as maxBatchSize a batch of the whole group would replace every pod of a rolling
-update at once, where the old pods own every partition until they go).
+The batch size learned is a rolling update's (rollout.updateBatchSize): cold starts and
+scale-ups are planned per change by the operator's arrival plan (the coordinator model, fed with
+the workload's own start-ups), which a learned cap would only split. Where the history has
+rolling updates, a batch size is chosen against the operator's default (a quarter of the group)
+by the planner's cost, partition-seconds without an owner; costs within BATCH_MARGIN of the
+lowest are a tie, and a tie goes to the fewest rebalances, the default winning a tie it shares.
+Without rolling updates in the history no batch size is recommended.
 """
 
 from __future__ import annotations
@@ -26,14 +24,13 @@ from rebalancer.learning.rolling_updates import default_batch
 from rebalancer.learning.scoring import DEFAULT_DELAY_MS, DEFAULT_SESSION_MS, ScoreRow
 
 BATCH_MARGIN = 0.05
-WHOLE_GROUP_NOTE = (
-    "start-ups do best with the whole group at once, as they go without maxBatchSize: no batch "
-    "size recommended (as maxBatchSize it would replace every pod of a rolling update at once, "
-    "which is not scored)"
+START_UPS_NOTE = (
+    "no rolling updates in the history: no batch size recommended (cold starts and scale-ups "
+    "are planned per change by the arrival plan)"
 )
 DEFAULTS_NOTE = (
-    "the operator's own batches (the whole group for a start-up, a quarter for a rolling "
-    "update) cost the least or tie: no batch size recommended"
+    "the operator's own rolling-update batch (a quarter of the group) costs the least or ties: "
+    "no batch size recommended"
 )
 
 
@@ -94,6 +91,10 @@ class GroupScores:
         near = [row for row in candidates if row.cost_s <= lowest * (1 + BATCH_MARGIN)]
         return max(near, key=lambda row: (row.batch_size, -row.cost_s))
 
+    def planned_startup(self, delay_ms: float) -> ScoreRow | None:
+        """A start-up as the arrival plan releases it: the whole group, where it was scored."""
+        return self.startup(delay_ms, self.facts.members) or self.best_startup(delay_ms)
+
     def rolling(self, batch_size: int) -> ScoreRow | None:
         for row in self.rows:
             if row.kind == "rolling" and row.batch_size == batch_size:
@@ -101,24 +102,24 @@ class GroupScores:
         return None
 
     def best_batch(self, delay_ms: float) -> BatchChoice | None:
-        """The batch size whose start-ups and rolling updates lose the fewest partition-seconds
-        a day, against the operator's defaults (None: no rolling updates scored)."""
+        """The rolling-update batch size losing the fewest partition-seconds, against the
+        operator's default quarter (None: no rolling updates scored). Start-ups do not depend on
+        it: they are costed at the whole group, as the arrival plan releases them."""
         facts = self.facts
         default_rolling = self.rolling(default_batch(facts.members))
-        default_startup = self.startup(delay_ms, facts.members)
-        if default_rolling is None or default_startup is None:
+        startup = self.planned_startup(delay_ms)
+        if default_rolling is None or startup is None:
             return None
-        options = [BatchChoice(None, default_startup, default_rolling, facts)]
-        for row in self.rows:
-            if row.kind != "rolling":
-                continue
-            startup = self.startup(delay_ms, row.batch_size)
-            if startup is not None:
-                options.append(BatchChoice(row.batch_size, startup, row, facts))
-        lowest = min(option.unowned_per_day_s for option in options)
-        near = [o for o in options if o.unowned_per_day_s <= lowest * (1 + BATCH_MARGIN) + 1e-9]
-        # min() keeps the first of equals: the defaults, listed first, win a tie they share.
-        return min(near, key=lambda option: option.rebalances_per_day)
+        options = [BatchChoice(None, startup, default_rolling, facts)]
+        options += [
+            BatchChoice(row.batch_size, startup, row, facts)
+            for row in self.rows
+            if row.kind == "rolling"
+        ]
+        lowest = min(option.rolling.unowned_s for option in options)
+        near = [o for o in options if o.rolling.unowned_s <= lowest * (1 + BATCH_MARGIN) + 1e-9]
+        # min() keeps the first of equals: the default, listed first, wins a tie it shares.
+        return min(near, key=lambda option: option.rolling.rebalances)
 
     def departure(self, session_ms: float) -> ScoreRow | None:
         for row in self.rows:
@@ -204,7 +205,7 @@ def choose_delay(
     scored = [group for group in groups if any(row.kind == "startup" for row in group.rows)]
     for group in scored:
         for delay in {row.delay_ms for row in group.rows if row.kind == "startup"}:
-            best = group.best_startup(delay)
+            best = group.planned_startup(delay)
             if best is not None:
                 totals[delay] += best.per_day_s
                 counts[delay] += 1
@@ -299,15 +300,8 @@ def _batch_and_startup(
         if choice.batch_size is None:
             notes.append(DEFAULTS_NOTE)
         return choice.startup, choice.batch_size, choice.rolling
-    startup = group.best_startup(delay)
-    if startup is None or startup.batch_size < group.facts.members:
-        return startup, startup.batch_size if startup else None, None
-    # The whole group at once is what the operator does with a start-up anyway. As
-    # rollout.maxBatchSize it would also replace every pod of a rolling update at once, which
-    # start-ups alone do not show: the old pods own every partition until they go
-    # (bench/closed_loop.py measured 3x the unowned partition-seconds at N=24).
-    notes.append(WHOLE_GROUP_NOTE)
-    return startup, None, None
+    notes.append(START_UPS_NOTE)
+    return group.planned_startup(delay), None, None
 
 
 def _by_unowned(row: ScoreRow | None, per_day: float) -> ScoreRow | None:

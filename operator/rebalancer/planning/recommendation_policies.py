@@ -41,7 +41,12 @@ def settings_in_force(spec: ConsumerGroupSpec, status: Mapping[str, Any]) -> Cur
         session = float(policy.settings.session_timeout_ms)
     return CurrentSettings(
         initial_rebalance_delay_ms=delay,
-        batch_size=policy.rollout.max_batch_size,
+        # The learned batch is a rolling update's: updateBatchSize, else maxBatchSize.
+        batch_size=(
+            policy.rollout.update_batch_size
+            if policy.rollout.update_batch_size is not None
+            else policy.rollout.max_batch_size
+        ),
         session_timeout_ms=session,
     )
 
@@ -54,15 +59,17 @@ def applied_at(status: Mapping[str, Any]) -> float | None:
 def policy_patch(decision: LearningDecision, spec: ConsumerGroupSpec) -> dict[str, Any]:
     """The spec.policy changes that carry a decision out through the existing machinery.
 
-    Only the blocks the user turned on are touched: a learned batch size needs managed rollouts
-    (spec.policy.rollout.enabled), a session timeout managed settings, a delay a broker-delay
-    policy.
+    Only the blocks the user turned on are touched: a learned rolling-update batch size needs
+    managed rollouts (spec.policy.rollout.enabled), a session timeout managed settings, a delay
+    a broker-delay policy.
     """
     policy = spec.policy
     wanted = decision.settings
     patch: dict[str, Any] = {}
     if wanted.batch_size is not None and policy.rollout.enabled:
-        patch["rollout"] = {"maxBatchSize": int(wanted.batch_size)}
+        # updateBatchSize, not maxBatchSize: the batch was learned from rolling updates, and
+        # cold starts and scale-ups keep the arrival plan the planner chooses per change.
+        patch["rollout"] = {"updateBatchSize": int(wanted.batch_size)}
     if wanted.session_timeout_ms is not None and policy.settings is not None:
         patch["settings"] = {"sessionTimeoutMs": int(wanted.session_timeout_ms)}
     if wanted.initial_rebalance_delay_ms is not None and policy.broker_delay is not None:

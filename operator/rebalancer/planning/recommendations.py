@@ -201,7 +201,7 @@ def _describe(settings: CurrentSettings) -> str:
     if settings.initial_rebalance_delay_ms is not None:
         parts.append(f"initial delay {settings.initial_rebalance_delay_ms:.0f} ms")
     if settings.batch_size is not None:
-        parts.append(f"batch size {settings.batch_size}")
+        parts.append(f"rolling-update batch size {settings.batch_size}")
     if settings.session_timeout_ms is not None:
         parts.append(f"session timeout {settings.session_timeout_ms:.0f} ms")
     return ", ".join(parts)

@@ -284,7 +284,10 @@ def batch_limit(setup: RolloutSetup, workload: WorkloadView, change: Change, tot
     check: split_batches caps every batch at the pods there are, so a workload an autoscaler
     runs at fewer replicas than maxBatchSize (KEDA activating it from zero at 1) rolls out as
     usual."""
-    limit = setup.policy.max_batch_size
+    policy = setup.policy
+    limit = policy.max_batch_size
+    if change.kind is RolloutKind.ROLLING_UPDATE and policy.update_batch_size is not None:
+        limit = policy.update_batch_size
     if limit is None:
         if change.kind is RolloutKind.ROLLING_UPDATE:
             limit = max(1, math.ceil(workload.replicas / 4))

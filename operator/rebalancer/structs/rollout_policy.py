@@ -46,6 +46,8 @@ class RolloutPolicy:
     # updates replace a quarter of the replicas per batch, as Kubernetes' default
     # maxUnavailable does.
     max_batch_size: int | None = None
+    # Rolling updates only, in place of max_batch_size (None: max_batch_size, else a quarter).
+    update_batch_size: int | None = None
     batch_deadline_seconds: int = 300
     gather_seconds: int = 120
     settle_seconds: int = 10
@@ -92,6 +94,7 @@ def policy_of(spec: RolloutSpec, bypass_default: int = DEFAULT_BYPASS_SECONDS) -
         # what the CRD's default (false) says.
         enabled=spec.enabled if "enabled" in spec.model_fields_set else RolloutPolicy.enabled,
         max_batch_size=spec.max_batch_size,
+        update_batch_size=spec.update_batch_size,
         batch_deadline_seconds=spec.batch_deadline_seconds,
         gather_seconds=spec.gather_seconds,
         settle_seconds=spec.settle_seconds,

@@ -186,6 +186,18 @@ class RolloutSpec(
             maxSurge + maxUnavailable per batch.""",
         ),
     ] = None
+    update_batch_size: Annotated[
+        Int | None,
+        Field(
+            ge=1,
+            le=10000,
+            description="""Most pods replaced in one batch of a rolling update (a template
+            change of a running workload), in place of maxBatchSize for rolling updates only:
+            cold starts and scale-ups keep maxBatchSize and the arrival plan. Unset:
+            maxBatchSize, else a quarter of the replicas. `rebalancer learn` recommends this
+            one, so that a batch learned from rolling updates does not split cold starts.""",
+        ),
+    ] = None
     batch_deadline_seconds: Annotated[
         Int,
         Field(
