@@ -29,6 +29,8 @@ class Child:
         self._log: IO[bytes] | None = None
 
     def start(self) -> None:
+        if self._log is not None:
+            self._log.close()  # a restart after the process exited on its own
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             self.argv,

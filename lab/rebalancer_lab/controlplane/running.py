@@ -14,6 +14,7 @@ otherwise stay Pending; the lab's own kubelet may register Nodes with `node_cred
 from __future__ import annotations
 
 import atexit
+import contextlib
 import shutil
 import ssl
 import subprocess
@@ -26,6 +27,7 @@ from types import TracebackType
 from rebalancer_lab.controlplane.building import ensure_control_plane
 from rebalancer_lab.controlplane.health import client_context, probe, wait_until
 from rebalancer_lab.controlplane.processes import Child, stop_all
+from rebalancer_lab.controlplane.supervising import Restart, Supervisor
 from rebalancer_lab.ports import free_port
 
 Progress = Callable[[str], None]
@@ -83,6 +85,7 @@ class ControlPlane:
         self._port = 0
         # How each component shows it is healthy, for restart().
         self._healthy: dict[str, Callable[[], bool]] = {}
+        self._supervisor: Supervisor | None = None
 
     # -- what clients need ------------------------------------------------------------------
 
@@ -109,6 +112,11 @@ class ControlPlane:
             key=self.pki / f"node-{node}.key",
             kubeconfig=self.pki / f"node-{node}.kubeconfig",
         )
+
+    @property
+    def restarts(self) -> list[Restart]:
+        """Components that exited on their own and were started again (supervising.py)."""
+        return list(self._supervisor.restarts) if self._supervisor else []
 
     def rss_bytes(self) -> dict[str, int | None]:
         """Each component's resident memory now."""
@@ -146,6 +154,9 @@ class ControlPlane:
 
     def stop(self, grace: float = 15.0) -> None:
         """SIGTERM every component and reap them; etcd last, so the others shut down cleanly."""
+        if self._supervisor is not None:
+            self._supervisor.stop()
+            self._supervisor = None
         etcd = [child for child in self.children if child.name == "etcd"]
         stop_all([child for child in self.children if child.name != "etcd"], grace)
         stop_all(etcd, grace)
@@ -245,6 +256,8 @@ class ControlPlane:
             self._healthy[child.name] = _answers_ok(f"https://{host}:{port}/healthz", insecure)
             self._await(child, self._healthy[child.name], started)
         self.timings["all healthy"] = time.monotonic() - started
+        self._supervisor = Supervisor(self.children, self.progress)
+        self._supervisor.start()
         self.progress(
             f"control plane at {self.server} healthy in {self.timings['all healthy']:.1f} s; "
             f"kubeconfig {self.kubeconfig}"
@@ -258,10 +271,12 @@ class ControlPlane:
         refused, watches ended, then the same endpoint again."""
         [child] = [c for c in self.children if c.name == name]
         started = time.monotonic()
-        stop_all([child], 15.0)
-        time.sleep(down_seconds)
-        child.start()
-        self._await(child, self._healthy[name], time.monotonic())
+        held = self._supervisor.hold(name) if self._supervisor else contextlib.nullcontext()
+        with held:
+            stop_all([child], 15.0)
+            time.sleep(down_seconds)
+            child.start()
+            self._await(child, self._healthy[name], time.monotonic())
         return time.monotonic() - started
 
     def _component_kubeconfigs(self, identity: str) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import ssl
 import urllib.error
 import urllib.request
@@ -186,3 +187,33 @@ def test_the_api_server_reports_the_release_it_was_built_from(kubectl: Kubectl) 
     server = json.loads(kubectl("version", "-o", "json").stdout)["serverVersion"]
     assert server["gitVersion"] == f"v{major}.{minor}.{patch}"
     assert (server["major"], server["minor"]) == (str(major), str(minor))
+
+
+def test_a_component_that_exits_is_started_again_as_a_kubelet_would(
+    control_plane: ControlPlane, kubectl: Kubectl
+) -> None:
+    # kube-scheduler exits on purpose when its cache is corrupted (an API server restart in the
+    # middle of a StatefulSet rollout does it); a cluster's kubelet starts it again.
+    [scheduler] = [child for child in control_plane.children if child.name == "kube-scheduler"]
+    first = scheduler.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    eventually(
+        lambda: scheduler.pid != first and scheduler.exit_code is None,
+        "kube-scheduler started again",
+        timeout=30,
+    )
+    [restart] = [r for r in control_plane.restarts if r.name == "kube-scheduler"]
+    assert restart.exit_code == -signal.SIGKILL
+    assert restart.restarted_at - restart.exited_at < 5.0  # the first restart is at once
+    # ... and it schedules: with no Node, a new pod is judged Unschedulable by it.
+    kubectl("create", "namespace", "sched")
+    kubectl("run", "probe", "-n", "sched", "--image=registry.example/none", "--restart=Never")
+
+    def judged() -> bool:
+        pod = get_json(kubectl, "pod", "probe", "-n", "sched")
+        conditions = pod["status"].get("conditions") or []
+        return any(c["type"] == "PodScheduled" and c["status"] == "False" for c in conditions)
+
+    eventually(judged, "the restarted kube-scheduler judging a new pod", timeout=60)
+    kubectl("delete", "namespace", "sched", "--wait=false")
