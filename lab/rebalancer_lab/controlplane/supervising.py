@@ -33,7 +33,7 @@ def backoff_after(exits: int) -> float:
     """Seconds before the restart that follows the `exits`-th exit in a row (1 = the first)."""
     if exits <= 1:
         return 0.0
-    return min(FIRST_BACKOFF_S * 2 ** (exits - 2), MAX_BACKOFF_S)
+    return min(FIRST_BACKOFF_S * 2.0 ** (exits - 2), MAX_BACKOFF_S)
 
 
 @dataclass(frozen=True)
