@@ -149,9 +149,34 @@ class GroupVisitor:
             )
 
         started = time.monotonic()
+        node, member_id = await self._member_id(join(""), protocol_name)
+        pending = asyncio.ensure_future(
+            self._client.send(node, join(member_id), group=ConnectionGroup.COORDINATION)
+        )
+        joined_at: float | None = None
+        try:
+            if await self._rebalancing_with(member_id, pending):
+                joined_at = time.monotonic()
+        finally:
+            # Whatever happened above, the sidecar's stop cancelling the visit included: leave,
+            # or the join would complete with a member that never heartbeats.
+            joined_at, left_at, refused = await self._leave(node, member_id, pending, joined_at)
+        if refused is not None:
+            raise VisitFailed(refused)
+        after = await self._stable_without(before, member_id, settle_timeout)
+        return VisitResult(
+            before=before.member_ids,
+            after=after.member_ids,
+            seconds=time.monotonic() - started,
+            joined=joined_at is not None,
+            held_seconds=max(0.0, left_at - joined_at) if joined_at is not None else 0.0,
+        )
+
+    async def _member_id(self, first_join: JoinGroupRequest, protocol_name: str) -> tuple[int, str]:
+        """(the coordinator's node, the member id it gives the visitor's first JoinGroup)."""
         try:
             node = await self._coordinator()
-            first = await self._client.send(node, join(""), group=ConnectionGroup.COORDINATION)
+            first = await self._client.send(node, first_join, group=ConnectionGroup.COORDINATION)
         except KafkaError as error:
             raise VisitFailed(f"JoinGroup on {self.group_id!r} failed: {error}") from None
         if first.error_code not in (0, _MEMBER_ID_REQUIRED) or not first.member_id:
@@ -159,68 +184,65 @@ class GroupVisitor:
                 f"JoinGroup on {self.group_id!r} with protocol {protocol_name!r} was refused "
                 f"(error code {first.error_code})"
             )
-        member_id = str(first.member_id)
-        pending = asyncio.ensure_future(
-            self._client.send(node, join(member_id), group=ConnectionGroup.COORDINATION)
+        return node, str(first.member_id)
+
+    async def _rebalancing_with(self, member_id: str, pending: asyncio.Future[Any]) -> bool:
+        """Wait (up to 5 s) until the coordinator has the visitor in the rebalancing group; whether
+        the visitor's join has completed by then."""
+        # Leave as soon as the coordinator has the visitor in the rebalancing group: the
+        # others are still rejoining (they notice at their next heartbeat).
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and not pending.done():
+            try:
+                group = await self.describe()
+            except VisitFailed:
+                break  # rather leave now than stay for the join to complete
+            if member_id in group.member_ids and group.state != "Stable":
+                break
+            await asyncio.sleep(0.01)
+        return (
+            pending.done()
+            and not pending.cancelled()
+            and pending.exception() is None
+            and pending.result().error_code == 0
         )
-        joined_at: float | None = None
+
+    async def _leave(
+        self, node: int, member_id: str, pending: asyncio.Future[Any], joined_at: float | None
+    ) -> tuple[float | None, float, str | None]:
+        """Send LeaveGroup for the visitor: (when it joined, when it left, why the leave failed
+        or None)."""
         left_at = time.monotonic()
         refused: str | None = None
+        leave = asyncio.ensure_future(
+            self._client.send(node, LeaveGroupRequest(self.group_id, member_id))
+        )
         try:
-            # Leave as soon as the coordinator has the visitor in the rebalancing group: the
-            # others are still rejoining (they notice at their next heartbeat).
-            deadline = time.monotonic() + 5.0
-            while time.monotonic() < deadline and not pending.done():
-                try:
-                    group = await self.describe()
-                except VisitFailed:
-                    break  # rather leave now than stay for the join to complete
-                if member_id in group.member_ids and group.state != "Stable":
-                    break
-                await asyncio.sleep(0.01)
-            if (
-                pending.done()
-                and not pending.cancelled()
-                and pending.exception() is None
-                and pending.result().error_code == 0
-            ):
-                joined_at = time.monotonic()
-        finally:
-            # Whatever happened above, the sidecar's stop cancelling the visit included: leave,
-            # or the join would complete with a member that never heartbeats.
-            leave = asyncio.ensure_future(
-                self._client.send(node, LeaveGroupRequest(self.group_id, member_id))
-            )
-            try:
-                await asyncio.shield(leave)
-                left_at = time.monotonic()
-            except KafkaError as error:
-                refused = f"LeaveGroup on {self.group_id!r} failed: {error}"
-            # Answered by the coordinator at the leave (UNKNOWN_MEMBER_ID) or at the join's end.
-            with contextlib.suppress(KafkaError, TimeoutError):
-                answer = await asyncio.wait_for(pending, 5.0)
-                if joined_at is None and answer.error_code == 0:
-                    joined_at = left_at
-        if refused is not None:
-            raise VisitFailed(refused)
+            await asyncio.shield(leave)
+            left_at = time.monotonic()
+        except KafkaError as error:
+            refused = f"LeaveGroup on {self.group_id!r} failed: {error}"
+        # Answered by the coordinator at the leave (UNKNOWN_MEMBER_ID) or at the join's end.
+        with contextlib.suppress(KafkaError, TimeoutError):
+            answer = await asyncio.wait_for(pending, 5.0)
+            if joined_at is None and answer.error_code == 0:
+                joined_at = left_at
+        return joined_at, left_at, refused
+
+    async def _stable_without(
+        self, before: ClassicGroup, member_id: str, settle_timeout: float
+    ) -> ClassicGroup:
+        """The group once Stable again without the visitor; VisitFailed after settle_timeout."""
         after = before
         deadline = time.monotonic() + settle_timeout
         while time.monotonic() < deadline:
             after = await self.describe()
             if after.state == "Stable" and member_id not in after.member_ids:
-                break
+                return after
             await asyncio.sleep(0.05)
-        else:
-            raise VisitFailed(
-                f"group {self.group_id!r} was not Stable again within {settle_timeout:g} s "
-                f"(state {after.state})"
-            )
-        return VisitResult(
-            before=before.member_ids,
-            after=after.member_ids,
-            seconds=time.monotonic() - started,
-            joined=joined_at is not None,
-            held_seconds=max(0.0, left_at - joined_at) if joined_at is not None else 0.0,
+        raise VisitFailed(
+            f"group {self.group_id!r} was not Stable again within {settle_timeout:g} s "
+            f"(state {after.state})"
         )
 
     async def close(self) -> None:

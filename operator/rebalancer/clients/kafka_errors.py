@@ -132,7 +132,24 @@ def connection_problem(
     elapsed_ms = int(after.group(1)) if after else None
     core = _AFTER.sub("", _WHERE.sub("", text.strip()))
     lower = core.lower()
-    mismatch = KafkaProblem.SECURITY_MISMATCH
+    found = (
+        _unreached(lower, setup_timeout_s)
+        or _security_mismatch(lower, state, elapsed_ms, sasl)
+        or _refused_credentials(lower, core)
+    )
+    if found is not None:
+        return found
+    if "connection timed out" in lower or "timed out" in lower:
+        return KafkaProblem.UNREACHABLE, "connection timed out"
+    if "no route to host" in lower or "network is unreachable" in lower:
+        return KafkaProblem.UNREACHABLE, (
+            core[0].lower() + core[1:] if core else "network unreachable"
+        )
+    return KafkaProblem.UNREACHABLE, core or text
+
+
+def _unreached(lower: str, setup_timeout_s: float | None) -> tuple[KafkaProblem, str] | None:
+    """No Kafka answered at the address."""
     if "connection refused" in lower:
         return KafkaProblem.UNREACHABLE, "connection refused"
     if "failed to resolve" in lower:
@@ -143,15 +160,22 @@ def connection_problem(
             f"the server accepted the connection but did not answer as Kafka{within} "
             "(wrong port, or a TLS listener reached without TLS?)"
         )
+    return None
+
+
+def _security_mismatch(
+    lower: str, state: str | None, elapsed_ms: int | None, sasl: bool | None
+) -> tuple[KafkaProblem, str] | None:
+    """The client and the listener disagree on TLS or SASL."""
     if "plaintext broker listener" in lower:
-        return mismatch, (
+        return KafkaProblem.SECURITY_MISMATCH, (
             "the client speaks TLS but the listener does not (the TLS handshake met a "
             "plaintext Kafka listener)"
         )
     if "disconnected while requesting apiversion" in lower or (
         "closed by peer" in lower and state == "APIVERSION_QUERY"
     ):
-        return mismatch, (
+        return KafkaProblem.SECURITY_MISMATCH, (
             "the server closed the connection at the first Kafka request: the listener "
             "probably expects TLS and the client does not use it (or it is not a Kafka port)"
         )
@@ -162,14 +186,19 @@ def connection_problem(
         and elapsed_ms is not None
         and elapsed_ms < _EARLY_CLOSE_MS
     ):
-        return mismatch, (
+        return KafkaProblem.SECURITY_MISMATCH, (
             "the broker closed each connection right after it opened: the listener probably "
             "expects SASL authentication and the client sends none"
         )
+    return None
+
+
+def _refused_credentials(lower: str, core: str) -> tuple[KafkaProblem, str] | None:
+    """The listener took the connection but not the client's TLS or SASL credentials."""
     if "mechanism handshake failed" in lower:
         offered = lower.rpartition("supported mechanisms:")[2].strip()
         if not offered:
-            return mismatch, (
+            return KafkaProblem.SECURITY_MISMATCH, (
                 "the client authenticates with SASL but the listener takes no SASL (it offers "
                 "no mechanism)"
             )
@@ -186,13 +215,7 @@ def connection_problem(
         return KafkaProblem.TLS, f"TLS handshake failed: {core}"
     if "sasl" in lower or "authentication" in lower:
         return KafkaProblem.AUTHENTICATION, f"authentication failed: {core}"
-    if "connection timed out" in lower or "timed out" in lower:
-        return KafkaProblem.UNREACHABLE, "connection timed out"
-    if "no route to host" in lower or "network is unreachable" in lower:
-        return KafkaProblem.UNREACHABLE, (
-            core[0].lower() + core[1:] if core else "network unreachable"
-        )
-    return KafkaProblem.UNREACHABLE, core or text
+    return None
 
 
 def describe_connection_problem(text: str, setup_timeout_s: float | None = None) -> str:

@@ -46,6 +46,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "every request refused (a missing grant, named in the last line)."
         ),
     )
+    _add_pod_arguments(parser)
+    _add_wait_arguments(parser)
+    parser.set_defaults(command_module=sys.modules[__name__])
+
+
+def _add_pod_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for the pod held and how the API server is reached."""
     parser.add_argument(
         "--pod",
         default=None,
@@ -69,6 +76,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=None,
         help="kubeconfig to use instead of the in-cluster service account",
     )
+
+
+def _add_wait_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for how long the gate waits and what it holds."""
     parser.add_argument(
         "--timeout",
         type=float,
@@ -95,7 +106,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         f"which the consumer waits for (${JOIN_GATE_ENV}) before it subscribes, and stay until "
         "the pod stops",
     )
-    parser.set_defaults(command_module=sys.modules[__name__])
 
 
 def _log(message: str) -> None:

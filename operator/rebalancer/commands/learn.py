@@ -23,6 +23,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "only when the whole run succeeds."
         ),
     )
+    _add_location_arguments(parser)
+    _add_scoring_arguments(parser)
+    parser.set_defaults(command_module=sys.modules[__name__])
+
+
+def _add_location_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for where the history is read, the output written and Spark run."""
     parser.add_argument(
         "--history",
         required=True,
@@ -48,6 +55,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="KEY=VALUE",
         help="any Spark setting, repeatable (for example spark.executor.instances=4)",
     )
+
+
+def _add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for the scoring and the history kept."""
     parser.add_argument(
         "--samples",
         type=int,
@@ -71,7 +82,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="read the history as it is, without first compacting each partition's files into "
         "one Parquet file (for a history this job may not write to)",
     )
-    parser.set_defaults(command_module=sys.modules[__name__])
 
 
 def parse_conf(pairs: list[str]) -> tuple[tuple[str, str], ...]:

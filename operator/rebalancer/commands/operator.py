@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
 
 if TYPE_CHECKING:
-    from rebalancer.operator_settings import PeeringSettings
+    from rebalancer.operator_settings import OperatorSettings, PeeringSettings
 
 # kopf sends a keep-alive 5 to 10 s before the lifetime ends (at least every second): 10 s
 # keeps a takeover under 15 s with a keep-alive every 1 to 5 s. Below 5 s a busy leader's
@@ -30,6 +30,27 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "Inside a pod it uses the in-cluster service account; elsewhere a kubeconfig."
         ),
     )
+    _add_cluster_arguments(parser)
+    _add_endpoint_arguments(parser)
+    _add_pacing_arguments(parser)
+    _add_gate_arguments(parser)
+    _add_admission_arguments(parser)
+    _add_peering_arguments(parser)
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level (default: INFO)",
+    )
+    parser.epilog = (
+        "Environment: REBALANCER_REPORT_TOKEN or REBALANCER_REPORT_TOKEN_FILE sets the bearer "
+        "token members must send with reports (default: none required)."
+    )
+    parser.set_defaults(command_module=sys.modules[__name__])
+
+
+def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for the cluster and the namespaces watched."""
     parser.add_argument(
         "--kubeconfig",
         type=Path,
@@ -46,6 +67,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         dest="namespaces",
         help="watch only this namespace; repeat for several (default: all namespaces)",
     )
+
+
+def _add_endpoint_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for the member-report endpoint, the history and the liveness probe."""
     parser.add_argument(
         "--reports-host",
         default="0.0.0.0",
@@ -75,6 +100,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="URL",
         help="kopf liveness endpoint, for example http://0.0.0.0:8080/healthz (default: off)",
     )
+
+
+def _add_pacing_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for how often status is refreshed and groups and workloads are looked at."""
     parser.add_argument(
         "--status-refresh-seconds",
         type=float,
@@ -99,6 +128,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="how often the rollout planner looks at a workload while no rollout runs; a change "
         "to the workload's spec is seen at once through a watch (default: 10)",
     )
+
+
+def _add_gate_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for the join gate and sidecar added to pod templates."""
     parser.add_argument(
         "--gate-image",
         default=None,
@@ -115,6 +148,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "start, for ConsumerGroups that do not set spec.policy.rollout.bypassGateAfterSeconds "
         f"(default: {DEFAULT_BYPASS_SECONDS}; 0 never bypasses, else at least 30)",
     )
+
+
+def _add_admission_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for the validating admission webhook."""
     parser.add_argument(
         "--admission-port",
         type=int,
@@ -155,6 +192,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "operator (needs RBAC on validatingwebhookconfigurations; the chart installs its own "
         "instead; default: none)",
     )
+
+
+def _add_peering_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for leader election among replicas."""
     parser.add_argument(
         "--peering",
         default=None,
@@ -171,43 +212,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="seconds after its last keep-alive a silent leader counts as dead and a standby "
         f"takes over (default: {DEFAULT_PEERING_LIFETIME}; at least {MIN_PEERING_LIFETIME})",
     )
-    parser.add_argument(
-        "--log-level",
-        default="INFO",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="log level (default: INFO)",
-    )
-    parser.epilog = (
-        "Environment: REBALANCER_REPORT_TOKEN or REBALANCER_REPORT_TOKEN_FILE sets the bearer "
-        "token members must send with reports (default: none required)."
-    )
-    parser.set_defaults(command_module=sys.modules[__name__])
 
 
 def run(args: argparse.Namespace) -> int:
-    bypass = args.gate_bypass_after_seconds
-    if bypass < 0 or 0 < bypass < 30:
-        # Below 30 s a gate could let go between two refreshes of a busy operator.
-        print(
-            f"rebalancer operator: --gate-bypass-after-seconds {bypass} must be 0 (never bypass) "
-            "or at least 30 (the chart's gate.bypassAfterSeconds)",
-            file=sys.stderr,
-        )
-        return 2
-    if args.quiet_observe_factor < 1 or args.status_refresh_seconds <= 0:
-        print(
-            f"rebalancer operator: --quiet-observe-factor {args.quiet_observe_factor} must be at "
-            f"least 1 and --status-refresh-seconds {args.status_refresh_seconds} above 0 (the "
-            "chart's operator.quietObserveFactor and operator.statusRefreshSeconds)",
-            file=sys.stderr,
-        )
-        return 2
-    if args.peering_lifetime < MIN_PEERING_LIFETIME:
-        print(
-            f"rebalancer operator: --peering-lifetime {args.peering_lifetime} must be at least "
-            f"{MIN_PEERING_LIFETIME} (seconds; the chart's leaderElection.lifetimeSeconds)",
-            file=sys.stderr,
-        )
+    problem = _flag_problem(args)
+    if problem is not None:
+        print(f"rebalancer operator: {problem}", file=sys.stderr)
         return 2
     import kopf
 
@@ -218,34 +228,79 @@ def run(args: argparse.Namespace) -> int:
     import rebalancer.handlers.rollouts
     import rebalancer.handlers.settings
     import rebalancer.handlers.startup
-    from rebalancer.operator_settings import (
-        AdmissionSettings,
-        OperatorSettings,
-        token_from_environment,
-    )
 
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
     )
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-    if (args.admission_cert is None) != (args.admission_key is None):
-        print(
-            "rebalancer operator: --admission-cert and --admission-key go together; pass both, "
-            "or neither for a self-signed certificate",
-            file=sys.stderr,
+    settings = _operator_settings(args)
+    peering = settings.peering
+    memo = kopf.Memo(settings=settings)
+    if settings.admission is not None:
+        # Only then: kopf stops an operator with admission handlers and no webhook server.
+        # Without --admission-port the run-time ownership checks still hold.
+        rebalancer.handlers.ownership.register_webhook()
+    kopf.run(
+        standalone=peering is None,
+        peering_name=None if peering is None else peering.name,
+        priority=None if peering is None else peering.priority,
+        # kopf's own identity would be its host name: a pod's name, the entry the pod's label
+        # and the logs name, unless the pod sets POD_ID.
+        identity=None if peering is None else cast(Any, peering.identity),
+        clusterwide=settings.clusterwide,
+        namespaces=list(settings.namespaces),
+        memo=memo,
+        liveness_endpoint=settings.liveness_url,
+    )
+    return 0
+
+
+def _flag_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the flags, naming the flag and the values it takes; None when they
+    hold together."""
+    bypass = args.gate_bypass_after_seconds
+    if bypass < 0 or 0 < bypass < 30:
+        # Below 30 s a gate could let go between two refreshes of a busy operator.
+        return (
+            f"--gate-bypass-after-seconds {bypass} must be 0 (never bypass) "
+            "or at least 30 (the chart's gate.bypassAfterSeconds)"
         )
-        return 2
+    if args.quiet_observe_factor < 1 or args.status_refresh_seconds <= 0:
+        return (
+            f"--quiet-observe-factor {args.quiet_observe_factor} must be at "
+            f"least 1 and --status-refresh-seconds {args.status_refresh_seconds} above 0 (the "
+            "chart's operator.quietObserveFactor and operator.statusRefreshSeconds)"
+        )
+    if args.peering_lifetime < MIN_PEERING_LIFETIME:
+        return (
+            f"--peering-lifetime {args.peering_lifetime} must be at least "
+            f"{MIN_PEERING_LIFETIME} (seconds; the chart's leaderElection.lifetimeSeconds)"
+        )
+    if (args.admission_cert is None) != (args.admission_key is None):
+        return (
+            "--admission-cert and --admission-key go together; pass both, "
+            "or neither for a self-signed certificate"
+        )
     configuration = args.admission_configuration
     if configuration is not None and "." not in configuration:
         # The webhook is named ownership.<NAME>; the API server wants three dot-separated
         # segments there, and kopf would stop the operator at start on its refusal.
-        print(
-            f"rebalancer operator: --admission-configuration {configuration!r} must be a "
-            "domain name with a dot, for example rebalancer.example.com",
-            file=sys.stderr,
+        return (
+            f"--admission-configuration {configuration!r} must be a "
+            "domain name with a dot, for example rebalancer.example.com"
         )
-        return 2
+    return None
+
+
+def _operator_settings(args: argparse.Namespace) -> OperatorSettings:
+    """The settings the handlers read from kopf's memo, from flags already checked."""
+    from rebalancer.operator_settings import (
+        AdmissionSettings,
+        OperatorSettings,
+        token_from_environment,
+    )
+
     admission = None
     if args.admission_port is not None:
         admission = AdmissionSettings(
@@ -259,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
     peering = None
     if args.peering is not None:
         peering = _peering_settings(args.peering, args.peering_lifetime)
-    settings = OperatorSettings(
+    return OperatorSettings(
         kubeconfig=args.kubeconfig,
         context=args.context,
         namespaces=tuple(args.namespaces),
@@ -278,24 +333,6 @@ def run(args: argparse.Namespace) -> int:
         admission=admission,
         peering=peering,
     )
-    memo = kopf.Memo(settings=settings)
-    if admission is not None:
-        # Only then: kopf stops an operator with admission handlers and no webhook server.
-        # Without --admission-port the run-time ownership checks still hold.
-        rebalancer.handlers.ownership.register_webhook()
-    kopf.run(
-        standalone=peering is None,
-        peering_name=None if peering is None else peering.name,
-        priority=None if peering is None else peering.priority,
-        # kopf's own identity would be its host name: a pod's name, the entry the pod's label
-        # and the logs name, unless the pod sets POD_ID.
-        identity=None if peering is None else cast(Any, peering.identity),
-        clusterwide=settings.clusterwide,
-        namespaces=list(settings.namespaces),
-        memo=memo,
-        liveness_endpoint=settings.liveness_url,
-    )
-    return 0
 
 
 def _peering_settings(name: str, lifetime: int) -> PeeringSettings:

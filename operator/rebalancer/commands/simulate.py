@@ -50,6 +50,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "Durations are milliseconds, like the Kafka settings they stand for."
         ),
     )
+    _add_start_arguments(parser)
+    _add_consumer_arguments(parser)
+    _add_latency_arguments(parser)
+    _add_scenario_arguments(parser)
+    parser.add_argument(
+        "--json", action="store_true", help="print the result as JSON instead of a table"
+    )
+    parser.set_defaults(command_module=sys.modules[__name__])
+
+
+def _add_start_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for how many members start, and when."""
     parser.add_argument(
         "--members",
         type=int,
@@ -72,6 +84,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "exponential = Poisson arrivals with mean gap spread/members, normal = around the middle "
         "with a standard deviation of a quarter spread (default fixed)",
     )
+
+
+def _add_consumer_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for the settings every member and the coordinator run with."""
     parser.add_argument(
         "--delay-ms",
         type=float,
@@ -114,6 +130,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=BrokerProfile.APACHE_KAFKA.value,
         help="broker whose coordinator to model (default apache-kafka)",
     )
+
+
+def _add_latency_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for the partitions, the network and the random seed."""
     parser.add_argument(
         "--partitions", type=int, default=12, help="partitions the group consumes (default 12)"
     )
@@ -132,6 +152,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--seed", type=int, default=0, help="random seed; same seed, same result (default 0)"
     )
+
+
+def _add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for a published situation played instead of a start-up."""
     parser.add_argument(
         "--scenario",
         choices=("kafka-7126",),
@@ -146,10 +170,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="for kafka-7126: pre-fix clients, the client fix, or an operator-enforced "
         "rebalance at topic creation (default pre-fix)",
     )
-    parser.add_argument(
-        "--json", action="store_true", help="print the result as JSON instead of a table"
-    )
-    parser.set_defaults(command_module=sys.modules[__name__])
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,13 +20,18 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
 from rebalancer.clients.recording import history_files, is_json_file, open_store
 from rebalancer.learning.history_table import check_schema, remaining_inputs, superseded_by
 from rebalancer.learning.locations import read_by_spark, scheme_of
+
+if TYPE_CHECKING:
+    import fsspec
 
 # Threads reading footers: enough to overlap the reads, few enough for a small machine.
 FOOTER_THREADS = 8
@@ -83,31 +88,14 @@ def find_inputs(root: str | os.PathLike[str]) -> HistoryInputs:
     files = [path for path in found if not is_json_file(path)]
     json_files = [path for path in found if is_json_file(path)]
 
-    def footer(path: str) -> tuple[pq.FileMetaData | None, int, str | None]:
-        try:
-            if local:
-                metadata = pq.read_metadata(path)
-                size = os.path.getsize(path)
-            else:
-                with filesystem.open(path, "rb") as handle:
-                    metadata = pq.read_metadata(handle)
-                size = int(filesystem.size(path) or 0)
-            schema = metadata.schema.to_arrow_schema()
-        except Exception as error:  # pyarrow raises several types for a damaged footer
-            return None, 0, f"not readable Parquet ({_short(error)})"
-        return metadata, size, check_schema(schema)
-
-    def lines(path: str) -> tuple[int, int]:
-        with filesystem.open(path, "rb") as handle:
-            data = handle.read()
-        return data.count(b"\n"), len(data)
-
     good: dict[str, tuple[int, int]] = {}
     skipped: list[SkippedFile] = []
     replaced: set[tuple[str, str]] = set()
     compacted: set[str] = set()
     with ThreadPoolExecutor(max_workers=FOOTER_THREADS) as pool:
-        for path, (metadata, file_size, reason) in zip(files, pool.map(footer, files), strict=True):
+        for path, (metadata, file_size, reason) in zip(
+            files, pool.map(partial(_read_footer, filesystem, local), files), strict=True
+        ):
             if metadata is None or reason is not None:
                 skipped.append(SkippedFile(path, reason or "not readable Parquet"))
                 continue
@@ -117,7 +105,9 @@ def find_inputs(root: str | os.PathLike[str]) -> HistoryInputs:
             replaced |= {(directory, name) for name in supersedes}
             if supersedes:
                 compacted.add(path)
-        counted = dict(zip(json_files, pool.map(lines, json_files), strict=True))
+        counted = dict(
+            zip(json_files, pool.map(partial(_count_lines, filesystem), json_files), strict=True)
+        )
     kept = remaining_inputs(good, replaced)
     kept_json = remaining_inputs(json_files, replaced)
     rows = sum(good[path][0] for path in kept) + sum(counted[path][0] for path in kept_json)
@@ -136,6 +126,32 @@ def find_inputs(root: str | os.PathLike[str]) -> HistoryInputs:
         and all(path in compacted for path in kept)
         and len({str(Path(path).parent) for path in kept}) == len(kept),
     )
+
+
+def _read_footer(
+    filesystem: fsspec.AbstractFileSystem, local: bool, path: str
+) -> tuple[pq.FileMetaData | None, int, str | None]:
+    """(the Parquet footer, the file's size, why its schema is refused); (None, 0, why) for a
+    file that is not readable Parquet."""
+    try:
+        if local:
+            metadata = pq.read_metadata(path)
+            size = os.path.getsize(path)
+        else:
+            with filesystem.open(path, "rb") as handle:
+                metadata = pq.read_metadata(handle)
+            size = int(filesystem.size(path) or 0)
+        schema = metadata.schema.to_arrow_schema()
+    except Exception as error:  # pyarrow raises several types for a damaged footer
+        return None, 0, f"not readable Parquet ({_short(error)})"
+    return metadata, size, check_schema(schema)
+
+
+def _count_lines(filesystem: fsspec.AbstractFileSystem, path: str) -> tuple[int, int]:
+    """(the lines, the bytes) of a JSON-lines history file."""
+    with filesystem.open(path, "rb") as handle:
+        data = handle.read()
+    return data.count(b"\n"), len(data)
 
 
 def _short(error: Exception) -> str:

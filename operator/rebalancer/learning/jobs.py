@@ -289,46 +289,9 @@ def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
     members = max(int(_number(row.get("members_p95"), 1)), 1)
     partitions = max(int(_number(row.get("partitions"), 12)), 1)
     notes: list[str] = []
-    rebalance_ms = row.get("rebalance_ms")
-    if rebalance_ms is not None and not _missing(rebalance_ms):
-        # The model's rebalance of a Stable group lasts the round trips plus the slowest member's
-        # wait for its next poll, processing x U^(1/m); its median is processing x 0.5^(1/m).
-        rejoining = max(int(_number(row.get("rebalance_members"), members)), 1)
-        processing = max(float(rebalance_ms) - PROTOCOL_MS, 0.0) / (0.5 ** (1.0 / rejoining))
-    else:
-        processing = 500.0
-        notes.append("no rebalance of a Stable group recorded: rebalance cost assumed (500 ms)")
-    latency_q = row.get("latency_q")
-    joins = int(_number(row.get("join_samples"), 0))
-    quantiles: tuple[float, ...] = ()
-    offset_q = row.get("offset_q")
-    offset_samples = int(_number(row.get("offset_samples"), 0))
-    if latency_q is not None and joins >= MIN_LATENCY_SAMPLES:
-        quantiles = tuple(float(value) for value in latency_q)
-    elif offset_q is not None and offset_samples >= MIN_LATENCY_SAMPLES:
-        quantiles = tuple(float(value) for value in offset_q)
-        joins = offset_samples
-        notes.append(
-            "no pod-start records: start-up latencies are the joins' offsets within their "
-            "batch (the fastest pod of each counts as 0 ms)"
-        )
-    departures: list[DepartureProfile] = []
-    stops_total = 0
-    entries = row.get("departures")
-    for entry in [] if entries is None else list(entries):
-        stops = int(entry["stops"])
-        returned = int(entry["returned"] or 0)
-        stops_total += stops
-        downtime = entry["downtime_q"]
-        downtime = [] if downtime is None else list(downtime)
-        departures.append(
-            DepartureProfile(
-                kind=str(entry["kind"]),
-                per_day=stops / days,
-                downtime_quantiles_ms=tuple(float(v) for v in downtime) if returned else (),
-                no_return_share=1.0 - returned / stops if stops else 0.0,
-            )
-        )
+    processing = _processing_ms(row, members, notes)
+    quantiles, joins = _latency_quantiles(row, notes)
+    departures, stops_total = _departures(row, days)
     rollouts = int(_number(row.get("rollouts"), 0)) + int(_number(row.get("bursts"), 0))
     rollouts_per_day = rollouts / days
     static = (
@@ -373,6 +336,60 @@ def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
         notes=tuple(notes),
     )
     return profile, facts
+
+
+def _processing_ms(row: dict[str, Any], members: int, notes: list[str]) -> float:
+    """A member's processing time between polls, from the recorded rebalances of a Stable
+    group; 500 ms, noted, without any."""
+    rebalance_ms = row.get("rebalance_ms")
+    if rebalance_ms is None or _missing(rebalance_ms):
+        notes.append("no rebalance of a Stable group recorded: rebalance cost assumed (500 ms)")
+        return 500.0
+    # The model's rebalance of a Stable group lasts the round trips plus the slowest member's
+    # wait for its next poll, processing x U^(1/m); its median is processing x 0.5^(1/m).
+    rejoining = max(int(_number(row.get("rebalance_members"), members)), 1)
+    processing: float = max(float(rebalance_ms) - PROTOCOL_MS, 0.0) / (0.5 ** (1.0 / rejoining))
+    return processing
+
+
+def _latency_quantiles(row: dict[str, Any], notes: list[str]) -> tuple[tuple[float, ...], int]:
+    """(the start-up latency quantiles, the joins they come from): pod starts where enough were
+    recorded, else the joins' offsets within their batch (noted), else none."""
+    latency_q = row.get("latency_q")
+    joins = int(_number(row.get("join_samples"), 0))
+    offset_q = row.get("offset_q")
+    offset_samples = int(_number(row.get("offset_samples"), 0))
+    if latency_q is not None and joins >= MIN_LATENCY_SAMPLES:
+        return tuple(float(value) for value in latency_q), joins
+    if offset_q is not None and offset_samples >= MIN_LATENCY_SAMPLES:
+        notes.append(
+            "no pod-start records: start-up latencies are the joins' offsets within their "
+            "batch (the fastest pod of each counts as 0 ms)"
+        )
+        return tuple(float(value) for value in offset_q), offset_samples
+    return (), joins
+
+
+def _departures(row: dict[str, Any], days: float) -> tuple[list[DepartureProfile], int]:
+    """(each kind of departure per day with its downtime, the stops counted)."""
+    departures: list[DepartureProfile] = []
+    stops_total = 0
+    entries = row.get("departures")
+    for entry in [] if entries is None else list(entries):
+        stops = int(entry["stops"])
+        returned = int(entry["returned"] or 0)
+        stops_total += stops
+        downtime = entry["downtime_q"]
+        downtime = [] if downtime is None else list(downtime)
+        departures.append(
+            DepartureProfile(
+                kind=str(entry["kind"]),
+                per_day=stops / days,
+                downtime_quantiles_ms=tuple(float(v) for v in downtime) if returned else (),
+                no_return_share=1.0 - returned / stops if stops else 0.0,
+            )
+        )
+    return departures, stops_total
 
 
 def rolling_updates_per_day(
@@ -462,66 +479,20 @@ def learn(
     """Run the whole job; the previous recommendations stay in place unless it succeeds."""
     result = LearnResult(output=None)
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
-    clock = time.perf_counter()
-
-    def step(number: int, text: str) -> None:
-        progress(f"learn [{number}/5] {text}")
-
-    def lap(name: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        result.timings_s[name] = now - clock
-        clock = now
-
-    step(1, f"compacting and checking history files under {options.history}")
+    watch = _Stopwatch(result, progress)
+    watch.step(1, f"compacting and checking history files under {options.history}")
     if options.compact and not read_by_spark(options.history):
         _compact(options, result, progress)
-        lap("compact")
+        watch.lap("compact")
     inputs = _find_inputs(options, result, progress)
-    lap("inputs")
+    watch.lap("inputs")
     clusters: list[Any] = []
     choices: list[Any] = []
     spread_rows: list[dict[str, Any]] = []
     if inputs.readable:
-        owned = spark is None
-        session = spark if spark is not None else build_session(options)
-        try:
-            with StageProgress(session, progress) as tracker:
-                step(
-                    2,
-                    f"reading and estimating on {options.master if owned else 'the given session'}",
-                )
-                tracker.label = "estimating"
-                configure_estimation(session, inputs)
-                history = read_history_frame(session, inputs)
-                if inputs.listed_by_spark:
-                    # Spark's own listing, for the summary's file count.
-                    inputs = dataclasses.replace(inputs, files=tuple(history.inputFiles()))
-                estimates = estimate(
-                    history, shuffle_partitions(session), keys_unique=inputs.keys_unique
-                )
-                profiles_frame: Any = estimates.profiles.toPandas()
-                spread_rows = keyed_spreads(profiles_frame, estimates.spreads.toPandas())
-                estimates.events.unpersist()
-                estimated = [profile_from_row(row) for row in profiles_frame.to_dict("records")]
-                if inputs.listed_by_spark:
-                    records = int(profiles_frame["records"].sum()) if len(profiles_frame) else 0
-                    inputs = dataclasses.replace(inputs, rows=records)
-                result.events = inputs.rows
-                result.groups = len(profiles_frame)
-                lap("estimate")
-                progress(f"      {len(profiles_frame)} groups, {len(spread_rows)} batch sizes")
-                step(3, f"scoring candidates for {len(profiles_frame)} groups on the simulator")
-                tracker.label = "scoring"
-                scores = _score(session, [profile for profile, _ in estimated], options)
-                lap("score")
-            facts = [fact for _, fact in estimated]
-        finally:
-            if owned:
-                session.stop()
-        step(4, "choosing a delay per cluster, a batch size and session timeout per group")
-        grouped = _group_scores(facts, scores)
-        clusters, choices = choose(grouped)
+        inputs, facts, scores, spread_rows = _estimate_and_score(options, spark, inputs, watch)
+        watch.step(4, "choosing a delay per cluster, a batch size and session timeout per group")
+        clusters, choices = choose(_group_scores(facts, scores))
         for cluster in clusters:
             for note in cluster.notes:
                 result.messages.append(f"cluster {cluster.cluster}: {note}")
@@ -529,10 +500,10 @@ def learn(
             result.messages.append(
                 "the history holds one group only: recommendations cover it alone"
             )
-        lap("choose")
+        watch.lap("choose")
     else:
-        step(2, "no readable history: writing an empty recommendation set")
-    step(5, f"writing recommendations to {options.output}")
+        watch.step(2, "no readable history: writing an empty recommendation set")
+    watch.step(5, f"writing recommendations to {options.output}")
     output = build_output(
         run_id=run_id,
         options_history=options.history,
@@ -543,9 +514,75 @@ def learn(
         messages=result.messages,
     )
     result.output = write_output(options.output, output, keep_runs=options.keep_runs)
-    lap("write")
+    watch.lap("write")
     progress(f"      run {run_id}: {len(choices)} groups, {len(clusters)} clusters")
     return result
+
+
+@dataclass
+class _Stopwatch:
+    """The job's numbered steps, told through `progress`, and each stage's time in the result."""
+
+    result: LearnResult
+    progress: Progress
+    clock: float = field(default_factory=time.perf_counter)
+
+    def step(self, number: int, text: str) -> None:
+        self.progress(f"learn [{number}/5] {text}")
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.result.timings_s[name] = now - self.clock
+        self.clock = now
+
+
+def _estimate_and_score(
+    options: LearnOptions,
+    spark: SparkSession | None,
+    inputs: HistoryInputs,
+    watch: _Stopwatch,
+) -> tuple[HistoryInputs, list[GroupFacts], pd.DataFrame, list[dict[str, Any]]]:
+    """Steps 2 and 3 on Spark (the given session, or one of the job's own, stopped after):
+    (the inputs as Spark counted them, each group's facts, the candidates' scores, the join
+    spreads per batch size)."""
+    result, progress = watch.result, watch.progress
+    owned = spark is None
+    session = spark if spark is not None else build_session(options)
+    try:
+        with StageProgress(session, progress) as tracker:
+            watch.step(
+                2,
+                f"reading and estimating on {options.master if owned else 'the given session'}",
+            )
+            tracker.label = "estimating"
+            configure_estimation(session, inputs)
+            history = read_history_frame(session, inputs)
+            if inputs.listed_by_spark:
+                # Spark's own listing, for the summary's file count.
+                inputs = dataclasses.replace(inputs, files=tuple(history.inputFiles()))
+            estimates = estimate(
+                history, shuffle_partitions(session), keys_unique=inputs.keys_unique
+            )
+            profiles_frame: Any = estimates.profiles.toPandas()
+            spread_rows = keyed_spreads(profiles_frame, estimates.spreads.toPandas())
+            estimates.events.unpersist()
+            estimated = [profile_from_row(row) for row in profiles_frame.to_dict("records")]
+            if inputs.listed_by_spark:
+                records = int(profiles_frame["records"].sum()) if len(profiles_frame) else 0
+                inputs = dataclasses.replace(inputs, rows=records)
+            result.events = inputs.rows
+            result.groups = len(profiles_frame)
+            watch.lap("estimate")
+            progress(f"      {len(profiles_frame)} groups, {len(spread_rows)} batch sizes")
+            watch.step(3, f"scoring candidates for {len(profiles_frame)} groups on the simulator")
+            tracker.label = "scoring"
+            scores = _score(session, [profile for profile, _ in estimated], options)
+            watch.lap("score")
+        facts = [fact for _, fact in estimated]
+    finally:
+        if owned:
+            session.stop()
+    return inputs, facts, scores, spread_rows
 
 
 def _compact(options: LearnOptions, result: LearnResult, progress: Progress) -> None:

@@ -38,7 +38,14 @@ def render_markdown(
     ]
     if summary["messages"]:
         lines += ["## Messages", ""] + [f"- {message}" for message in summary["messages"]] + [""]
-    lines += [
+    lines += _cluster_table(clusters)
+    lines += _group_table(choices)
+    lines += _spread_table(spreads)
+    return "\n".join(lines) + "\n"
+
+
+def _cluster_table(clusters: Sequence[ClusterChoice]) -> list[str]:
+    lines = [
         "## Initial delay per cluster",
         "",
         "| cluster | groups | current ms | recommended ms | cost/day at default | cost/day |",
@@ -52,8 +59,13 @@ def render_markdown(
             f"| {cluster.cluster} | {cluster.groups} | {_ms(cluster.current_delay_ms)} | "
             f"{_ms(cluster.delay_ms)} | {_ms(at_default)} | {_ms(chosen)} |"
         )
+    return lines
+
+
+def _group_table(choices: Sequence[GroupChoice]) -> list[str]:
+    """The TOP_GROUPS groups with most to gain."""
     ranked = sorted(choices, key=lambda choice: -choice.improvement)
-    lines += [
+    lines = [
         "",
         f"## Groups (the {min(TOP_GROUPS, len(ranked))} with most to gain of {len(ranked)})",
         "",
@@ -68,23 +80,27 @@ def render_markdown(
             f"{_ms(choice.session_timeout_ms)} | {choice.default_cost_per_day_s:,.1f} | "
             f"{choice.cost_per_day_s:,.1f} | {choice.improvement:.0%} |"
         )
-    if spreads:
-        lines += [
-            "",
-            "## Join spreads per batch size (first 40)",
-            "",
-            "| group | batch members | batches | p50 spread ms | p90 spread ms |",
-            "|---|---:|---:|---:|---:|",
-        ]
-        ordered = sorted(
-            spreads, key=lambda row: (row["namespace"], row["name"], row["batch_members"])
+    return lines
+
+
+def _spread_table(spreads: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The first 40 join spreads by group and batch size; nothing without spreads."""
+    if not spreads:
+        return []
+    lines = [
+        "",
+        "## Join spreads per batch size (first 40)",
+        "",
+        "| group | batch members | batches | p50 spread ms | p90 spread ms |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    ordered = sorted(spreads, key=lambda row: (row["namespace"], row["name"], row["batch_members"]))
+    for row in ordered[:40]:
+        lines.append(
+            f"| {row['namespace']}/{row['name']} | {row['batch_members']} | {row['batches']} | "
+            f"{row['spread_p50_ms']:,.0f} | {row['spread_p90_ms']:,.0f} |"
         )
-        for row in ordered[:40]:
-            lines.append(
-                f"| {row['namespace']}/{row['name']} | {row['batch_members']} | {row['batches']} | "
-                f"{row['spread_p50_ms']:,.0f} | {row['spread_p90_ms']:,.0f} |"
-            )
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def render_png(clusters: Sequence[ClusterChoice], choices: Sequence[GroupChoice]) -> bytes:

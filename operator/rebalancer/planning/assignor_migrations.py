@@ -122,23 +122,7 @@ def plan_assignor(
     if tuple(running) == (COOPERATIVE,):
         return AssignorStep((COOPERATIVE,))
     if _is_mixed(running):
-        if not rolled_out:
-            return AssignorStep(
-                tuple(running),
-                step=1,
-                note=(
-                    f"assignor migration step 1 of 2: {','.join(running)} is rolling out; "
-                    f"{COOPERATIVE} alone follows once every pod runs it (KIP-429)"
-                ),
-            )
-        return AssignorStep(
-            (COOPERATIVE,),
-            step=2,
-            note=(
-                f"assignor migration step 2 of 2: every pod lists {','.join(running)}, so the "
-                f"eager assignor is removed (KIP-429)"
-            ),
-        )
+        return _mixed_step(running, rolled_out)
     eager = tuple(name for name in running if name in EAGER)
     if not eager:
         # Custom assignors only: nothing KIP-429 describes; the user chose to switch.
@@ -166,5 +150,27 @@ def plan_assignor(
         note=(
             f"assignor migration step 1 of 2: rolling out {','.join(first)} (the group stays "
             f"eager); {COOPERATIVE} alone follows once every pod runs it (KIP-429)"
+        ),
+    )
+
+
+def _mixed_step(running: Sequence[str], rolled_out: bool) -> AssignorStep:
+    """Consumers listing the cooperative assignor beside an eager one: step 1 while that list
+    rolls out, step 2 (cooperative alone) once every pod runs it."""
+    if not rolled_out:
+        return AssignorStep(
+            tuple(running),
+            step=1,
+            note=(
+                f"assignor migration step 1 of 2: {','.join(running)} is rolling out; "
+                f"{COOPERATIVE} alone follows once every pod runs it (KIP-429)"
+            ),
+        )
+    return AssignorStep(
+        (COOPERATIVE,),
+        step=2,
+        note=(
+            f"assignor migration step 2 of 2: every pod lists {','.join(running)}, so the "
+            f"eager assignor is removed (KIP-429)"
         ),
     )

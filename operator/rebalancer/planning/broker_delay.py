@@ -154,23 +154,7 @@ def plan_delay(
             f"{value}); {why}",
         )
     if policy.mode is DelayMode.STRIMZI:
-        if profile is BrokerProfile.REDPANDA:
-            return _refused(
-                value,
-                f"{DELAY_PATH}.mode",
-                "is strimzi, but the cluster is Redpanda, which Strimzi does not run",
-                "use mode alter-configs (Redpanda takes the delay live) or recommend",
-            )
-        ref = policy.strimzi
-        where = f"{ref.namespace or want.namespace}/{ref.name}" if ref else "(no resource)"
-        return DelayPlan(
-            DelayAction.PATCH_STRIMZI,
-            value,
-            DELAY_KEY,
-            "DelayPatched",
-            f"{DELAY_KEY}={value} in Kafka {where} spec.kafka.config (Strimzi rolls the "
-            f"brokers to apply it); {why}",
-        )
+        return _strimzi_plan(policy, want, profile, value, why)
     if profile is BrokerProfile.REDPANDA:
         return DelayPlan(
             DelayAction.ALTER_BROKER,
@@ -194,6 +178,33 @@ def plan_delay(
         "ProfileUnknown",
         "the broker implementation is not known yet, so whether it takes the delay live is "
         f"not known either; set spec.kafka.profile to say it; {why}",
+    )
+
+
+def _strimzi_plan(
+    policy: BrokerDelayPolicy,
+    want: DelayWant,
+    profile: BrokerProfile | None,
+    value: int,
+    why: str,
+) -> DelayPlan:
+    """Mode strimzi: the value goes into the Kafka resource, which Redpanda has none of."""
+    if profile is BrokerProfile.REDPANDA:
+        return _refused(
+            value,
+            f"{DELAY_PATH}.mode",
+            "is strimzi, but the cluster is Redpanda, which Strimzi does not run",
+            "use mode alter-configs (Redpanda takes the delay live) or recommend",
+        )
+    ref = policy.strimzi
+    where = f"{ref.namespace or want.namespace}/{ref.name}" if ref else "(no resource)"
+    return DelayPlan(
+        DelayAction.PATCH_STRIMZI,
+        value,
+        DELAY_KEY,
+        "DelayPatched",
+        f"{DELAY_KEY}={value} in Kafka {where} spec.kafka.config (Strimzi rolls the "
+        f"brokers to apply it); {why}",
     )
 
 

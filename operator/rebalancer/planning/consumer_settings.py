@@ -255,24 +255,9 @@ def _check_timings(
     heartbeat = derived_heartbeat(policy, protocol)
     session_path = f"{SETTINGS_PATH}.sessionTimeoutMs"
     heartbeat_path = f"{SETTINGS_PATH}.heartbeatIntervalMs"
-    if heartbeat >= session:
-        problems.append(
-            FieldProblem(
-                heartbeat_path,
-                f"({heartbeat}) is not below sessionTimeoutMs ({session}): the member would "
-                "expire between two heartbeats",
-                f"set heartbeatIntervalMs to at most {session // 3} (a third of the session)",
-            )
-        )
-    elif heartbeat * 3 > session:
-        problems.append(
-            FieldProblem(
-                heartbeat_path,
-                f"({heartbeat}) is more than a third of sessionTimeoutMs ({session}): one late "
-                "heartbeat would cost the member its partitions",
-                f"set heartbeatIntervalMs to at most {session // 3}",
-            )
-        )
+    problem = _heartbeat_problem(heartbeat, session, heartbeat_path)
+    if problem is not None:
+        problems.append(problem)
     source = limits.describe_source()
     if protocol is GroupProtocol.CONSUMER:
         low, high = limits.consumer_min_session_ms, limits.consumer_max_session_ms
@@ -314,6 +299,25 @@ def _check_timings(
             )
         )
     return problems
+
+
+def _heartbeat_problem(heartbeat: int, session: int, heartbeat_path: str) -> FieldProblem | None:
+    """A heartbeat interval too long for the session to survive one late heartbeat."""
+    if heartbeat >= session:
+        return FieldProblem(
+            heartbeat_path,
+            f"({heartbeat}) is not below sessionTimeoutMs ({session}): the member would "
+            "expire between two heartbeats",
+            f"set heartbeatIntervalMs to at most {session // 3} (a third of the session)",
+        )
+    if heartbeat * 3 > session:
+        return FieldProblem(
+            heartbeat_path,
+            f"({heartbeat}) is more than a third of sessionTimeoutMs ({session}): one late "
+            "heartbeat would cost the member its partitions",
+            f"set heartbeatIntervalMs to at most {session // 3}",
+        )
+    return None
 
 
 def _check_delivery(

@@ -342,27 +342,9 @@ def render_template_patch(
         name for name in str(annotations.get(SETTINGS_ENV_ANNOTATION) or "").split(",") if name
     }
     env, names, notes = _merged_env(consumer.get("env") or [], rendered, owned)
-    mounts = [m for m in consumer.get("volumeMounts") or [] if m.get("name") != VOLUME]
-    volumes = [v for v in spec.get("volumes") or [] if v.get("name") != VOLUME]
-    if rendered is not None:
-        clash = next((m for m in mounts if m.get("mountPath") == rendered.mount_path), None)
-        if clash is not None:
-            return TemplatePatch(
-                problem=FieldProblem(
-                    "spec.policy.settings.mountPath",
-                    f"({rendered.mount_path}) is where the container already mounts volume "
-                    f"{clash.get('name')!r}",
-                    "choose another mountPath",
-                )
-            )
-        mount = {"name": VOLUME, "mountPath": rendered.mount_path, "readOnly": True}
-        mounts = _replace_or_append(consumer.get("volumeMounts") or [], mount)
-        # optional: a ConsumerGroup deleted (and its ConfigMap collected with it) must not
-        # keep the consumers' pods from starting; the env vars still carry the settings.
-        # defaultMode as the API server would default it, so a re-read template compares equal.
-        source = {"name": rendered.configmap, "optional": True, "defaultMode": 0o644}
-        volume = {"name": VOLUME, "configMap": source}
-        volumes = _replace_or_append(spec.get("volumes") or [], volume)
+    mounts, volumes, clash = _mounts_and_volumes(consumer, spec, rendered)
+    if clash is not None:
+        return TemplatePatch(problem=clash)
     base = f"/spec/template/spec/containers/{index}"
     ops = _list_op(f"{base}/env", consumer.get("env"), env)
     ops += _list_op(f"{base}/volumeMounts", consumer.get("volumeMounts"), mounts)
@@ -382,6 +364,34 @@ def render_template_patch(
     if version:
         ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion", "value": version})
     return TemplatePatch(ops=tuple(ops), notes=tuple(notes))
+
+
+def _mounts_and_volumes(
+    consumer: Mapping[str, Any], spec: Mapping[str, Any], rendered: RenderedSettings | None
+) -> tuple[list[Body], list[Body], FieldProblem | None]:
+    """The container's volume mounts and the pod's volumes with the settings' ConfigMap volume
+    put in (or taken out for `rendered` None), and a mount path another volume holds."""
+    mounts = [m for m in consumer.get("volumeMounts") or [] if m.get("name") != VOLUME]
+    volumes = [v for v in spec.get("volumes") or [] if v.get("name") != VOLUME]
+    if rendered is not None:
+        clash = next((m for m in mounts if m.get("mountPath") == rendered.mount_path), None)
+        if clash is not None:
+            problem = FieldProblem(
+                "spec.policy.settings.mountPath",
+                f"({rendered.mount_path}) is where the container already mounts volume "
+                f"{clash.get('name')!r}",
+                "choose another mountPath",
+            )
+            return mounts, volumes, problem
+        mount = {"name": VOLUME, "mountPath": rendered.mount_path, "readOnly": True}
+        mounts = _replace_or_append(consumer.get("volumeMounts") or [], mount)
+        # optional: a ConsumerGroup deleted (and its ConfigMap collected with it) must not
+        # keep the consumers' pods from starting; the env vars still carry the settings.
+        # defaultMode as the API server would default it, so a re-read template compares equal.
+        source = {"name": rendered.configmap, "optional": True, "defaultMode": 0o644}
+        volume = {"name": VOLUME, "configMap": source}
+        volumes = _replace_or_append(spec.get("volumes") or [], volume)
+    return mounts, volumes, None
 
 
 def _replace_or_append(items: Sequence[Body], item: Body) -> list[Body]:

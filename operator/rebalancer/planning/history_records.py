@@ -257,30 +257,42 @@ def enrich_rebalances(
             if join.identity in event.joined and join.generation == event.generation
         ]
         if sighting is not None and joiners:
-            first = min(join.at for join in joiners)
-            started = min(join.first_at for join in joiners)
-            offsets = tuple(sorted(round((join.at - first) * 1000.0, 3) for join in joiners))
-            stable_ms = (sighting.last_at - started) * 1000.0
-            known = stable_ms >= 0
-            # A group that was empty consumed nothing from its start-up until every member was
-            # assigned: every partition waited the whole time to Stable.
-            from_empty = not event.left and set(event.joined) >= sighting.members
-            stalled = updated.partitions if from_empty and known else None
-            updated = replace(
-                updated,
-                started_at=started,
-                join_offsets_ms=offsets,
-                time_to_stable_ms=round(stable_ms, 3) if known else None,
-            )
-            if from_empty:
-                updated = replace(
-                    updated,
-                    stop_the_world_partition_s=(
-                        None if stalled is None else round(stalled * stable_ms / 1000.0, 3)
-                    ),
-                )
+            updated = _timed_from_joins(updated, event, sighting, joiners)
         enriched.append(updated)
     return enriched
+
+
+def _timed_from_joins(
+    updated: RebalanceEvent,
+    event: RebalanceEvent,
+    sighting: GenerationSighting,
+    joiners: Sequence[RecordedJoin],
+) -> RebalanceEvent:
+    """The record with its start (the joiners' start-up), join offsets and time to Stable (until
+    the last member reported the generation)."""
+    first = min(join.at for join in joiners)
+    started = min(join.first_at for join in joiners)
+    offsets = tuple(sorted(round((join.at - first) * 1000.0, 3) for join in joiners))
+    stable_ms = (sighting.last_at - started) * 1000.0
+    known = stable_ms >= 0
+    # A group that was empty consumed nothing from its start-up until every member was
+    # assigned: every partition waited the whole time to Stable.
+    from_empty = not event.left and set(event.joined) >= sighting.members
+    stalled = updated.partitions if from_empty and known else None
+    updated = replace(
+        updated,
+        started_at=started,
+        join_offsets_ms=offsets,
+        time_to_stable_ms=round(stable_ms, 3) if known else None,
+    )
+    if from_empty:
+        updated = replace(
+            updated,
+            stop_the_world_partition_s=(
+                None if stalled is None else round(stalled * stable_ms / 1000.0, 3)
+            ),
+        )
+    return updated
 
 
 def _cause(cause: RebalanceCause, joined: bool, left: bool) -> RebalanceCause:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rebalancer.structs.brokers import BrokerGroupView, GroupState, TopicPartition
+from rebalancer.structs.brokers import BrokerGroupView, BrokerMember, GroupState, TopicPartition
 from rebalancer.structs.reports import MemberReport, ReportEvent
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 
@@ -33,68 +33,22 @@ def combine_observation(
     now: float,
 ) -> GroupSnapshot:
     sources: dict[str, Source] = {}
-    broker_state = view.state if view is not None else GroupState.UNKNOWN
-    if broker_state is not GroupState.UNKNOWN:
-        state: GroupState = broker_state
-        sources["state"] = Source.BROKER
-    elif reports:
-        state = _state_from_reports(reports)
-        sources["state"] = Source.MEMBER_REPORTS
-    else:
-        state = GroupState.UNKNOWN
-        sources["state"] = Source.NONE
-
-    details: list[MemberSummary] = []
-    owned: set[TopicPartition] = set()
+    state, sources["state"] = _combined_state(view, reports)
     # Enforcement sidecars (client.id <pod>-sidecar) are members on the broker but not the
     # application's: counted, they would double the members and add the control partitions.
     members = [m for m in (view.members if view else ()) if not m.client_id.endswith("-sidecar")]
     if view is not None and view.members_known and members:
-        # The broker knows a member by its id and its client's address; the member's own report
-        # carries the same id and the pod's name, which is what a reader of status looks for.
-        by_id = {report.member_id: report for report in reports if report.member_id}
-        by_host = {report.host: report for report in reports}
-        for member in members:
-            reported = (
-                by_id.get(member.member_id)
-                or by_host.get(member.host)
-                or by_host.get(member.client_id)
-            )
-            details.append(
-                MemberSummary(
-                    host=(reported.host if reported and reported.host else member.host),
-                    member_id=member.member_id,
-                    instance_id=member.instance_id,
-                    generation=reported.generation if reported else None,
-                    partitions=len(member.partitions),
-                    source=Source.BROKER,
-                    target_partitions=(
-                        None if member.target_partitions is None else len(member.target_partitions)
-                    ),
-                )
-            )
-            owned.update(member.partitions)
+        details, owned = _members_from_broker(members, reports)
         sources["members"] = Source.BROKER
         sources["assignment"] = Source.BROKER
     elif reports:
-        for report in reports:
-            details.append(
-                MemberSummary(
-                    host=report.host or report.client_id,
-                    member_id=report.member_id,
-                    instance_id=report.instance_id,
-                    generation=report.generation if report.generation >= 0 else None,
-                    partitions=len(report.partitions),
-                    source=Source.MEMBER_REPORTS,
-                )
-            )
-            owned.update(report.partitions)
+        details, owned = _members_from_reports(reports)
         sources["members"] = Source.MEMBER_REPORTS
         sources["assignment"] = Source.MEMBER_REPORTS
-    elif view is not None and view.state in (GroupState.EMPTY, GroupState.DEAD):
-        sources["members"] = Source.BROKER
     else:
-        sources["members"] = Source.NONE
+        details, owned = [], set()
+        known_empty = view is not None and view.state in (GroupState.EMPTY, GroupState.DEAD)
+        sources["members"] = Source.BROKER if known_empty else Source.NONE
 
     reported_generations = [report.generation for report in reports if report.generation >= 0]
     generation = max(reported_generations) if reported_generations else None
@@ -104,27 +58,16 @@ def combine_observation(
     lag = sum(lags) if lags else None
     sources["lag"] = Source.MEMBER_REPORTS if lag is not None else Source.NONE
 
-    protocol = None
-    if view is not None and view.protocol.value != "unknown":
-        protocol = view.protocol.value
-    elif reports and reports[0].protocol:
-        protocol = reports[0].protocol
-    assignor = view.assignor if view is not None and view.assignor else None
-    if assignor is None:
-        strategies = {r.assignment_strategy for r in reports if r.assignment_strategy}
-        assignor = ",".join(sorted(strategies)) or None
-
-    member_count = len(details)
     # KIP-848: members still moving to the coordinator's target assignment (only the broker says).
     targets_known = [m for m in members if m.target_partitions is not None]
     reconciling = sum(m.reconciling for m in targets_known) if targets_known else None
     assigned = len(owned) if details else (0 if sources["members"] is Source.BROKER else None)
     return GroupSnapshot(
         state=state,
-        protocol=protocol,
-        assignor=assignor,
+        protocol=_combined_protocol(view, reports),
+        assignor=_combined_assignor(view, reports),
         generation=generation,
-        members=member_count,
+        members=len(details),
         member_details=tuple(sorted(details, key=lambda m: m.host)),
         assigned_partitions=assigned,
         total_partitions=total_partitions,
@@ -134,6 +77,85 @@ def combine_observation(
         coordinator=view.coordinator_id if view is not None else None,
         members_reconciling=reconciling,
     )
+
+
+def _combined_state(
+    view: BrokerGroupView | None, reports: Sequence[MemberReport]
+) -> tuple[GroupState, Source]:
+    """The broker's state when it knows one, else the one the reports suggest."""
+    broker_state = view.state if view is not None else GroupState.UNKNOWN
+    if broker_state is not GroupState.UNKNOWN:
+        return broker_state, Source.BROKER
+    if reports:
+        return _state_from_reports(reports), Source.MEMBER_REPORTS
+    return GroupState.UNKNOWN, Source.NONE
+
+
+def _members_from_broker(
+    members: Sequence[BrokerMember], reports: Sequence[MemberReport]
+) -> tuple[list[MemberSummary], set[TopicPartition]]:
+    """The broker's members named as they report themselves, and the partitions they own."""
+    details: list[MemberSummary] = []
+    owned: set[TopicPartition] = set()
+    # The broker knows a member by its id and its client's address; the member's own report
+    # carries the same id and the pod's name, which is what a reader of status looks for.
+    by_id = {report.member_id: report for report in reports if report.member_id}
+    by_host = {report.host: report for report in reports}
+    for member in members:
+        reported = (
+            by_id.get(member.member_id) or by_host.get(member.host) or by_host.get(member.client_id)
+        )
+        details.append(
+            MemberSummary(
+                host=(reported.host if reported and reported.host else member.host),
+                member_id=member.member_id,
+                instance_id=member.instance_id,
+                generation=reported.generation if reported else None,
+                partitions=len(member.partitions),
+                source=Source.BROKER,
+                target_partitions=(
+                    None if member.target_partitions is None else len(member.target_partitions)
+                ),
+            )
+        )
+        owned.update(member.partitions)
+    return details, owned
+
+
+def _members_from_reports(
+    reports: Sequence[MemberReport],
+) -> tuple[list[MemberSummary], set[TopicPartition]]:
+    details: list[MemberSummary] = []
+    owned: set[TopicPartition] = set()
+    for report in reports:
+        details.append(
+            MemberSummary(
+                host=report.host or report.client_id,
+                member_id=report.member_id,
+                instance_id=report.instance_id,
+                generation=report.generation if report.generation >= 0 else None,
+                partitions=len(report.partitions),
+                source=Source.MEMBER_REPORTS,
+            )
+        )
+        owned.update(report.partitions)
+    return details, owned
+
+
+def _combined_protocol(view: BrokerGroupView | None, reports: Sequence[MemberReport]) -> str | None:
+    if view is not None and view.protocol.value != "unknown":
+        return view.protocol.value
+    if reports and reports[0].protocol:
+        return reports[0].protocol
+    return None
+
+
+def _combined_assignor(view: BrokerGroupView | None, reports: Sequence[MemberReport]) -> str | None:
+    """The broker's assignor, else the strategies the members report, joined."""
+    if view is not None and view.assignor:
+        return view.assignor
+    strategies = {r.assignment_strategy for r in reports if r.assignment_strategy}
+    return ",".join(sorted(strategies)) or None
 
 
 def coordinator_from_status(status: Mapping[str, Any]) -> int | None:

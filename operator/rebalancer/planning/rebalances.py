@@ -90,34 +90,69 @@ def detect_rebalances(
     to tracking.generation (if given) is the baseline its successor's joins and leaves are
     counted against, because members keep reporting a generation after it was first seen.
     """
+    reported = _count_reported(tracking, snapshot, sightings, context, settle_seconds)
+    events = list(reported.events)
+    pending = reported.pending
+    if snapshot.sources.get("generation") is Source.MEMBER_REPORTS:
+        members = reported.baseline
+        suspected = tracking.suspected
+    else:
+        members = snapshot.member_keys
+        suspected = _suspect_from_broker(tracking, snapshot, context, reported.generation)
+    if suspected is not None:
+        if (
+            reported.reported_at is not None
+            and reported.reported_at >= suspected.detected_at - settle_seconds
+        ):
+            suspected = None  # the members reported it: counted from their reports
+        elif (
+            snapshot.state not in REBALANCING_STATES
+            and snapshot.observed_at - suspected.detected_at >= 2 * settle_seconds
+        ):
+            events.append(suspected)
+            suspected = None
+        else:
+            pending = True
+
+    last = events[-1] if events else None
+    updated = replace(
+        tracking,
+        generation=reported.generation,
+        state=snapshot.state,
+        members=members,
+        rebalances=tracking.rebalances + len(events),
+        last_rebalance_at=last.detected_at if last else tracking.last_rebalance_at,
+        last_cause=last.cause.value if last else tracking.last_cause,
+        observed=True,
+        pending=pending,
+        suspected=suspected,
+        reported_at=reported.reported_at,
+    )
+    return events, updated
+
+
+@dataclass(frozen=True)
+class _Reported:
+    """The rebalances counted from member reports, and where the counting stopped."""
+
+    events: list[RebalanceEvent]
+    # The newest generation counted, and its members: the next one's baseline.
+    generation: int | None
+    baseline: frozenset[str]
+    reported_at: float | None
+    # A generation not every member has reported yet.
+    pending: bool
+
+
+def _count_reported(
+    tracking: GroupTracking,
+    snapshot: GroupSnapshot,
+    sightings: Sequence[GenerationSighting],
+    context: EventContext,
+    settle_seconds: float,
+) -> _Reported:
     events: list[RebalanceEvent] = []
     generation = tracking.generation
-
-    def event(
-        cause: RebalanceCause,
-        gen: int | None,
-        seen: float | None,
-        members: int,
-        change: tuple[tuple[str, ...], tuple[str, ...]],
-        source: Source,
-    ) -> RebalanceEvent:
-        return RebalanceEvent(
-            namespace=context.namespace,
-            name=context.name,
-            group_id=context.group_id,
-            cluster=context.cluster,
-            generation=gen,
-            previous_generation=generation,
-            cause=explained_cause(cause, snapshot.assignor, *change),
-            detected_at=snapshot.observed_at if seen is None else seen,
-            started_at=None,
-            members=members,
-            joined=change[0],
-            left=change[1],
-            source=source.value,
-            state=snapshot.state,
-        )
-
     floor = generation_or(tracking.generation)
     # Members as the broker lists them are known by their client's address; members as they
     # report are known by pod name. Until a reported generation has been counted, what tracking
@@ -140,70 +175,87 @@ def detect_rebalances(
         joined = tuple(sorted(sighting.members - baseline))
         left = tuple(sorted(baseline - sighting.members))
         if sighting.first_seen >= tracking.since:
+            change = _Change(joined, left, len(sighting.members))
             events.append(
-                event(
+                _event(
+                    context,
+                    snapshot,
                     _cause(joined, left),
-                    sighting.generation,
+                    (generation, sighting.generation),
                     sighting.first_seen,
-                    len(sighting.members),
-                    (joined, left),
+                    change,
                     Source.MEMBER_REPORTS,
                 )
             )
         generation = sighting.generation
         baseline = sighting.members
         reported_at = max(reported_at or sighting.first_seen, sighting.first_seen)
+    return _Reported(events, generation, baseline, reported_at, pending)
 
-    current = snapshot.member_keys
-    reports_in_use = snapshot.sources.get("generation") is Source.MEMBER_REPORTS
+
+def _suspect_from_broker(
+    tracking: GroupTracking,
+    snapshot: GroupSnapshot,
+    context: EventContext,
+    generation: int | None,
+) -> RebalanceEvent | None:
+    """Without member reports: the rebalance the broker shows (the group entered a rebalancing
+    state, or its listed members changed), held as suspected until it is counted; the one
+    already suspected, if any, is kept."""
     suspected = tracking.suspected
-    if reports_in_use:
-        members = baseline
-    else:
-        members = current
-        joined = tuple(sorted(current - tracking.members))
-        left = tuple(sorted(tracking.members - current))
-        if tracking.observed:
-            entered = (
-                snapshot.state in REBALANCING_STATES and tracking.state not in REBALANCING_STATES
-            )
-            members_moved = (
-                snapshot.sources.get("members") is Source.BROKER
-                and bool(joined or left)
-                and snapshot.state not in REBALANCING_STATES
-            )
-            if (entered or members_moved) and suspected is None:
-                cause = _cause(joined, left) if members_moved else RebalanceCause.STATE_CHANGE
-                suspected = event(
-                    cause, None, None, snapshot.members, (joined, left), Source.BROKER
-                )
-    if suspected is not None:
-        if reported_at is not None and reported_at >= suspected.detected_at - settle_seconds:
-            suspected = None  # the members reported it: counted from their reports
-        elif (
-            snapshot.state not in REBALANCING_STATES
-            and snapshot.observed_at - suspected.detected_at >= 2 * settle_seconds
-        ):
-            events.append(suspected)
-            suspected = None
-        else:
-            pending = True
-
-    last = events[-1] if events else None
-    updated = replace(
-        tracking,
-        generation=generation,
-        state=snapshot.state,
-        members=members,
-        rebalances=tracking.rebalances + len(events),
-        last_rebalance_at=last.detected_at if last else tracking.last_rebalance_at,
-        last_cause=last.cause.value if last else tracking.last_cause,
-        observed=True,
-        pending=pending,
-        suspected=suspected,
-        reported_at=reported_at,
+    if not tracking.observed or suspected is not None:
+        return suspected
+    current = snapshot.member_keys
+    joined = tuple(sorted(current - tracking.members))
+    left = tuple(sorted(tracking.members - current))
+    entered = snapshot.state in REBALANCING_STATES and tracking.state not in REBALANCING_STATES
+    members_moved = (
+        snapshot.sources.get("members") is Source.BROKER
+        and bool(joined or left)
+        and snapshot.state not in REBALANCING_STATES
     )
-    return events, updated
+    if not (entered or members_moved):
+        return None
+    cause = _cause(joined, left) if members_moved else RebalanceCause.STATE_CHANGE
+    change = _Change(joined, left, snapshot.members)
+    return _event(context, snapshot, cause, (generation, None), None, change, Source.BROKER)
+
+
+@dataclass(frozen=True)
+class _Change:
+    joined: tuple[str, ...]
+    left: tuple[str, ...]
+    members: int
+
+
+def _event(
+    context: EventContext,
+    snapshot: GroupSnapshot,
+    cause: RebalanceCause,
+    generations: tuple[int | None, int | None],
+    seen: float | None,
+    change: _Change,
+    source: Source,
+) -> RebalanceEvent:
+    """A rebalance from generation `generations[0]` to `generations[1]`, seen at `seen` (None:
+    at the snapshot)."""
+    previous, generation = generations
+    return RebalanceEvent(
+        namespace=context.namespace,
+        name=context.name,
+        group_id=context.group_id,
+        cluster=context.cluster,
+        generation=generation,
+        previous_generation=previous,
+        cause=explained_cause(cause, snapshot.assignor, change.joined, change.left),
+        detected_at=snapshot.observed_at if seen is None else seen,
+        started_at=None,
+        members=change.members,
+        joined=change.joined,
+        left=change.left,
+        source=source.value,
+        state=snapshot.state,
+    )
 
 
 def _complete(

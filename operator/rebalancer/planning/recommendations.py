@@ -137,7 +137,7 @@ def decide_learning(
         )
     target, clamped = bounded_settings(recommendation, policy)
     gain = f"expected {recommendation.improvement:.0%} lower cost than the defaults"
-    clamp_note = f"; clamped to bounds: {', '.join(clamped)}" if clamped else ""
+    clamp_note = _clamp_note(clamped)
     if policy.mode is LearningMode.RECOMMEND:
         return LearningDecision(
             LearningAction.SHOW,
@@ -158,12 +158,36 @@ def decide_learning(
             clamped,
         )
     delta = changes(target, current)
-    if delta == empty:
+    held = _held_back(policy, recommendation, target, delta, clamped, last_applied_at, now)
+    if held is not None:
+        return held
+    return LearningDecision(
+        LearningAction.APPLY,
+        delta,
+        "Applying",
+        f"run {recommendation.run_id}: applying {_describe(delta)}; {gain}{clamp_note}",
+        clamped,
+    )
+
+
+def _held_back(
+    policy: LearningPolicy,
+    recommendation: Recommendation,
+    target: CurrentSettings,
+    delta: CurrentSettings,
+    clamped: tuple[str, ...],
+    last_applied_at: float | None,
+    now: float,
+) -> LearningDecision | None:
+    """Why a fresh recommendation is shown but not applied: already in force, no gain, or the
+    last apply too recent; None when it is applied."""
+    if delta == CurrentSettings():
         return LearningDecision(
             LearningAction.SHOW,
             target,
             "InEffect",
-            f"run {recommendation.run_id}: the settings in force already match{clamp_note}",
+            f"run {recommendation.run_id}: the settings in force already match"
+            f"{_clamp_note(clamped)}",
             clamped,
         )
     if recommendation.improvement <= 0:
@@ -187,13 +211,11 @@ def decide_learning(
             clamped,
             next_apply_at=due,
         )
-    return LearningDecision(
-        LearningAction.APPLY,
-        delta,
-        "Applying",
-        f"run {recommendation.run_id}: applying {_describe(delta)}; {gain}{clamp_note}",
-        clamped,
-    )
+    return None
+
+
+def _clamp_note(clamped: tuple[str, ...]) -> str:
+    return f"; clamped to bounds: {', '.join(clamped)}" if clamped else ""
 
 
 def _describe(settings: CurrentSettings) -> str:

@@ -20,7 +20,7 @@ not gated.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rebalancer.planning.rollout_states import Mechanism, RolloutKind
@@ -318,7 +318,6 @@ def plan_rollout(
     ordinals: tuple[int, ...] = ()
     base = 0
     target = workload.replicas
-    pods_by_batch: list[tuple[str, ...]] = []
     if change.mechanism is Mechanism.STATEFULSET_REPLACE:
         stale = sorted(stale_pods(workload), key=lambda pod: -(pod.ordinal or 0))
         ordinals = tuple(pod.ordinal or 0 for pod in stale)
@@ -332,21 +331,7 @@ def plan_rollout(
     else:
         total = max(workload.replicas - len(through_pods(workload)), 0)
     sizes = split_batches(total, batch_limit(setup, workload, change, total))
-    if change.mechanism is Mechanism.STATEFULSET_REPLACE:
-        start = 0
-        names = {pod.ordinal: pod.name for pod in workload.live_pods}
-        for size in sizes:
-            chunk = ordinals[start : start + size]
-            pods_by_batch.append(tuple(names.get(ordinal, "") for ordinal in chunk))
-            start += size
-    elif change.mechanism is Mechanism.GATE_QUEUE:
-        waiting = [pod.name for pod in held_pods(workload) if pod.gate is GateState.WAITING]
-        start = 0
-        for size in sizes:
-            pods_by_batch.append(tuple(waiting[start : start + size]))
-            start += size
-    else:
-        pods_by_batch = [() for _ in sizes]
+    pods_by_batch = _pods_by_batch(workload, change, sizes, ordinals)
     empty = group_is_empty(group)
     batches: list[PlannedBatch] = []
     clock = 0.0
@@ -378,6 +363,30 @@ def plan_rollout(
         problems=tuple(problems),
         notes=tuple(plan_notes(setup, workload, change)),
     )
+
+
+def _pods_by_batch(
+    workload: WorkloadView, change: Change, sizes: Sequence[int], ordinals: tuple[int, ...]
+) -> list[tuple[str, ...]]:
+    """The pods each batch replaces (highest ordinal first) or lets go from the gate queue;
+    no names where the batch's pods are not known ahead (steps of a Deployment or a scale)."""
+    pods_by_batch: list[tuple[str, ...]] = []
+    if change.mechanism is Mechanism.STATEFULSET_REPLACE:
+        start = 0
+        names = {pod.ordinal: pod.name for pod in workload.live_pods}
+        for size in sizes:
+            chunk = ordinals[start : start + size]
+            pods_by_batch.append(tuple(names.get(ordinal, "") for ordinal in chunk))
+            start += size
+    elif change.mechanism is Mechanism.GATE_QUEUE:
+        waiting = [pod.name for pod in held_pods(workload) if pod.gate is GateState.WAITING]
+        start = 0
+        for size in sizes:
+            pods_by_batch.append(tuple(waiting[start : start + size]))
+            start += size
+    else:
+        pods_by_batch = [() for _ in sizes]
+    return pods_by_batch
 
 
 def check_rollout(

@@ -95,19 +95,15 @@ def _copied_mounts(consumer: Mapping[str, Any]) -> list[Body]:
     return mounts
 
 
-def render_sidecar(
+def _sidecar_env(
     consumer: Mapping[str, Any],
-    *,
     group_id: str,
     bootstrap_servers: Sequence[str],
     policy: SidecarPolicy,
-    options: SidecarOptions = SidecarOptions(),
-) -> RenderedSidecar:
-    """The sidecar container next to `consumer` (the application container as the template
-    has it) and the token volume it mounts. `policy.token_secret` must be set (the parser
-    requires it with inject)."""
-    assert policy.token_secret is not None, "inject requires tokenSecretRef"
-    env: list[Body] = [
+) -> list[Body]:
+    """The sidecar's environment: the pod's name and IP, the consumer's Kafka settings, and
+    where the sidecar reads its token and listens."""
+    return [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         *_copied_env(consumer),
@@ -122,6 +118,21 @@ def render_sidecar(
         # at the last colon).
         {"name": "REBALANCER_SIDECAR_LISTEN", "value": f"$(POD_IP):{policy.port}"},
     ]
+
+
+def render_sidecar(
+    consumer: Mapping[str, Any],
+    *,
+    group_id: str,
+    bootstrap_servers: Sequence[str],
+    policy: SidecarPolicy,
+    options: SidecarOptions = SidecarOptions(),
+) -> RenderedSidecar:
+    """The sidecar container next to `consumer` (the application container as the template
+    has it) and the token volume it mounts. `policy.token_secret` must be set (the parser
+    requires it with inject)."""
+    assert policy.token_secret is not None, "inject requires tokenSecretRef"
+    env = _sidecar_env(consumer, group_id, bootstrap_servers, policy)
     mounts = _copied_mounts(consumer)
     mounts.append({"name": TOKEN_VOLUME, "mountPath": TOKEN_DIRECTORY, "readOnly": True})
     container: Body = {
@@ -219,45 +230,11 @@ def render_sidecar_patch(
         if index is not None and carried is None:
             # Named like ours but not put there by the operator: the user's own container.
             return TemplatePatch()
-        if index is not None:
-            ops.append({"op": "remove", "path": f"/spec/template/spec/containers/{index}"})
-        ops += _volume_ops(spec, None)
-        ops.append(
-            {
-                "op": "remove",
-                "path": f"/spec/template/metadata/annotations/{pointer(SIDECAR_HASH_ANNOTATION)}",
-            }
-        )
+        ops += _removal_ops(spec, index)
     else:
-        if index is not None and carried is None:
-            return TemplatePatch(
-                problem=FieldProblem(
-                    "spec.policy.enforce.sidecar.inject",
-                    f"is true, but the pod template already has a container named "
-                    f"{SIDECAR_CONTAINER!r} the operator did not add",
-                    "rename that container, or set inject: false and keep your own sidecar",
-                )
-            )
-        own = user_sidecar(spec)
-        if own is not None:
-            return TemplatePatch(
-                problem=FieldProblem(
-                    "spec.policy.enforce.sidecar.inject",
-                    f"is true, but container {own!r} of the pod template already runs "
-                    "`rebalancer sidecar`",
-                    "set inject: false to keep your own sidecar, or remove it from the manifest",
-                )
-            )
-        port = rendered.container["ports"][0]["containerPort"]
-        taken = _port_owner(spec, port)
-        if taken is not None:
-            return TemplatePatch(
-                problem=FieldProblem(
-                    "spec.policy.enforce.sidecar.port",
-                    f"({port}) is a port container {taken!r} of the pod template declares",
-                    "choose another port from 1024 to 65535",
-                )
-            )
+        problem = _injection_problem(spec, index, carried, rendered)
+        if problem is not None:
+            return TemplatePatch(problem=problem)
         if index is not None and carried == rendered.hash:
             return TemplatePatch()
         if index is None:
@@ -284,6 +261,51 @@ def render_sidecar_patch(
     if version:
         ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion", "value": version})
     return TemplatePatch(ops=tuple(ops))
+
+
+def _injection_problem(
+    spec: Mapping[str, Any], index: int | None, carried: str | None, rendered: RenderedSidecar
+) -> FieldProblem | None:
+    """Why the sidecar cannot go into this template: a container of its name the operator did
+    not add, the user's own sidecar, or its port taken."""
+    if index is not None and carried is None:
+        return FieldProblem(
+            "spec.policy.enforce.sidecar.inject",
+            f"is true, but the pod template already has a container named "
+            f"{SIDECAR_CONTAINER!r} the operator did not add",
+            "rename that container, or set inject: false and keep your own sidecar",
+        )
+    own = user_sidecar(spec)
+    if own is not None:
+        return FieldProblem(
+            "spec.policy.enforce.sidecar.inject",
+            f"is true, but container {own!r} of the pod template already runs `rebalancer sidecar`",
+            "set inject: false to keep your own sidecar, or remove it from the manifest",
+        )
+    port = rendered.container["ports"][0]["containerPort"]
+    taken = _port_owner(spec, port)
+    if taken is not None:
+        return FieldProblem(
+            "spec.policy.enforce.sidecar.port",
+            f"({port}) is a port container {taken!r} of the pod template declares",
+            "choose another port from 1024 to 65535",
+        )
+    return None
+
+
+def _removal_ops(spec: Mapping[str, Any], index: int | None) -> list[Body]:
+    """Take the operator's sidecar, its token volume and its hash annotation out."""
+    ops: list[Body] = []
+    if index is not None:
+        ops.append({"op": "remove", "path": f"/spec/template/spec/containers/{index}"})
+    ops += _volume_ops(spec, None)
+    ops.append(
+        {
+            "op": "remove",
+            "path": f"/spec/template/metadata/annotations/{pointer(SIDECAR_HASH_ANNOTATION)}",
+        }
+    )
+    return ops
 
 
 def _port_owner(spec: Mapping[str, Any], port: int) -> str | None:

@@ -168,6 +168,19 @@ def decide_enforcement(
             slot = int(inputs.now // interval)
             ids[EnforceCause.SCHEDULE] = f"schedule-{_digest(group_id, str(interval), str(slot))}"
 
+    return _decision(policy, inputs, due, ids, new_topics, remembered)
+
+
+def _decision(
+    policy: EnforcePolicy,
+    inputs: TriggerInputs,
+    due: list[EnforceCause],
+    ids: dict[EnforceCause, str],
+    new_topics: tuple[str, ...],
+    remembered: TriggerMemory,
+) -> TriggerDecision:
+    """The verdict on the causes due: nothing, skipped while the group already rebalances, or
+    enforce under the first cause's request id."""
     if not due:
         return TriggerDecision(Verdict.NOTHING, memory=remembered)
     # Any enforcement also serves the schedule: the next one is an interval after this.

@@ -87,6 +87,7 @@ from rebalancer.structs.consumer_group import read_consumer_group, written_statu
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.kafka_properties import SettingsError
 from rebalancer.structs.problems import SpecInvalid
+from rebalancer.structs.reports import MemberReport, ReportBook
 from rebalancer.structs.snapshots import GroupSnapshot, moved_for_rollouts
 from rebalancer.structs.specs import ConsumerGroupSpec
 from rebalancer.structs.streams_groups import StreamsGroupView
@@ -112,6 +113,24 @@ def tracking_from_status(status: Mapping[str, Any], since: float) -> GroupTracki
         last_rebalance_at=last_at,
         last_cause=group.get("lastRebalanceCause"),
     )
+
+
+@dataclass(frozen=True)
+class _Look:
+    """What one observation read: the group from Kafka merged with its members' reports."""
+
+    gateway: AdminGateway
+    book: ReportBook
+    reports: list[MemberReport]
+    snapshot: GroupSnapshot
+    streams: StreamsGroupView | None
+    # The partitions of the group's subscription.
+    partitions: int
+    # A refusal to describe some of the subscribed topics.
+    refused: KafkaRequestFailed | None
+    # The CoordinatorMoved message, when another node coordinates the group than last time.
+    moved: str | None
+    now: float
 
 
 @dataclass
@@ -182,6 +201,46 @@ class Observer:
         return self.gateway
 
     async def observe_once(self, body: kopf.Body, spec: ConsumerGroupSpec) -> None:
+        look = await self._look(spec)
+        snapshot = look.snapshot
+        context = EventContext(
+            self.namespace, self.name, spec.group_id, ",".join(spec.kafka.bootstrap_servers)
+        )
+        events = self._detect_rebalances(spec, look, context)
+        before = self.deps.sightings.record(
+            self.namespace, self.name, snapshot, self.tracking.rebalances
+        )
+        status = written_status(body)
+        rollout = RolloutState.from_status(status.get("rollout"))
+        # The planner steps on this snapshot now rather than at its next poll (a batch that has
+        # joined or settled lets the next one go a poll sooner), once this pass has written:
+        # woken before, its status write could land first and this pass's conditions, merged
+        # from the rollout as it was, would then undo its Progressing.
+        previous = before.snapshot if before is not None else None
+        wake_rollout = rollout.phase.active and moved_for_rollouts(previous, snapshot)
+        self.busy = rollout.phase.active or snapshot.state in REBALANCING_STATES
+        ready, replicas = await self._record_history(spec, look, context, status, rollout, events)
+        self._announce(body, spec, events, look.moved)
+        # Remembered once told: an observation that fails before this tells it the next time.
+        if snapshot.coordinator is not None:
+            self.coordinator = snapshot.coordinator
+        conditions = self._conditions(body, spec, snapshot, replicas, look.refused)
+        fields: dict[str, Any] = {"group": self._publish(spec, look, rollout, ready)}
+        if spec.policy.learning.mode.value != "off" or written_status(body).get("learning"):
+            fields["learning"], self.learning_applied_at = await learning_status(
+                self.deps, body, self.namespace, self.name, spec, self.learning_applied_at
+            )
+        self.deps.denials.clear(self.namespace, self.name, "observe")
+        await self._write(body, conditions, fields, force=bool(events) or look.moved is not None)
+        if wake_rollout:
+            self.deps.rollout_wakeup(self.namespace, self.name).set()
+        if self.failures:
+            kopf.info(body, reason="Recovered", message="the group is observed again")
+        self.failures = 0
+        self.last_failure_reason = None
+
+    async def _look(self, spec: ConsumerGroupSpec) -> _Look:
+        """Read the group from Kafka and merge its members' fresh reports into one snapshot."""
         gateway = await self._gateway(spec)
         view, total, refused = await self._read_kafka(gateway, spec)
         now = time.time()
@@ -199,32 +258,40 @@ class Observer:
         else:
             snapshot = streams_snapshot(streams, total, now)
         moved = await self._coordinator_move(gateway, snapshot.coordinator)
+        return _Look(gateway, book, reports, snapshot, streams, total, refused, moved, now)
+
+    def _detect_rebalances(
+        self, spec: ConsumerGroupSpec, look: _Look, context: EventContext
+    ) -> list[RebalanceEvent]:
+        """The rebalances since the last look (self.tracking moves on), those the enforcer asked
+        for labelled so."""
         floor = -1 if self.tracking.generation is None else self.tracking.generation
-        sightings = book.generations_after(floor - 1)
-        context = EventContext(
-            self.namespace, self.name, spec.group_id, ",".join(spec.kafka.bootstrap_servers)
-        )
-        events, self.tracking = detect_rebalances(self.tracking, snapshot, sightings, context)
+        sightings = look.book.generations_after(floor - 1)
+        events, self.tracking = detect_rebalances(self.tracking, look.snapshot, sightings, context)
         events = [self._label_enforced(spec.group_id, event) for event in events]
         if events:
             self.tracking = replace(self.tracking, last_cause=events[-1].cause.value)
-        before = self.deps.sightings.record(
-            self.namespace, self.name, snapshot, self.tracking.rebalances
-        )
-        status = written_status(body)
-        rollout = RolloutState.from_status(status.get("rollout"))
-        # The planner steps on this snapshot now rather than at its next poll (a batch that has
-        # joined or settled lets the next one go a poll sooner), once this pass has written:
-        # woken before, its status write could land first and this pass's conditions, merged
-        # from the rollout as it was, would then undo its Progressing.
-        previous = before.snapshot if before is not None else None
-        wake_rollout = rollout.phase.active and moved_for_rollouts(previous, snapshot)
-        self.busy = rollout.phase.active or snapshot.state in REBALANCING_STATES
-        in_force = history_settings(status, reports, snapshot.assignor, rollout)
+        return events
+
+    async def _record_history(
+        self,
+        spec: ConsumerGroupSpec,
+        look: _Look,
+        context: EventContext,
+        status: Mapping[str, Any],
+        rollout: RolloutState,
+        events: list[RebalanceEvent],
+    ) -> tuple[list[RebalanceEvent], int | None]:
+        """Write the joins, pod records and settled rebalances to the history (when enabled);
+        (the rebalances settled now, the workload's spec.replicas or None when it is gone).
+        A rebalance waits unwritten while its late members may still report."""
+        snapshot, book, total = look.snapshot, look.book, look.partitions
+        in_force = history_settings(status, look.reports, snapshot.assignor, rollout)
+        join_context = JoinContext(self.namespace, self.name, spec.group_id, context.cluster)
         joins, self.joins = track_joins(
             self.joins,
             book.joins_after(self.joins.sequence),
-            context=JoinContext(self.namespace, self.name, spec.group_id, context.cluster),
+            context=join_context,
             rollout=rollout,
             members=snapshot.members,
             state=snapshot.state,
@@ -234,11 +301,10 @@ class Observer:
         waiting = [*self.unwritten, *events]
         oldest = min((e.generation for e in waiting if e.generation is not None), default=0)
         settled = book.generations_after(oldest - 1)
-        ready, self.unwritten = settle_rebalances(waiting, settled, self.joins, now)
+        ready, self.unwritten = settle_rebalances(waiting, settled, self.joins, look.now)
         ready = enrich_rebalances(
             ready, settled, self.joins, in_force, total, book.stalls.tallies()
         )
-        join_context = JoinContext(self.namespace, self.name, spec.group_id, context.cluster)
         pod_context = PodRecordContext(
             join_context, snapshot.members, snapshot.state, total, in_force
         )
@@ -247,21 +313,37 @@ class Observer:
         )
         if spec.policy.history_enabled:
             await self.deps.recorder.record([*joins, *pod_records, *ready])
+        return ready, replicas
+
+    def _announce(
+        self,
+        body: kopf.Body,
+        spec: ConsumerGroupSpec,
+        events: list[RebalanceEvent],
+        moved: str | None,
+    ) -> None:
+        """An Event and a count for each rebalance, an Event for a coordinator that moved."""
         for event in events:
             kopf.info(body, reason="Rebalance", message=event.describe())
             metrics.record_rebalance(self.namespace, self.name, spec.group_id, event.cause.value)
         if moved is not None:
             kopf.info(body, reason="CoordinatorMoved", message=moved)
             logger.info("%s/%s: %s", self.namespace, self.name, moved)
-        # Remembered once told: an observation that fails before this tells it the next time.
-        if snapshot.coordinator is not None:
-            self.coordinator = snapshot.coordinator
-        conditions = self._conditions(body, spec, snapshot, replicas, refused)
-        profile = resolve_profile(spec.kafka.profile.declared, gateway.profile)
+
+    def _publish(
+        self,
+        spec: ConsumerGroupSpec,
+        look: _Look,
+        rollout: RolloutState,
+        ready: list[RebalanceEvent],
+    ) -> dict[str, Any]:
+        """Publish the look's metrics; its status.group."""
+        snapshot = look.snapshot
+        profile = resolve_profile(spec.kafka.profile.declared, look.gateway.profile)
         group = render_group(snapshot, self.tracking, None if profile is None else profile.value)
-        if streams is not None:
-            group = render_streams_group(group, streams)
-        tasks = None if streams is None else group_tasks(streams).by_kind()
+        if look.streams is not None:
+            group = render_streams_group(group, look.streams)
+        tasks = None if look.streams is None else group_tasks(look.streams).by_kind()
         metrics.publish_streams_tasks(self.namespace, self.name, spec.group_id, tasks)
         metrics.publish_snapshot(self.namespace, self.name, spec.group_id, snapshot, self.tracking)
         to_stable, self.stable = track_stable(self.stable, snapshot)
@@ -270,19 +352,7 @@ class Observer:
         # From status.rollout, as the rollout daemon last wrote it: every group has a phase
         # (Idle when its rollouts are not managed), so queries need no absent() guards.
         metrics.publish_rollout(self.namespace, self.name, spec.group_id, rollout)
-        fields: dict[str, Any] = {"group": group}
-        if spec.policy.learning.mode.value != "off" or written_status(body).get("learning"):
-            fields["learning"], self.learning_applied_at = await learning_status(
-                self.deps, body, self.namespace, self.name, spec, self.learning_applied_at
-            )
-        self.deps.denials.clear(self.namespace, self.name, "observe")
-        await self._write(body, conditions, fields, force=bool(events) or moved is not None)
-        if wake_rollout:
-            self.deps.rollout_wakeup(self.namespace, self.name).set()
-        if self.failures:
-            kopf.info(body, reason="Recovered", message="the group is observed again")
-        self.failures = 0
-        self.last_failure_reason = None
+        return group
 
     def _conditions(
         self,
