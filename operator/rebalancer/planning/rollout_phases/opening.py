@@ -226,12 +226,13 @@ def unnoticed_replacements(pods: Sequence[PodView], now: float) -> list[Action]:
     """Delete a batch's new pods the scheduler has ignored for UNNOTICED_POD_SECONDS, so
     that their controller creates them again.
 
-    kube-scheduler never schedules a StatefulSet pod that was deleted and created again
-    under the same name while its pod watch was down (an API server restart): the relist
-    shows it an update of the old, bound pod, and the new one stays Pending with no
-    PodScheduled condition (kubernetes/kubernetes#93062; measured with v1.37.2 in
-    tests/operator/reliability/test_control_plane_faults.py). A pod the scheduler did judge
-    (PodScheduled False: no room) is left alone: deleting it would not help."""
+    A StatefulSet pod deleted and created again under the same name while kube-scheduler's pod
+    watch was down (an API server restart) reaches the scheduler's relist as an update of the
+    old, bound pod (kubernetes/kubernetes#93062). Schedulers that kept running with that cache
+    never scheduled the new pod, and a pod created again is a new one to them; v1.37.2 exits
+    instead (measured in tests/operator/reliability/test_control_plane_faults.py) and its
+    kubelet starts it again, after which this finds nothing to do. A pod the scheduler did
+    judge (PodScheduled False: no room) is left alone: deleting it would not help."""
     stuck = [
         pod
         for pod in pods
