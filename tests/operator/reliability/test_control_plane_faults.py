@@ -105,6 +105,7 @@ def test_the_operator_observes_again_and_rolls_out_after_an_api_server_restart(l
     assert_truthful_end(lab, NAME, REPLICAS)
 
 
+@pytest.mark.timeout(600)
 def test_a_restart_in_the_middle_of_a_batch_leaves_the_rollout_to_complete(lab: Lab) -> None:
     assert lab.plane is not None
     asyncio.run(ensure_topic(lab.bootstrap, MID_BATCH, PARTITIONS))
