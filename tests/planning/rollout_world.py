@@ -85,6 +85,9 @@ class World:
     partition: int | None = 0
     # The field manager that last set the partition (the operator's actions set it as theirs).
     partition_writer: str | None = None
+    # The object lists its managedFields: the partition's owners are known (its writer, or
+    # nobody once the field was dropped).
+    fields_listed: bool = True
     template_writer: str | None = None  # the last writer of the template but the operator
     paused: bool = False
     gate_installed: bool = True
@@ -145,6 +148,14 @@ class World:
         self.version += 1
         if acted:
             self.controller_pass(now)
+
+    def drop_partition(self, now: float) -> None:
+        """The partition's writer applies a manifest without it: the API server removes the
+        field its only owner no longer applies and defaults it to 0, owned by nobody; the
+        controller then makes a pass over it."""
+        self.partition, self.partition_writer = 0, None
+        self.version += 1
+        self.controller_pass(now)
 
     def controller_pass(self, now: float) -> None:
         """The controller replaces the highest pod at or above the partition that is not at
@@ -267,6 +278,9 @@ class World:
             observed_generation=1,
             partition=self.partition if self.kind is WorkloadKind.STATEFULSET else None,
             partition_writer=self.partition_writer,
+            partition_owners=((self.partition_writer,) if self.partition_writer else ())
+            if self.fields_listed
+            else None,
             template_writer=self.template_writer,
             pod_management=self.pod_management,
             paused=self.paused,

@@ -1,7 +1,8 @@
 """Another writer changes the workload under a rollout: the planner's part.
 
 A partition moved by another field manager is set back once and said; moved again, it is left to
-that writer for the rest of the rollout (no fight), and the batches go on at their gates. A new
+that writer for the rest of the rollout (no fight), and the batches go on at their gates; once
+no manager but the operator's owns the field, it is taken back at rest and parked again. A new
 template or other replicas supersede the rollout, which status and an Event say. The real-cluster
 side is tests/operator/reliability/test_cluster_faults.py.
 """
@@ -12,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import pytest
-from tests.planning.rollout_world import T0, World, drive, setup_for, with_pods
+from tests.planning.rollout_world import T0, World, drive, roundtrip, setup_for, with_pods
 
 from rebalancer.planning.rollout_actions import (
     Action,
@@ -138,6 +139,109 @@ def test_the_next_rollout_takes_the_partition_back_and_parks_it_again() -> None:
     assert world.partition == 3 and world.partition_writer == FIELD_MANAGER
 
 
+def yielded_to(writer: str) -> tuple[World, RolloutSetup, RolloutState, float]:
+    """A rollout of three whose partition `writer` moved twice: left to it, Completed."""
+    world, setup = rolling()
+    state, now = run(world, setup, RolloutState(), T0, at(Phase.BATCH_JOINING, 1))
+    world.set_partition(0, writer, now + 0.5)
+    state, now = run(world, setup, state, now + 1, lambda s: s.contested_by is not None)
+    world.set_partition(0, writer, now + 0.5)
+    state, now = run(world, setup, state, now + 1, ended)
+    assert state.phase is Phase.COMPLETED and state.yielded, state
+    return world, setup, state, now
+
+
+def test_a_partition_left_to_a_writer_is_taken_back_once_the_writer_drops_it() -> None:
+    world, setup, state, now = yielded_to("gitops")
+    # At rest, while gitops still owns the field, nothing is parked.
+    resting_from = now + 1
+    state, now = run(world, setup, state, resting_from, lambda _: False, seconds=60)
+    assert state.yielded and not state.parked
+    assert not logged(world, SetStatefulSetPartition, since=resting_from)
+    # Its manifest no longer sets the partition: the field is dropped, nobody owns it.
+    world.drop_partition(now + 0.5)
+    back_from = now + 1
+    state, now = run(world, setup, state, back_from, lambda s: s.parked)
+    [taken] = logged(world, ForeignWrite, since=back_from)
+    assert isinstance(taken, ForeignWrite)
+    assert taken.reason == "PartitionTakenBack" and not taken.warning
+    assert (
+        "gitops no longer owns spec.updateStrategy.rollingUpdate.partition "
+        "(no field manager owns it in managedFields; it is 0)" in taken.message
+    ), taken.message
+    assert "parks the StatefulSet at 3" in taken.message, taken.message
+    assert not state.yielded and state.parked and state.contested_by == "gitops"
+    # Status says it: after what the rollout said of the writer, that it was taken back.
+    assert state.message is not None
+    assert state.message.index("leaves the partition to gitops") < state.message.index(
+        taken.message
+    )
+    assert roundtrip(state).yielded is False
+    assert world.partition == 3 and world.partition_writer == FIELD_MANAGER
+    # Said once: the steps after it at rest write and say nothing more.
+    quiet_from = now + 1
+    state, now = run(world, setup, state, quiet_from, lambda _: False, seconds=30)
+    assert not logged(world, ForeignWrite, since=quiet_from)
+    assert not logged(world, SetStatefulSetPartition, since=quiet_from)
+    # The next template rolls in the operator's batches, nothing replaced before its batch.
+    lives = dict(world.incarnations)
+    world.revision = "r3"
+    rolled_from = now + 1
+    state, now = run(world, setup, state, rolled_from, ended)
+    assert state.phase is Phase.COMPLETED and not state.yielded, state.message
+    partitions = [
+        a.partition  # type: ignore[attr-defined]
+        for a in logged(world, SetStatefulSetPartition, since=rolled_from)
+    ]
+    assert partitions == [2, 1, 0, 3], partitions
+    assert not logged(world, ForeignWrite, since=rolled_from)
+    assert {pod: world.incarnations[pod] - lives[pod] for pod in lives} == {
+        "orders-0": 1,
+        "orders-1": 1,
+        "orders-2": 1,
+    }
+    assert {pod.revision for pod in world.pods.values()} == {"r3"}
+
+
+def test_a_partition_is_not_taken_back_while_its_ownership_is_unknown() -> None:
+    """Without managedFields the view cannot tell a writer gone from one still there: the
+    partition stays with the writer it was left to."""
+    world, setup, state, now = yielded_to("gitops")
+    world.drop_partition(now + 0.5)
+    world.fields_listed = False
+    since = now + 1
+    state, now = run(world, setup, state, since, lambda _: False, seconds=60)
+    assert state.yielded and not state.parked
+    assert not logged(world, ForeignWrite, since=since)
+    assert not logged(world, SetStatefulSetPartition, since=since)
+
+
+def test_a_partition_another_manager_takes_over_stays_left_to_writers() -> None:
+    """The writer dropped the field but another took it (a kubectl patch): still not the
+    operator's alone."""
+    world, setup, state, now = yielded_to("gitops")
+    world.set_partition(1, "kubectl-patch", now + 0.5)
+    since = now + 1
+    state, now = run(world, setup, state, since, lambda _: False, seconds=60)
+    assert state.yielded and not logged(world, ForeignWrite, since=since)
+    assert not logged(world, SetStatefulSetPartition, since=since)
+
+
+def test_a_dropped_partition_and_a_new_template_in_one_apply_say_both() -> None:
+    """One apply drops the partition and changes the template: the partition is taken back
+    and the new template rolls out; the Event comes first."""
+    world, setup, state, now = yielded_to("gitops")
+    world.revision = "r3"
+    world.drop_partition(now + 0.5)
+    since = now + 1
+    state, now = run(world, setup, state, since, ended)
+    assert state.phase is Phase.COMPLETED and not state.yielded, state.message
+    [taken] = logged(world, ForeignWrite, since=since)
+    assert taken.reason == "PartitionTakenBack"  # type: ignore[attr-defined]
+    assert {pod.revision for pod in world.pods.values()} == {"r3"}
+    assert world.partition == 3 and world.partition_writer == FIELD_MANAGER
+
+
 @pytest.mark.parametrize("lost", range(0, 40, 3))
 def test_a_partition_the_operator_set_before_losing_its_state_is_not_another_writers(
     lost: int,
@@ -216,7 +320,21 @@ def test_the_writers_are_read_from_managed_fields() -> None:
     assert view.partition_writer == FIELD_MANAGER
     assert view.template_writer == "kubectl-patch"
     assert view.replicas_writer == "kubectl"
-    assert view_workload({**body, "metadata": {"name": "orders"}}, []).partition_writer is None
+    assert view.partition_owners == (FIELD_MANAGER,)
+    bare = view_workload({**body, "metadata": {"name": "orders"}}, [])
+    assert bare.partition_writer is None and bare.partition_owners is None
+    # Two appliers of the same value own it together; one that dropped it owns nothing.
+    fields = body["metadata"]["managedFields"]  # type: ignore[index]
+    shared = {
+        **body,
+        "metadata": {
+            "name": "orders",
+            "managedFields": [*fields, entry("gitops", "2026-01-01T00:05:00Z", partition)],
+        },
+    }
+    assert view_workload(shared, []).partition_owners == ("gitops", FIELD_MANAGER)
+    dropped = {"name": "orders", "managedFields": [fields[0], fields[1]]}
+    assert view_workload({**body, "metadata": dropped}, []).partition_owners == ()
 
 
 def test_a_partition_is_set_back_only_once_its_controller_has_acted_on_it() -> None:

@@ -175,7 +175,7 @@ class ForeignWrite:
     message, a Warning when the operator had to act on it (status.rollout.interference keeps
     what happened for the rollout's end)."""
 
-    reason: str  # PartitionOverridden, PartitionContested, RolloutSuperseded
+    reason: str  # PartitionOverridden, PartitionContested, PartitionTakenBack, RolloutSuperseded
     message: str
     warning: bool
 

@@ -201,7 +201,8 @@ class RolloutState:
     message: str | None = None
     # Another field manager moved the partition while this rollout held it (its name): the
     # operator set it back once; `yielded`: it did so again, and the operator leaves the
-    # partition to it for the rest of the rollout and parks nothing after it.
+    # partition to it for the rest of the rollout and parks nothing after it, until that
+    # writer no longer owns the field (rollout_phases.writers.taken_back).
     contested_by: str | None = None
     yielded: bool = False
     # What other writers did to the workload during this rollout, said again at its end.

@@ -287,6 +287,7 @@ def view_workload(body: Raw, pods: Sequence[Raw], replica_sets: Sequence[Raw] = 
         template_pending=template_pending,
         pods=views,
         partition_writer=field_writer(body, PARTITION_FIELD),
+        partition_owners=field_owners(body, PARTITION_FIELD),
         template_writer=field_writer(body, TEMPLATE_FIELD, skip=FIELD_MANAGER),
         replicas_writer=field_writer(body, REPLICAS_FIELD, skip=FIELD_MANAGER),
         resource_version=str(metadata["resourceVersion"])
@@ -324,6 +325,26 @@ def field_writer(body: Raw, path: Sequence[str], skip: str | None = None) -> str
         if found is None or stamp >= found[0]:
             found = (stamp, manager)
     return found[1] if found is not None else None
+
+
+def field_owners(body: Raw, path: Sequence[str]) -> tuple[str, ...] | None:
+    """Every field manager that owns `path` (or anything under it), from managedFields, status
+    writes aside; None when the object lists no managedFields (the API server lists at least
+    its creator on every object it stores, so only a copy from elsewhere lacks them)."""
+    entries = _get(body, "metadata", "managedFields")
+    if not entries:
+        return None
+    owners: set[str] = set()
+    for entry in entries:
+        manager = _get(entry, "manager")
+        if not isinstance(manager, str) or _get(entry, "subresource") == "status":
+            continue
+        owned: object = _get(entry, "fieldsV1")
+        for key in path:
+            owned = owned.get(key) if isinstance(owned, Mapping) else None
+        if owned is not None:
+            owners.add(manager)
+    return tuple(sorted(owners))
 
 
 def _same_template(replica_set: Raw, template: Raw) -> bool:

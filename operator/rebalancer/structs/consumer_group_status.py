@@ -269,7 +269,9 @@ class RolloutProgressStatus(StatusModel):
         Field(
             description=(
                 "That field manager moved the partition again: the operator leaves the partition "
-                "to it for the rest of the rollout and does not park it afterwards."
+                "to it for the rest of the rollout and does not park it afterwards, until no "
+                "field manager but the operator's owns the partition (PartitionTakenBack Event; "
+                "docs/gitops.md)."
             )
         ),
     ] = None

@@ -97,6 +97,10 @@ class WorkloadView:
     # writer, the operator included; the pod template's and the replicas' last writer other
     # than the operator. None when the object does not say.
     partition_writer: str | None = None
+    # Every field manager that owns the partition now (managedFields, status writes aside),
+    # the operator included; () when none does (a field an applier dropped, then defaulted);
+    # None when the object lists no managedFields, so ownership is not known.
+    partition_owners: tuple[str, ...] | None = None
     template_writer: str | None = None
     replicas_writer: str | None = None
     # metadata.resourceVersion: a write conditional on nothing having changed since this view.

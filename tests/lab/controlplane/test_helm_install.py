@@ -1,19 +1,25 @@
 """`helm install` of the chart into the real API server, its operator pod run by the lab kubelet.
 
-What a user does on a cluster: install, apply a ConsumerGroup with kubectl, upgrade, uninstall.
+What a user does on a cluster: install, apply a ConsumerGroup with kubectl, upgrade, uninstall;
+and an upgrade from the previous chart and operator while a managed rollout runs.
 The operator runs as the chart's Deployment, under the chart's ServiceAccount token (the kubelet
 requests it bound to the pod), so the chart's RBAC is what it gets.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import http.client
 import json
 import os
+import shutil
 import socket
 import ssl
 import subprocess
+import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -22,19 +28,59 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client, config
 from tests.deploy.chart.support import CHART, find_helm
 from tests.kafka_brokers import shared_broker
 from tests.lab.controlplane.conftest import Kubectl, eventually, get_json
 from tests.operator.e2e.support import free_port
 
+from rebalancer.planning.gate_templates import GateOptions, gate_container
 from rebalancer_lab.cluster import LabCluster
 from rebalancer_lab.controlplane import ControlPlane
+from rebalancer_lab.producer import ensure_topic
 
 pytestmark = pytest.mark.timeout(3600)
 
 RELEASE = "rebalancer"
 NAMESPACE = "rebalancer"
 APPS = "apps"
+
+
+# The release a chart upgrade starts from. None has been tagged yet (CHANGELOG.md: 0.1.0 is
+# unreleased), so the previous version is main before the chart's last change of templates
+# (2b9a971, API Priority and Fairness): its chart, and its operator source.
+PREVIOUS = "2b9a971^"
+
+
+@pytest.fixture(scope="module")
+def previous() -> Path:
+    """The previous version's chart and operator source, from git, kept in the lab's cache
+    (`$XDG_CACHE_HOME/rebalancer/previous/<commit>`): not under /tmp, which the chart mounts
+    as the operator pod's emptyDir (the lab kubelet maps paths under a mount into the pod)."""
+    repo = CHART.parents[1]
+    found = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", PREVIOUS],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode != 0:
+        pytest.skip(f"{PREVIOUS} is not in this checkout's history: {found.stderr.strip()}")
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    root = base / "rebalancer" / "previous" / found.stdout.strip()
+    if not root.is_dir():
+        root.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="partial-", dir=root.parent))
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", PREVIOUS, "charts/rebalancer", "operator"],
+            capture_output=True,
+            check=True,
+        )
+        subprocess.run(["tar", "-x", "-C", str(staging)], input=archive.stdout, check=True)
+        with contextlib.suppress(OSError):  # another run put it there first
+            staging.rename(root)
+        shutil.rmtree(staging, ignore_errors=True)
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +130,10 @@ def ports() -> dict[str, int]:
     return {"reports": free_port(), "liveness": free_port(), "webhook": free_port()}
 
 
-def install_args(ports: dict[str, int], *extra: str) -> list[str]:
+def install_args(ports: dict[str, int], *extra: str, chart: Path = CHART) -> list[str]:
     return [
         RELEASE,
-        str(CHART),
+        str(chart),
         "--namespace",
         NAMESPACE,
         "--set",
@@ -401,3 +447,223 @@ def test_uninstall_leaves_the_crd_and_the_resources(
     # Helm never deletes what a chart keeps in crds/: the CRD and every ConsumerGroup stay.
     kubectl("get", "crd", "consumergroups.rebalancer.dev")
     kubectl("get", "consumergroup", "payments", "-n", APPS)
+
+
+# -- a chart upgrade in the middle of a rollout ----------------------------------------------
+
+FLEET = "ledger"
+FLEET_REPLICAS = 3
+SESSION_MS = 6000
+
+
+def fleet_objects(version: str) -> list[dict[str, Any]]:
+    """A gated StatefulSet of lab consumers and the ConsumerGroup managing its rollouts in
+    batches of one."""
+    bootstrap = shared_broker().bootstrap
+    env = [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "KAFKA_BOOTSTRAP_SERVERS", "value": bootstrap},
+        {"name": "KAFKA_GROUP_ID", "value": FLEET},
+        {"name": "KAFKA_TOPICS", "value": FLEET},
+        {"name": "KAFKA_SESSION_TIMEOUT_MS", "value": str(SESSION_MS)},
+        {"name": "KAFKA_HEARTBEAT_INTERVAL_MS", "value": str(SESSION_MS // 3)},
+        {"name": "KAFKA_PARTITION_ASSIGNMENT_STRATEGY", "value": "cooperative-sticky"},
+        {"name": "APP_VERSION", "value": version},
+    ]
+    labels = {"app": FLEET}
+    statefulset = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": f"{FLEET}-consumer", "namespace": APPS},
+        "spec": {
+            "replicas": FLEET_REPLICAS,
+            "serviceName": FLEET,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": labels},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "terminationGracePeriodSeconds": 10,
+                    "initContainers": [gate_container(GateOptions(timeout_seconds=300))],
+                    "containers": [
+                        {
+                            "name": "consumer",
+                            "image": "ghcr.io/rebalancer-dev/rebalancer:0.1.0",
+                            "command": ["python", "-m", "rebalancer_lab.consumer"],
+                            "env": env,
+                        }
+                    ],
+                },
+            },
+        },
+    }
+    group = json.loads(consumer_group(FLEET))
+    group["spec"]["workload"]["name"] = f"{FLEET}-consumer"
+    group["spec"]["kafka"]["profile"] = "apache-kafka"
+    group["spec"]["policy"]["rollout"] = {
+        "enabled": True,
+        # Each batch held this long once settled: the rollout still runs when the upgraded
+        # operator takes over (helm upgrade and the old pod's exit take about ten seconds).
+        "settleSeconds": 20,
+        "maxBatchSize": 1,
+        "consumers": {"sessionTimeoutMs": SESSION_MS, "heartbeatIntervalMs": SESSION_MS // 3},
+    }
+    return [group, statefulset]
+
+
+def fleet_rollout(kubectl: Kubectl) -> dict[str, Any]:
+    body = get_json(kubectl, "consumergroup", FLEET, "-n", APPS)
+    return dict((body.get("status") or {}).get("rollout") or {})
+
+
+class PodLives:
+    """Every pod of the fleet seen (name -> {uid: revision}), polled from the API server
+    several times a second: a gated pod lives seconds at least, so no incarnation is missed."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.api = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
+        self.seen: dict[str, dict[str, str]] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            with contextlib.suppress(Exception):  # a poll that fails is made again
+                pods = self.api.list_namespaced_pod(APPS, label_selector=f"app={FLEET}")
+                for pod in pods.items:
+                    revision = (pod.metadata.labels or {}).get("controller-revision-hash", "")
+                    self.seen.setdefault(pod.metadata.name, {})[pod.metadata.uid] = revision
+            self.stop.wait(0.3)
+
+    def __enter__(self) -> PodLives:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
+
+
+def test_a_chart_upgrade_mid_rollout_finishes_it_with_each_pod_replaced_once(
+    lab_cluster: LabCluster,
+    control_plane: ControlPlane,
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+    kubectl: Kubectl,
+    ports: dict[str, int],
+    previous: Path,
+) -> None:
+    """The previous chart, running the previous operator, starts a rolling update of three
+    pods in batches of one; `helm upgrade` to this chart replaces the operator in the middle
+    of it. The upgraded operator finishes that rollout from its status: every pod at the new
+    revision, each replaced once, in its own batch."""
+    access = [
+        "--set",
+        f"gate.serviceAccounts[0].namespace={APPS}",
+        "--set",
+        "gate.serviceAccounts[0].name=default",
+    ]
+    for namespace in (NAMESPACE, APPS):
+        kubectl("create", "namespace", namespace, check=False)
+    # The lab runs the chart's image as `rebalancer` from this checkout's Python: the previous
+    # operator's source goes first on its module path.
+    source = str(previous / "operator")
+    helm(
+        "upgrade",
+        "--install",
+        *install_args(
+            ports,
+            "--set",
+            "operator.extraEnv[0].name=PYTHONPATH",
+            "--set",
+            f"operator.extraEnv[0].value={source}",
+            *access,
+            chart=previous / "charts" / "rebalancer",
+        ),
+    )
+    assert operator_pod(kubectl) is not None
+    assert running_from(source), "no operator process runs the previous source"
+    asyncio.run(ensure_topic(shared_broker().bootstrap, FLEET, 4))
+    for body in fleet_objects("1"):
+        kubectl("apply", "-n", APPS, "-f", "-", input=json.dumps(body))
+    cold = eventually(
+        lambda: (r := fleet_rollout(kubectl)).get("phase") == "Completed" and r,
+        "the cold start Completed under the previous operator",
+        timeout=180,
+    )
+    started = time.monotonic()
+    with PodLives(control_plane.kubeconfig) as lives:
+        patch = {"spec": {"template": {"spec": {"containers": [_version("2")]}}}}
+        kubectl("patch", "sts", f"{FLEET}-consumer", "-n", APPS, "-p", json.dumps(patch))
+        mid = eventually(
+            lambda: (
+                (r := fleet_rollout(kubectl)).get("rolloutId") not in (None, cold["rolloutId"])
+                and r.get("batch") == 2
+                and r.get("phase") in ("BatchOpening", "BatchJoining", "BatchSettling")
+                and r
+            ),
+            "the previous operator's rollout at batch 2 of 3",
+            timeout=180,
+        )
+        # UPGRADING.md: the CRDs first (helm upgrade leaves them), then the chart.
+        kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CHART / "crds"))
+        before = operator_pod(kubectl)
+        assert before is not None
+        upgrading = time.monotonic()
+        helm("upgrade", *install_args(ports, *access))
+        eventually(
+            lambda: alone(kubectl, before["metadata"]["uid"]),
+            "the previous operator's pod gone, the upgraded one running alone",
+            timeout=120,
+        )
+        took = time.monotonic() - upgrading
+        assert not running_from(source), "the previous operator still runs"
+        # The previous operator is gone and the rollout it started still runs: what is left
+        # of it is the upgraded operator's.
+        handed = fleet_rollout(kubectl)
+        print(f"helm upgrade to the old pod gone: {took:.1f} s; then: {json.dumps(handed)}")
+        assert handed["rolloutId"] == mid["rolloutId"], (mid, handed)
+        assert handed["phase"] in ("BatchOpening", "BatchJoining", "BatchSettling"), handed
+        final = eventually(
+            lambda: (r := fleet_rollout(kubectl)).get("phase") in ("Completed", "Failed") and r,
+            "the rollout ended under the upgraded operator",
+            timeout=240,
+        )
+        lasted = time.monotonic() - started
+    print(f"rollout across the upgrade: {lasted:.0f} s; status.rollout: {json.dumps(final)}")
+    assert final["phase"] == "Completed", final
+    assert final["rolloutId"] == mid["rolloutId"], (mid, final)
+    assert final["batchSizes"] == [1, 1, 1], final
+    revision = get_json(kubectl, "sts", f"{FLEET}-consumer", "-n", APPS)["status"]["updateRevision"]
+    names = {f"{FLEET}-consumer-{k}" for k in range(FLEET_REPLICAS)}
+    assert set(lives.seen) == names, lives.seen
+    for name, incarnations in lives.seen.items():
+        # The one seen at the old revision, and the one that replaced it: no second replacement.
+        assert len(incarnations) == 2, (name, incarnations)
+        assert sorted(incarnations.values()).count(revision) == 1, (name, incarnations, revision)
+    helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
+
+
+def running_from(source: str) -> bool:
+    """Whether a process of this host (the lab runs pods as such) has `source` first on its
+    PYTHONPATH."""
+    wanted = f"PYTHONPATH={source}".encode()
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        with contextlib.suppress(OSError):
+            if any(entry.startswith(wanted) for entry in environ.read_bytes().split(b"\0")):
+                return True
+    return False
+
+
+def alone(kubectl: Kubectl, old_uid: str) -> dict[str, Any] | None:
+    """The operator's one pod once no other is left, terminating or not, and it is not the
+    pod `old_uid`."""
+    pods = get_json(kubectl, "pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/name=rebalancer")
+    items = pods["items"]
+    if len(items) != 1 or items[0]["metadata"]["uid"] == old_uid:
+        return None
+    return dict(items[0])
+
+
+def _version(value: str) -> dict[str, Any]:
+    return {"name": "consumer", "env": [{"name": "APP_VERSION", "value": value}]}

@@ -17,7 +17,7 @@ from rebalancer.planning.rollout_phases.common import (
     autoscaled,
     held_for_us,
 )
-from rebalancer.planning.rollout_phases.writers import flag_problems
+from rebalancer.planning.rollout_phases.writers import flag_problems, taken_back
 from rebalancer.planning.rollout_plans import classify, plan_rollout
 from rebalancer.planning.rollout_states import Mechanism, RolloutState
 from rebalancer.structs.rollout_policy import RolloutPolicy
@@ -51,6 +51,10 @@ def resting(state: RolloutState, observation: Observation, now: float) -> Outcom
         state = state.moved(holding_deployment=False)
     if not workload.caught_up:
         return state, actions
+    # Before planning: a manifest that drops the partition and changes the template in one
+    # apply both frees the partition and starts a rollout, and the Event says the first.
+    state, back = taken_back(state, workload, parks_at_rest(setup.policy, workload))
+    actions += back
     change = classify(
         setup, workload, observation.group, state.steady_replicas, autoscaled(observation)
     )
@@ -70,13 +74,10 @@ def resting(state: RolloutState, observation: Observation, now: float) -> Outcom
 def kept_at_rest(state: RolloutState, policy: RolloutPolicy, workload: WorkloadView) -> Outcome:
     """A StatefulSet parked at its replicas, and the gate installed, while nothing rolls."""
     actions: list[Action] = []
-    wants_parking = (
-        policy.park_statefulsets
-        and workload.kind is WorkloadKind.STATEFULSET
-        and workload.update_strategy == "RollingUpdate"
-    )
-    # A partition left to another writer (see contest) is not taken back at rest: parking
-    # it would only start the same fight again after every rollout.
+    wants_parking = parks_at_rest(policy, workload)
+    # A partition left to another writer (see contest) is not parked while that writer still
+    # owns it: parking would only start the same fight again after every rollout. Once it no
+    # longer does, taken_back clears `yielded` and parking resumes.
     parking = wants_parking and not state.yielded
     parked = parking and workload.partition == workload.replicas
     if parking:
@@ -93,6 +94,15 @@ def kept_at_rest(state: RolloutState, policy: RolloutPolicy, workload: WorkloadV
     if wants_gate and not workload.gate_installed and (parked or not wants_parking):
         actions.append(InstallGate())
     return state, actions
+
+
+def parks_at_rest(policy: RolloutPolicy, workload: WorkloadView) -> bool:
+    """The operator parks this workload's partition at its replicas while nothing rolls."""
+    return (
+        policy.park_statefulsets
+        and workload.kind is WorkloadKind.STATEFULSET
+        and workload.update_strategy == "RollingUpdate"
+    )
 
 
 def replan(state: RolloutState, now: float, interference: str | None = None) -> RolloutState:

@@ -20,7 +20,10 @@ from rebalancer.planning.rollout_phases.common import (
 )
 from rebalancer.planning.rollout_plans import gated, policy_problems
 from rebalancer.planning.rollout_states import Mechanism, RolloutState
+from rebalancer.structs.specs import WorkloadKind
 from rebalancer.structs.workloads import FIELD_MANAGER, WorkloadView
+
+PARTITION = "spec.updateStrategy.rollingUpdate.partition"
 
 
 def overridden(state: RolloutState, workload: WorkloadView) -> bool:
@@ -57,7 +60,7 @@ def contest(state: RolloutState, observation: Observation, workload: WorkloadVie
     writer = workload.partition_writer or "another writer"
     wanted = min(chunk(state))
     where = f"during batch {state.batch} of {state.batches}"
-    field = "spec.updateStrategy.rollingUpdate.partition"
+    field = PARTITION
     if state.contested_by is None:
         if not workload.caught_up:
             # The controller has not acted on the other writer's partition yet: it may be
@@ -103,6 +106,44 @@ def contest(state: RolloutState, observation: Observation, workload: WorkloadVie
     )
     after = state.moved(yielded=True, interference=_also(state.interference, note))
     return after, [ForeignWrite("PartitionContested", note, warning=True)]
+
+
+def taken_back(state: RolloutState, workload: WorkloadView, parking: bool) -> Outcome:
+    """At rest, take back a partition left to another writer (see contest) once that writer
+    is gone: no field manager but the operator's owns the field any more (managedFields).
+
+    An applier owns what its last apply held, so the field's owners say whether the writer
+    still means to set it: a GitOps tool whose manifest no longer sets it drops it at its
+    next sync (the API server removes a field its only owner stopped applying, and defaults
+    it to 0), and then nothing may set it back behind the operator. Time alone says nothing:
+    a tool that syncs only on drift writes nothing until the operator moves the field again.
+    `parking`: the operator parks the StatefulSet at rest (see kept_at_rest), which it does
+    again from this step on.
+    """
+    owners = workload.partition_owners
+    if (
+        not state.yielded
+        or workload.kind is not WorkloadKind.STATEFULSET
+        or owners is None
+        or any(owner != FIELD_MANAGER for owner in owners)
+    ):
+        return state, []
+    writer = state.contested_by or "the other writer"
+    owned = f"only {FIELD_MANAGER} owns it" if owners else "no field manager owns it"
+    note = (
+        f"{writer} no longer owns {PARTITION} ({owned} in managedFields; it is "
+        f"{workload.partition if workload.partition is not None else 'unset'}): the operator "
+        "takes the partition back"
+    )
+    if parking:
+        note += f", parks the StatefulSet at {workload.replicas}"
+    note += " and paces its rollouts in batches again"
+    after = state.moved(
+        yielded=False,
+        interference=_also(state.interference, note),
+        message=_also(state.message, note),
+    )
+    return after, [ForeignWrite("PartitionTakenBack", note, warning=False)]
 
 
 def replaced_early(state: RolloutState, workload: WorkloadView) -> list[str]:
