@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -104,9 +105,7 @@ def _build(source: Path, folder: Path, progress: Progress) -> None:
             "-DskipTests",
             "package",
         ]
-        result = subprocess.run(
-            command, cwd=staging, capture_output=True, text=True, check=False
-        )
+        result = subprocess.run(command, cwd=staging, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise KafkaSetupError(
                 f"building {source} with Maven failed (exit {result.returncode}); mvn said:\n"
@@ -133,6 +132,7 @@ def streams_statefulset(
     static: bool = True,
     standby_replicas: int = 0,
     session_timeout_ms: int = 45000,
+    commit_interval_ms: int | None = None,
     version: str = "1",
     jar: Path | None = None,
 ) -> dict[str, Any]:
@@ -154,6 +154,8 @@ def streams_statefulset(
         # What an injected sidecar would read for where Kafka is.
         {"name": "KAFKA_BOOTSTRAP_SERVERS", "value": bootstrap},
     ]
+    if commit_interval_ms is not None:
+        env.append({"name": "COMMIT_INTERVAL_MS", "value": str(commit_interval_ms)})
     if static:
         env.append({"name": "GROUP_INSTANCE_ID", "value": "$(POD_NAME)"})
     container = {
@@ -216,6 +218,18 @@ def pod_events(pod_folder: Path, container: str = "streams") -> list[dict[str, A
     for path in sorted(logs, key=lambda p: int(p.stem) if p.stem.isdigit() else -1):
         events.extend(read_events(path))
     return events
+
+
+GENERATION = re.compile(r"Successfully joined group with generation Generation\{generationId=(\d+)")
+
+
+def joined_generations(pod_folder: Path, container: str = "streams") -> list[int]:
+    """The generations a pod's consumer joined, in order, as its coordinator logged them."""
+    found: list[int] = []
+    logs = (pod_folder / container).glob("*.log")
+    for path in sorted(logs, key=lambda p: int(p.stem) if p.stem.isdigit() else -1):
+        found.extend(int(m.group(1)) for m in GENERATION.finditer(path.read_text(errors="replace")))
+    return found
 
 
 def main() -> int:

@@ -157,6 +157,7 @@ public final class CountApp {
         final int threads;
         final String stateDir;
         final Integer sessionTimeoutMs;
+        final Integer commitIntervalMs;
         final Path readyFile;
 
         private Config(Map<String, String> env) {
@@ -176,6 +177,8 @@ public final class CountApp {
             stateDir = env.getOrDefault("STATE_DIR", "/tmp/kafka-streams");
             sessionTimeoutMs = env.containsKey("SESSION_TIMEOUT_MS")
                     ? number(env, "SESSION_TIMEOUT_MS", 45000, 1) : null;
+            commitIntervalMs = env.containsKey("COMMIT_INTERVAL_MS")
+                    ? number(env, "COMMIT_INTERVAL_MS", 30000, 1) : null;
             String ready = env.getOrDefault("READY_FILE", "").trim();
             readyFile = ready.isEmpty() ? null : Path.of(ready);
         }
@@ -200,6 +203,9 @@ public final class CountApp {
                 props.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG),
                         sessionTimeoutMs);
             }
+            if (commitIntervalMs != null) {
+                props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, commitIntervalMs);
+            }
             return props;
         }
 
@@ -214,6 +220,7 @@ public final class CountApp {
             fields.put("numStreamThreads", threads);
             fields.put("stateDir", stateDir);
             fields.put("sessionTimeoutMs", sessionTimeoutMs);
+            fields.put("commitIntervalMs", commitIntervalMs);
             fields.put("version", System.getenv().getOrDefault("APP_VERSION", ""));
             return fields;
         }
