@@ -12,6 +12,7 @@ import java.util.Properties;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.Serdes;
@@ -64,6 +65,9 @@ public final class CountApp {
         KafkaStreams streams = new KafkaStreams(builder.build(), config.properties());
         Events.emit("started", config.describe());
 
+        // close() returns once the state is NOT_RUNNING, before the listener has told it: the
+        // shutdown hook waits for the listener so that the last state change is printed too.
+        CountDownLatch stopped = new CountDownLatch(1);
         streams.setStateListener((now, before) -> {
             Map<String, Object> fields = new java.util.LinkedHashMap<>();
             fields.put("from", before.name());
@@ -84,6 +88,9 @@ public final class CountApp {
             }
             Events.emit("state", fields);
             config.markReady(now == KafkaStreams.State.RUNNING);
+            if (now == KafkaStreams.State.NOT_RUNNING) {
+                stopped.countDown();
+            }
         });
         streams.setGlobalStateRestoreListener(new RestoreLog());
         streams.setUncaughtExceptionHandler(error -> {
@@ -95,6 +102,11 @@ public final class CountApp {
         CountDownLatch closed = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             boolean clean = streams.close(Duration.ofSeconds(30));
+            try {
+                stopped.await(5, TimeUnit.SECONDS);
+            } catch (InterruptedException interrupted) {
+                Thread.currentThread().interrupt();
+            }
             config.markReady(false);
             Events.emit("closed", Map.of("clean", clean));
             closed.countDown();
