@@ -180,7 +180,9 @@ def streams_statefulset(
         env.append({"name": "GROUP_INSTANCE_ID", "value": "$(POD_NAME)"})
     container = {
         "name": "streams",
-        "image": "ghcr.io/rebalancer-dev/rebalancer-streams-example:0.1.0",
+        # The lab's kubelet runs the command on this machine and pulls no image; the example has
+        # no image of its own yet, so this names the JRE it needs.
+        "image": "eclipse-temurin:17-jre",
         "command": [java_binary(), *JVM_OPTIONS, "-jar", str(jar or example_jar())],
         "env": env,
         "volumeMounts": [{"name": "state", "mountPath": STATE_MOUNT}],

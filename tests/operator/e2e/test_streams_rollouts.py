@@ -225,8 +225,11 @@ def test_a_static_streams_statefulset_rolls_without_a_rebalance(lab: Lab) -> Non
             "startToRunningSeconds": round(running - started, 3),
             "tasksDownSeconds": round(running - closing, 3),
         }
+    shown = {k: after.get(k) for k in ("protocol", "assignor", "state", "generation", "members")}
+    summary = {k: rollout.get(k) for k in ("kind", "batches", "membersJoined", "static")}
     print(
-        f"streams rollout: generation {generation} throughout, operator-counted rebalances "
+        f"streams rollout: status.group {json.dumps(shown)}, status.rollout {json.dumps(summary)}; "
+        f"generation {generation} throughout, operator-counted rebalances "
         f"{before['rebalances']} -> {after['rebalances']}, rolled in {rolled_in:.1f} s, "
         f"per pod {json.dumps(figures)}"
     )
