@@ -155,11 +155,14 @@ def streams_statefulset(
     commit_interval_ms: int | None = None,
     version: str = "1",
     jar: Path | None = None,
+    state_root: Path | None = None,
 ) -> dict[str, Any]:
     """A StatefulSet `name` of the example (application.id `name`), each pod's state in an
     emptyDir (a replaced pod restores its tasks from their changelogs), Ready while its
     KafkaStreams is RUNNING. With `static`, group.instance.id is the pod's name. APP_VERSION
-    changes the template (a rolling update)."""
+    changes the template (a rolling update). With `state_root`, each pod's state is in
+    `<state_root>/<pod name>` instead, kept across the pod's replacements as a volume claim per
+    pod would keep it (the lab's control plane provisions no volumes)."""
     env: list[dict[str, Any]] = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "BOOTSTRAP_SERVERS", "value": bootstrap},
@@ -168,7 +171,7 @@ def streams_statefulset(
         {"name": "GROUP_PROTOCOL", "value": group_protocol},
         {"name": "NUM_STANDBY_REPLICAS", "value": str(standby_replicas)},
         {"name": "SESSION_TIMEOUT_MS", "value": str(session_timeout_ms)},
-        {"name": "STATE_DIR", "value": STATE_MOUNT},
+        {"name": "STATE_DIR", "value": f"{state_root}/$(POD_NAME)" if state_root else STATE_MOUNT},
         {"name": "READY_FILE", "value": READY_FILE},
         {"name": "APP_VERSION", "value": version},
         # What an injected sidecar would read for where Kafka is.

@@ -9,6 +9,11 @@ PreparingRebalance before any member has been assigned, so before any member cou
 held back until the group is out of it and its members had time to report: if they report a
 generation from then on, that generation is the rebalance, counted once; if nobody reports, the
 broker's sighting is counted.
+
+A streams group (KIP-1071) is the exception: the broker reports its group epoch exactly, so a
+rebalance is the epoch rising between two looks, and a pass through Assigning or Reconciling at
+the same epoch is none (a static member back under a new member id reconciles to the
+assignment it had without the group moving).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from rebalancer.planning.group_levers import STREAMS_PROTOCOL_NAME
+from rebalancer.planning.streams_observing import STREAMS_PROTOCOL
 from rebalancer.structs.brokers import GroupState
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.reports import GenerationSighting
@@ -159,6 +165,25 @@ def detect_rebalances(
     suspected = tracking.suspected
     if reports_in_use:
         members = baseline
+    elif _epoch_counted(snapshot) and snapshot.generation is not None:
+        members = current
+        joined = tuple(sorted(current - tracking.members))
+        left = tuple(sorted(tracking.members - current))
+        rose = generation is not None and snapshot.generation > generation
+        if tracking.observed and rose:
+            cause = _cause(joined, left) if joined or left else RebalanceCause.STATE_CHANGE
+            events.append(
+                event(
+                    cause,
+                    snapshot.generation,
+                    None,
+                    snapshot.members,
+                    (joined, left),
+                    Source.BROKER,
+                )
+            )
+        generation = snapshot.generation
+        suspected = None
     else:
         members = current
         joined = tuple(sorted(current - tracking.members))
@@ -204,6 +229,14 @@ def detect_rebalances(
         reported_at=reported_at,
     )
     return events, updated
+
+
+def _epoch_counted(snapshot: GroupSnapshot) -> bool:
+    """Whether the group's generation is a streams group's epoch as its broker reported it."""
+    return (
+        snapshot.protocol == STREAMS_PROTOCOL
+        and snapshot.sources.get("generation") is Source.BROKER
+    )
 
 
 def _complete(
