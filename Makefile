@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps kafka controlplane lab test lint unit e2e bench clean chart-package images crd release actionlint
+.PHONY: install system-deps kafka controlplane streams-app lab test lint unit e2e bench clean chart-package images crd release actionlint
 
 # The operator's package, the example consumer's (examples/consumer) and the lab's (lab/: its own
 # distribution, so that the operator's wheel carries none of it), all editable.
@@ -36,6 +36,12 @@ kafka: $(STAMP) system-deps
 controlplane: $(STAMP)
 	$(BIN)/python -u -m rebalancer_lab.controlplane
 
+# The example Kafka Streams application (examples/streams-app: a stateful topology, RocksDB and a
+# changelog), built with Maven once per source change into ~/.cache/rebalancer/streams-app;
+# Maven's downloads stay in ~/.m2, so a warm machine pays nothing.
+streams-app: $(STAMP) system-deps
+	$(BIN)/python -u -m rebalancer_lab.streams_example
+
 lab: kafka controlplane
 	$(BIN)/rebalancer lab
 
@@ -64,7 +70,7 @@ e2e: kafka controlplane
 # one stream), so TEST_WORKERS streams run side by side, a test module per worker at a time,
 # each with labs, brokers and control planes of its own (tests/conftest.py).
 TEST_WORKERS ?= 2
-test: system-deps kafka controlplane lint actionlint
+test: system-deps kafka controlplane streams-app lint actionlint
 	$(BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --reruns 1 --reruns-delay 2 --rerun-show-tracebacks --durations=30 tests
 
 # The chart as a package plus a chart repository index (helm lint, package, repo index) in

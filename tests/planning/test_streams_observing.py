@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pydantic import BaseModel
 
-from rebalancer.planning.rebalances import GroupTracking
+from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
 from rebalancer.planning.statuses import observed_conditions, render_group
 from rebalancer.planning.streams_observing import (
     group_tasks,
@@ -21,6 +23,7 @@ from rebalancer.structs.brokers import (
     TopicPartition,
 )
 from rebalancer.structs.consumer_group_status import MemberDetailStatus, ObservedGroupStatus
+from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.streams_groups import (
     StreamsAssignment,
     StreamsGroupView,
@@ -133,3 +136,50 @@ def test_only_a_dead_memberless_view_is_asked_about_as_a_streams_group() -> None
     assert not may_be_a_streams_group(view(GroupState.STABLE, GroupProtocol.CLASSIC, 2))
     assert not may_be_a_streams_group(view(GroupState.EMPTY, GroupProtocol.CLASSIC, 0))
     assert not may_be_a_streams_group(view(GroupState.DEAD, GroupProtocol.CONSUMER, 0))
+
+
+CONTEXT = EventContext("apps", "counts", "counts", "k:9092")
+
+
+def looks(*views: StreamsGroupView) -> tuple[list[RebalanceEvent], GroupTracking]:
+    """The rebalances counted from these looks at the group, ten seconds apart (what the broker
+    shows for longer than the settle time is counted, however it was seen)."""
+    tracking = GroupTracking(since=0.0)
+    events: list[RebalanceEvent] = []
+    for at, view in enumerate(views, start=1):
+        found, tracking = detect_rebalances(
+            tracking, streams_snapshot(view, 6, 10.0 * at), [], CONTEXT
+        )
+        events.extend(found)
+    return events, tracking
+
+
+def test_a_static_member_back_under_a_new_member_id_is_no_rebalance() -> None:
+    # Measured on Kafka 4.4 (docs/streams.md): a replaced pod's member rejoins under its
+    # instance id with a new member id and reconciles to its old tasks; the epoch stays.
+    a, b = member("a", (0, 1, 2), epoch=5), member("b", (3, 4, 5), epoch=5)
+    back = replace(b, member_id="b-new-id", member_epoch=0, assignment=StreamsAssignment())
+    events, tracking = looks(
+        group("Stable", a, b, epoch=5),
+        group("Reconciling", a, back, epoch=5),
+        group("Stable", a, replace(back, member_epoch=5, assignment=b.assignment), epoch=5),
+    )
+    assert events == []
+    assert (tracking.rebalances, tracking.generation) == (0, 5)
+
+
+def test_a_rising_group_epoch_is_a_rebalance_named_by_its_epochs() -> None:
+    alone = member("a", (0, 1, 2, 3, 4, 5), epoch=5)
+    moving = replace(
+        alone, member_epoch=6, target=StreamsAssignment(active=(TaskSet("0", (0, 1, 2)),))
+    )
+    joining = member("b", (), target=(3, 4, 5), epoch=6)
+    events, tracking = looks(
+        group("Stable", alone, epoch=5),
+        group("Reconciling", moving, joining, epoch=6),
+        group("Stable", member("a", (0, 1, 2), epoch=6), member("b", (3, 4, 5), epoch=6), epoch=6),
+    )
+    assert [(e.generation, e.previous_generation, e.cause, e.joined) for e in events] == [
+        (6, 5, RebalanceCause.MEMBER_JOINED, ("b",))
+    ]
+    assert tracking.rebalances == 1

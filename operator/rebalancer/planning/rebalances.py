@@ -9,6 +9,11 @@ PreparingRebalance before any member has been assigned, so before any member cou
 held back until the group is out of it and its members had time to report: if they report a
 generation from then on, that generation is the rebalance, counted once; if nobody reports, the
 broker's sighting is counted.
+
+A streams group (KIP-1071) is the exception: the broker reports its group epoch exactly, so a
+rebalance is the epoch rising between two looks, and a pass through Assigning or Reconciling at
+the same epoch is none (a static member back under a new member id reconciles to the
+assignment it had without the group moving).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from rebalancer.planning.group_levers import STREAMS_PROTOCOL_NAME
+from rebalancer.planning.streams_observing import STREAMS_PROTOCOL
 from rebalancer.structs.brokers import GroupState
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.reports import GenerationSighting
@@ -93,9 +99,15 @@ def detect_rebalances(
     reported = _count_reported(tracking, snapshot, sightings, context, settle_seconds)
     events = list(reported.events)
     pending = reported.pending
+    generation = reported.generation
     if snapshot.sources.get("generation") is Source.MEMBER_REPORTS:
         members = reported.baseline
         suspected = tracking.suspected
+    elif _epoch_counted(snapshot) and snapshot.generation is not None:
+        members = snapshot.member_keys
+        events += _epoch_rise(tracking, snapshot, context, generation)
+        generation = snapshot.generation
+        suspected = None
     else:
         members = snapshot.member_keys
         suspected = _suspect_from_broker(tracking, snapshot, context, reported.generation)
@@ -117,7 +129,7 @@ def detect_rebalances(
     last = events[-1] if events else None
     updated = replace(
         tracking,
-        generation=reported.generation,
+        generation=generation,
         state=snapshot.state,
         members=members,
         rebalances=tracking.rebalances + len(events),
@@ -129,6 +141,38 @@ def detect_rebalances(
         reported_at=reported.reported_at,
     )
     return events, updated
+
+
+def _epoch_counted(snapshot: GroupSnapshot) -> bool:
+    """Whether the group's generation is a streams group's epoch as its broker reported it."""
+    return (
+        snapshot.protocol == STREAMS_PROTOCOL
+        and snapshot.sources.get("generation") is Source.BROKER
+    )
+
+
+def _epoch_rise(
+    tracking: GroupTracking,
+    snapshot: GroupSnapshot,
+    context: EventContext,
+    generation: int | None,
+) -> list[RebalanceEvent]:
+    """One rebalance when a streams group's epoch rose since the last look (several rises
+    between two looks are one event naming both epochs)."""
+    current = snapshot.member_keys
+    rose = (
+        generation is not None
+        and snapshot.generation is not None
+        and snapshot.generation > generation
+    )
+    if not (tracking.observed and rose):
+        return []
+    joined = tuple(sorted(current - tracking.members))
+    left = tuple(sorted(tracking.members - current))
+    cause = _cause(joined, left) if joined or left else RebalanceCause.STATE_CHANGE
+    change = _Change(joined, left, snapshot.members)
+    epochs = (generation, snapshot.generation)
+    return [_event(context, snapshot, cause, epochs, None, change, Source.BROKER)]
 
 
 @dataclass(frozen=True)
