@@ -1,6 +1,6 @@
 """The lab kubelet rides out errors on its own API requests and dropped watches, as a kubelet
 does: a kubelet of the test's own reaches the API server through a proxy that fails chosen
-requests (tests/api_faults.py).
+requests (lab/rebalancer_lab/api_faults.py).
 
 Only the kubelet's requests pass the proxy: kube-controller-manager talks to the API server
 directly, so faults on the controllers' requests cannot be injected here.
@@ -14,7 +14,6 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from tests.api_faults import FaultyApi
 from tests.kube_clusters import SharedCluster
 from tests.lab.conftest import OwnKubelet, register_tainted_node
 from tests.lab.support import (
@@ -29,6 +28,7 @@ from tests.lab.support import (
     wait_for,
 )
 
+from rebalancer_lab.api_faults import FaultyApi
 from rebalancer_lab.kube.objects import condition
 from rebalancer_lab.kube.requesting import Api, resource_path
 from rebalancer_lab.kubelet.node import LEASE_NAMESPACE, NodeAgent
