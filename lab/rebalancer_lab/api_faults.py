@@ -265,6 +265,7 @@ class _WatchErrors:
 def _status_response(fault: Fault) -> web.Response:
     """The error as kube-apiserver writes one: a Status object."""
     reasons = {
+        403: "Forbidden",
         409: "Conflict",
         429: "TooManyRequests",
         500: "InternalError",

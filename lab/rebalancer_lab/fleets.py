@@ -143,6 +143,7 @@ def consumer_pid(lab: Lab, pod: str) -> int | None:
         if worker.name != pod or worker.terminating:
             continue
         for container in worker.containers:
-            if container.kind == "main" and container.running and container.process is not None:
-                return int(container.process.pid)
+            process = container.process
+            if container.kind == "main" and container.running and process is not None:
+                return process.pid
     return None

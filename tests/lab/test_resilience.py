@@ -156,3 +156,19 @@ def test_a_deleted_pod_is_removed_though_the_kubelets_last_writes_fail(
     lab.api.delete(lab.path("pods", "doomed"))
     wait_for(lambda: lab.find("doomed") is None, 15, "the pod removed")
     assert not faulty.active(), "the pod was removed before the faults were met"
+
+
+def test_a_deleted_pod_is_removed_though_a_restarted_api_server_forbids_it_at_first(
+    faulty: FaultyApi, behind_proxy: Lab
+) -> None:
+    """A kube-apiserver just restarted answers the node 403 until its node authorizer has
+    synced; the kubelet's final delete met that once and gave up, and the pod stayed
+    Terminating for good (found by bench/chaos.py, seed 1, apiserver-restart)."""
+    lab = behind_proxy
+    lab.create(pod("forbidden", container()))
+    wait_for(lambda: is_ready(lab.get("forbidden")), 15, "Ready")
+
+    faulty.inject(status=403, method="DELETE", path_regex=r"/pods/forbidden$", times=2)
+    lab.api.delete(lab.path("pods", "forbidden"))
+    wait_for(lambda: lab.find("forbidden") is None, 15, "the pod removed")
+    assert not faulty.active(), "the pod was removed before the faults were met"

@@ -698,8 +698,13 @@ class PodWorker:
                 )
                 return
             except RequestFailed as exc:
-                if exc.status < 500 and exc.status != 429:
-                    return  # 409: the uid precondition failed, the name is another pod's now
+                # 404: removed already; 409: the uid precondition failed, the name is another
+                # pod's now. Anything else is tried again: a kube-apiserver just restarted
+                # answers the node 403 until its node authorizer's caches have synced (16 s
+                # measured under load), and a pod left Terminating holds a StatefulSet's
+                # ordinal and a Deployment's rollout for good.
+                if exc.status in (404, 409):
+                    return
                 failure: Exception = exc
             except OSError as exc:
                 failure = exc
