@@ -16,7 +16,8 @@ Event kinds and their data:
   refreshed its hold, or since the gate started};
 - group: {"status": (members, state) from status.group, "broker": (members, state) from the
   broker, "fresh": status.group.observedAt within an observe interval, "generation": status's,
-  "degraded": Degraded condition True, "reason": its reason};
+  "rebalances": status's count of them, "degraded": Degraded condition True, "reason": its
+  reason};
 - proc: {"replica": str, "pid": int, "rss": bytes, "fds": int};
 - ledger: {"produced", "lost", "unknown", "redeliveries", "failed_deliveries"} (once a fleet);
 - quiet: the faults and changes have stopped (no data).
@@ -249,11 +250,13 @@ class Checker:
     def _on_group(self, event: Event) -> list[Violation]:
         fleet = self.fleets[event.fleet]
         found: list[Violation] = []
-        generation = event.data.get("generation")
-        if isinstance(generation, int):
-            if fleet.generation is not None and generation > fleet.generation:
-                fleet.rebalances += generation - fleet.generation
-            fleet.generation = generation
+        # Rebalances: the operator's count (status.group.rebalances) when it gives one, else the
+        # group's generation; a static member swapped in keeps the generation.
+        counter = event.data.get("rebalances", event.data.get("generation"))
+        if isinstance(counter, int):
+            if fleet.generation is not None and counter > fleet.generation:
+                fleet.rebalances += counter - fleet.generation
+            fleet.generation = counter
         # Degraded after its cause is gone: no fault active, and Degraded for longer than the
         # grace since both the last fault's end and the condition's start.
         if event.data.get("degraded"):

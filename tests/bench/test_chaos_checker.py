@@ -121,9 +121,7 @@ def test_a_lost_message_is_a_violation_and_duplicates_are_counted() -> None:
     checker = Checker()
     checker.feed(ev(100, "ledger", produced=1000, lost=0, unknown=0, redeliveries=12))
     assert checker.violations == []
-    checker.feed(
-        ev(100, "ledger", fleet="g", produced=500, lost=1, unknown=0, redeliveries=0)
-    )
+    checker.feed(ev(100, "ledger", fleet="g", produced=500, lost=1, unknown=0, redeliveries=0))
     assert rules(checker) == ["message-lost"]
     figures = checker.figures()
     assert (figures["produced"], figures["lost"], figures["redeliveries"]) == (1500, 1, 12)
