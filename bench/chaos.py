@@ -177,7 +177,11 @@ class Run:
         root.setLevel(logging.INFO)
         say(f"seed {self.seed}: starting the lab in {self.state} (its log: lab.log there)")
         lab.start(fleet=False, pods=True, jitter="uniform(0,1)")
-        assert lab.operator is not None and lab.plane is not None
+        assert lab.operator is not None and lab.plane is not None and lab.broker is not None
+        # A node started again after its kill may take minutes on a loaded machine; until it
+        # answers, the broker fault is not over and no second node is killed (one of three down
+        # keeps the KRaft quorum and min.insync.replicas).
+        lab.broker.start_timeout = 300.0
         # Two replicas electing a leader instead of the lab's one, through the fault proxy.
         lab.operator.stop(grace=15)
         lab.operator = None
