@@ -256,8 +256,12 @@ class PodWorker:
             except Exception:
                 logger.exception("pod %s/%s: stopping failed", self.namespace, self.name)
             self.addresses.release(self.uid)
-            with contextlib.suppress(Exception):
+            try:
                 self._finalize()
+            except Exception:  # the pod may stay Terminating: say why
+                logger.exception(
+                    "pod %s/%s: final status or removal failed", self.namespace, self.name
+                )
             self.on_exit(self)
 
     def _event(self, kind: str, reason: str, message: str, component: str = "kubelet") -> None:
