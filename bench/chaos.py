@@ -436,7 +436,7 @@ class Run:
     # -- faults -------------------------------------------------------------------------------
 
     def fault(self) -> None:
-        kind = self.rng.choice(FAULTS)
+        kind = self.rng.choice(self.args.faults)
         # Drawn now, from the seeded generator, so a seed replays the same schedule.
         draws = [self.rng.random() for _ in range(4)]
         self.fault_id += 1
@@ -863,7 +863,14 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quiet", type=float, default=30.0, help="seconds checked after")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "chaos-results.jsonl")
     parser.add_argument("--png", type=Path, help="the timeline plot")
+    parser.add_argument(
+        "--faults", default=",".join(FAULTS), help=f"comma-separated, of: {', '.join(FAULTS)}"
+    )
     args = parser.parse_args(argv)
+    args.faults = [name.strip() for name in args.faults.split(",") if name.strip()]
+    unknown = sorted(set(args.faults) - set(FAULTS))
+    if unknown or not args.faults:
+        parser.error(f"--faults: unknown {unknown or 'none given'}; known: {', '.join(FAULTS)}")
     if args.fleet_size < 2:
         parser.error("--fleet-size must be at least 2")
     if args.duration <= 0:

@@ -700,6 +700,7 @@ class PodWorker:
                 self.api.delete(
                     self._path(), grace_period_seconds=0, propagation=None, uid=self.uid
                 )
+                logger.info("pod %s/%s: removed", self.namespace, self.name)
                 return
             except RequestFailed as exc:
                 # 404: removed already; 409: the uid precondition failed, the name is another
@@ -708,6 +709,7 @@ class PodWorker:
                 # measured under load), and a pod left Terminating holds a StatefulSet's
                 # ordinal and a Deployment's rollout for good.
                 if exc.status in (404, 409):
+                    logger.info("pod %s/%s: not removed: %s", self.namespace, self.name, exc)
                     return
                 failure: Exception = exc
             except OSError as exc:
@@ -716,6 +718,8 @@ class PodWorker:
             self._wake.wait(wait)
             self._wake.clear()
             wait = min(2 * wait, REMOVE_RETRY_MAX_SECONDS)
+        if not self.shutting_down:
+            logger.info("pod %s/%s: removal left to its DELETED event", self.namespace, self.name)
 
     # Status -----------------------------------------------------------------------------------
 
