@@ -12,11 +12,11 @@ broker, write status. Measured:
 1. Time from creating all groups to every one having status written (status.group.observedAt),
    and per group the latency from its creation to its first status (p50, p90, p99).
 2. API requests the operator makes per reconcile, by method and kind. The operator talks to
-   kube-apiserver through a counting proxy with no faults (tests/api_faults.py), which sees its
-   requests and no one else's: the bench's own creates and lists go to the API server directly.
-   kube-apiserver's own count (apiserver_request_total on its /metrics, by verb and resource)
-   over the same windows is reported beside it; it counts every client (the bench, the
-   controller manager, the scheduler) and is the check on the proxy's count: only the operator
+   kube-apiserver through a counting proxy with no faults (rebalancer_lab.api_faults), which
+   sees its requests and no one else's: the bench's own creates and lists go to the API server
+   directly. kube-apiserver's own count (apiserver_request_total on its /metrics, by verb and
+   resource) over the same windows is reported beside it; it counts every client (the bench,
+   the controller manager, the scheduler) and is the check on the proxy's count: only the operator
    writes status, so both must agree on PATCH consumergroups/status.
 3. Operator RSS, threads and open files after the reconcile, and over a soak of SOAK seconds
    (sampled every 10 s): growth in the second half of the soak, where nothing changes, is what
@@ -55,9 +55,9 @@ from kubernetes import client
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.api_faults import Fault, FaultyApi  # noqa: E402
 from tests.operator.e2e.support import free_port  # noqa: E402
 
+from rebalancer_lab.api_faults import Fault, FaultyApi  # noqa: E402
 from rebalancer_lab.controlplane import ControlPlane  # noqa: E402
 from rebalancer_lab.producer import ensure_topic  # noqa: E402
 from rebalancer_lab.running import Lab, LabConfig  # noqa: E402

@@ -130,8 +130,8 @@ class Lab:
     def start_operator(self, kubeconfig: Path | None = None) -> None:
         """`rebalancer operator` as its own process, talking to the API server as `kubeconfig`
         says (default: the lab's own, the admin's). Tests that put a proxy between the operator
-        and the API server (tests/api_faults.py) stop the lab's operator and start it again
-        with the proxy's kubeconfig."""
+        and the API server (rebalancer_lab.api_faults) stop the lab's operator and start it
+        again with the proxy's kubeconfig."""
         state = self.config.state_dir
         self.operator = ChildProcess(
             "operator",

@@ -173,9 +173,16 @@ class Api:
             method, path, query=query, body=body, content_type=content_type, timeout=timeout
         )
         data = response.read()
-        parsed: Any = json.loads(data) if data else {}
         if not 200 <= response.status <= 299:
+            # An error need not be a Status object: a server starting or a proxy in front of it
+            # may answer plain text, which must fail as the status it is, not as bad JSON.
+            try:
+                parsed: Any = json.loads(data) if data else {}
+            except ValueError:
+                text = data.decode(errors="replace").strip()[:300]
+                parsed = {"message": text}
             raise _failure(response.status, parsed)
+        parsed = json.loads(data) if data else {}
         return parsed if isinstance(parsed, dict) else {"value": parsed}
 
     def get(self, path: str) -> Body | None:

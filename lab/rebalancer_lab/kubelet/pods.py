@@ -256,8 +256,12 @@ class PodWorker:
             except Exception:
                 logger.exception("pod %s/%s: stopping failed", self.namespace, self.name)
             self.addresses.release(self.uid)
-            with contextlib.suppress(Exception):
+            try:
                 self._finalize()
+            except Exception:  # the pod may stay Terminating: say why
+                logger.exception(
+                    "pod %s/%s: final status or removal failed", self.namespace, self.name
+                )
             self.on_exit(self)
 
     def _event(self, kind: str, reason: str, message: str, component: str = "kubelet") -> None:
@@ -696,10 +700,17 @@ class PodWorker:
                 self.api.delete(
                     self._path(), grace_period_seconds=0, propagation=None, uid=self.uid
                 )
+                logger.info("pod %s/%s: removed", self.namespace, self.name)
                 return
             except RequestFailed as exc:
-                if exc.status < 500 and exc.status != 429:
-                    return  # 409: the uid precondition failed, the name is another pod's now
+                # 404: removed already; 409: the uid precondition failed, the name is another
+                # pod's now. Anything else is tried again: a kube-apiserver just restarted
+                # answers the node 403 until its node authorizer's caches have synced (16 s
+                # measured under load), and a pod left Terminating holds a StatefulSet's
+                # ordinal and a Deployment's rollout for good.
+                if exc.status in (404, 409):
+                    logger.info("pod %s/%s: not removed: %s", self.namespace, self.name, exc)
+                    return
                 failure: Exception = exc
             except OSError as exc:
                 failure = exc
@@ -707,6 +718,8 @@ class PodWorker:
             self._wake.wait(wait)
             self._wake.clear()
             wait = min(2 * wait, REMOVE_RETRY_MAX_SECONDS)
+        if not self.shutting_down:
+            logger.info("pod %s/%s: removal left to its DELETED event", self.namespace, self.name)
 
     # Status -----------------------------------------------------------------------------------
 

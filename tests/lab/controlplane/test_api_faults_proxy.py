@@ -1,5 +1,6 @@
-"""The fault proxy (tests/api_faults.py) passes requests on unchanged: the operator's permission
-check through it finds the workloads followable, as it does against kube-apiserver directly.
+"""The fault proxy (rebalancer_lab.api_faults) passes requests on unchanged: the operator's
+permission check through it finds the workloads followable, as it does against kube-apiserver
+directly.
 
 The Kubernetes client sends its SelfSubjectAccessReviews without a Content-Type; aiohttp used
 to label such a body application/octet-stream on the way, kube-apiserver refused it with 415,
@@ -11,10 +12,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.api_faults import FaultyApi
-
 from rebalancer.clients.kubernetes_api import connect
 from rebalancer.clients.permissions import followable_workloads
+from rebalancer_lab.api_faults import FaultyApi
 from rebalancer_lab.controlplane import ControlPlane
 
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from tests.api_faults import FaultyApi
 from tests.operator.e2e.support import (
     apply,
     events_for,
@@ -53,6 +52,7 @@ from tests.operator.reliability.rollout_fleets import (
 
 from rebalancer.planning.workload_views import PARTITION_FIELD, field_writer
 from rebalancer.structs.gates import GATE_BATCH_ANNOTATION
+from rebalancer_lab.api_faults import FaultyApi
 from rebalancer_lab.producer import ensure_topic
 from rebalancer_lab.running import Lab
 

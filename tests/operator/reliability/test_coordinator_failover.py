@@ -48,7 +48,6 @@ from tests.operator.e2e.support import (
     kubectl,
     running_lab,
 )
-from tests.operator.reliability.ledgers import delivered, numbered_producer, recorded, summarize
 from tests.operator.reliability.rollout_fleets import (
     SESSION_MS,
     HoldWatch,
@@ -65,6 +64,7 @@ from tests.operator.reliability.rollout_fleets import (
 )
 
 from rebalancer.structs.enforcement import control_topic, flip_topic
+from rebalancer_lab.ledgers import delivered, numbered_producer, recorded, summarize
 from rebalancer_lab.processes import ChildProcess
 from rebalancer_lab.running import Lab
 

@@ -3,7 +3,7 @@
 The order matters and is the file's order: the tests share one lab
 (tests/operator/reliability/conftest.py, on Kubernetes' own control plane), and the last ones
 restart the operator and the broker. The operator talks to the API server through a proxy
-(tests/api_faults.py) from the first test on,
+(lab/rebalancer_lab/api_faults.py) from the first test on,
 so that the API faults a test injects (409, 429 and 500 answers to chosen requests, watches cut)
 reach the operator and nothing else: the tests' own kubectl goes to the API server directly.
 """
@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.api_faults import FaultyApi
 from tests.operator.e2e.support import (
     apply,
     condition,
@@ -34,6 +33,7 @@ from tests.operator.e2e.support import (
 )
 from tests.operator.reliability.strategies import SLOW_PATTERNS
 
+from rebalancer_lab.api_faults import FaultyApi
 from rebalancer_lab.processes import ChildProcess
 from rebalancer_lab.producer import ensure_topic
 from rebalancer_lab.running import Lab

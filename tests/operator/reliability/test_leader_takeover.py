@@ -15,15 +15,10 @@ its pod must unlabel it and join as a standby, not take the lead back.
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from kubernetes import client
-from prometheus_client.parser import text_string_to_metric_families
 from tests.operator.e2e.support import apply, eventually, free_port, kubectl
 from tests.operator.reliability.rollout_fleets import (
     PARTITIONS,
@@ -39,7 +34,8 @@ from tests.operator.reliability.rollout_fleets import (
     settled,
 )
 
-from rebalancer_lab.processes import ChildProcess, python_module
+from rebalancer_lab.operator_replicas import PeeringReplica as Replica
+from rebalancer_lab.operator_replicas import prepare_peering
 from rebalancer_lab.producer import ensure_topic
 from rebalancer_lab.running import Lab
 
@@ -59,81 +55,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield running
 
 
-class Replica:
-    """One `rebalancer operator --peering` process and its /metrics."""
-
-    def __init__(self, lab: Lab, label: str, reports_port: int, pod: str) -> None:
-        self.port = reports_port
-        assert lab.kubeconfig is not None
-        state = lab.config.state_dir
-        argv = python_module(
-            "rebalancer",
-            "operator",
-            "--kubeconfig",
-            str(lab.kubeconfig),
-            "--reports-host",
-            lab.config.host,
-            "--reports-port",
-            str(reports_port),
-            "--history-dir",
-            str(state / "history"),
-            "--status-refresh-seconds",
-            "15",
-            "--peering",
-            PEERING,
-        )
-        self.log_path = state / "logs" / f"operator-{label}.log"
-        # As in a pod (POD_NAME, POD_NAMESPACE): the replica's name in the peering, and the pod
-        # it labels rebalancer.dev/active for the Services.
-        self.pod = pod
-        env = {"POD_NAME": pod, "POD_NAMESPACE": NS}
-        self.child = ChildProcess(f"operator-{label}", argv, self.log_path, env=env)
-        self.lab = lab
-        self.url = f"http://{lab.config.host}:{reports_port}/metrics"
-
-    def start(self) -> Replica:
-        self.child.start()
-        return self
-
-    def leader(self) -> float | None:
-        """rebalancer_leader on this replica; None while it does not answer."""
-        try:
-            with urllib.request.urlopen(self.url, timeout=5) as response:
-                text = response.read().decode()
-        except OSError:
-            return None
-        for line in text.splitlines():
-            if line.startswith("rebalancer_leader "):
-                return float(line.split()[-1])
-        return None
-
-    def samples(self, consumergroup: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-        """The replica's series of one ConsumerGroup, by sample name."""
-        with urllib.request.urlopen(self.url, timeout=5) as response:
-            text = response.read().decode()
-        found: dict[str, list[tuple[dict[str, str], float]]] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.labels.get("consumergroup") == consumergroup:
-                    found.setdefault(sample.name, []).append((sample.labels, sample.value))
-        return found
-
-    def active(self) -> str | None:
-        """The rebalancer.dev/active label of the replica's pod."""
-        assert self.lab.api_client is not None
-        pod = client.CoreV1Api(self.lab.api_client).read_namespaced_pod(self.pod, NS)
-        return (pod.metadata.labels or {}).get("rebalancer.dev/active")
-
-    def kill(self) -> None:
-        process = self.child.process
-        assert process is not None
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=10)
-
-    def log(self) -> str:
-        return Path(self.log_path).read_text(errors="replace") if self.log_path.exists() else ""
-
-
 @pytest.fixture(scope="module")
 def replicas(lab: Lab) -> Iterator[dict[str, Replica]]:
     """The lab's own operator (standalone) stopped; two peering replicas instead, `first`
@@ -141,27 +62,10 @@ def replicas(lab: Lab) -> Iterator[dict[str, Replica]]:
     lab's consumers report."""
     assert lab.operator is not None
     lab.operator.stop(grace=15)
-    apply(
-        lab,
-        {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": PEERING}},
-    )
-    # Their pods: held Pending by a scheduling gate (the replicas run as processes here).
-    for pod in ("operator-0", "operator-1"):
-        apply(
-            lab,
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": pod, "namespace": NS},
-                "spec": {
-                    "schedulingGates": [{"name": "rebalancer.dev/test"}],
-                    "containers": [{"name": "operator", "image": "rebalancer:test"}],
-                },
-            },
-        )
-    first = Replica(lab, "first", lab.config.reports_port, "operator-0").start()
+    prepare_peering(lab, PEERING, ["operator-0", "operator-1"])
+    first = Replica(lab, "first", lab.config.reports_port, "operator-0", PEERING).start()
     eventually(lambda: first.leader() == 1.0, 60, "the first replica leading")
-    second = Replica(lab, "second", free_port(), "operator-1").start()
+    second = Replica(lab, "second", free_port(), "operator-1", PEERING).start()
     eventually(lambda: second.leader() == 0.0, 60, "the second replica standing by")
     group = {"first": first, "second": second}
     try:
@@ -230,7 +134,7 @@ def test_the_standby_finishes_a_rollout_its_leader_was_killed_in(
 
     # Started again in its pod, as a container restart would, the killed replica unlabels its
     # pod (it still said active) and joins behind the one that took over.
-    restarted = Replica(lab, "first-again", free_port(), "operator-0").start()
+    restarted = Replica(lab, "first-again", free_port(), "operator-0", PEERING).start()
     replicas["first-again"] = restarted
     eventually(lambda: restarted.leader() == 0.0, 60, "the restarted replica standing by")
     time.sleep(5)

@@ -26,8 +26,8 @@ from tests.operator.e2e.support import (
     kubectl,
     statefulset,
 )
-from tests.operator.reliability.ledgers import numbered_producer, recorded
 
+from rebalancer_lab.ledgers import numbered_producer, recorded
 from rebalancer_lab.processes import ChildProcess
 from rebalancer_lab.producer import ensure_topic
 from rebalancer_lab.running import Lab

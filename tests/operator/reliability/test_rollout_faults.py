@@ -32,7 +32,6 @@ from tests.operator.e2e.support import (
     restart_operator,
     running_lab,
 )
-from tests.operator.reliability.ledgers import delivered, numbered_producer, recorded, summarize
 from tests.operator.reliability.rollout_fleets import (
     PARTITIONS,
     SESSION_MS,
@@ -57,6 +56,7 @@ from tests.operator.reliability.rollout_fleets import (
 )
 
 from rebalancer.clients.kafka_admin import AdminGateway, KafkaGatewayError
+from rebalancer_lab.ledgers import delivered, numbered_producer, recorded, summarize
 from rebalancer_lab.producer import ensure_topic
 from rebalancer_lab.running import Lab
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from tests.api_faults import FaultyApi
 from tests.kube_clusters import SharedCluster
 from tests.reconcilers.rollouts.support import (
     SLEEPER,
@@ -45,6 +44,7 @@ from rebalancer.planning.rollout_actions import (
 )
 from rebalancer.structs.gates import GATE_CONTAINER, GateState
 from rebalancer.structs.specs import WorkloadKind
+from rebalancer_lab.api_faults import FaultyApi
 
 STRATEGIC = "application/strategic-merge-patch+json"
 REVISION = "controller-revision-hash"

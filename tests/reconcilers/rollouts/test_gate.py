@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.api_faults import FaultyApi
 from tests.kube_clusters import SharedCluster
 from tests.reconcilers.rollouts.support import create_pods, until
 
@@ -28,6 +27,7 @@ from rebalancer.gate.verdicts import GateLimits, Verdict, decide
 from rebalancer.gate.waiting import ApiEndpoint, wait_at_gate
 from rebalancer.structs.gates import GATE_HELD_ANNOTATION, INSTANCE_ID_ANNOTATION
 from rebalancer.structs.specs import WorkloadKind
+from rebalancer_lab.api_faults import FaultyApi
 
 
 def quiet(_message: str) -> None:

@@ -53,6 +53,7 @@ class Fault:
     times: int
     message: str
     retry_after: int = 0
+    text: str | None = None  # answered as plain text instead of a Status object
 
     def matches(self, method: str, path: str) -> bool:
         return (
@@ -101,9 +102,12 @@ class FaultyApi:
         times: int = 1,
         message: str = "",
         retry_after: int = 0,
+        text: str | None = None,
     ) -> Fault:
-        """The next `times` requests of `method` whose path matches get `status` instead."""
-        fault = Fault(status, method.upper(), path_regex, times, message, retry_after)
+        """The next `times` requests of `method` whose path matches get `status` instead (with
+        `text` as a plain-text body, as a server still starting may answer, instead of a Status
+        object)."""
+        fault = Fault(status, method.upper(), path_regex, times, message, retry_after, text)
         with self._lock:
             self._faults.append(fault)
         return fault
@@ -263,8 +267,11 @@ class _WatchErrors:
 
 
 def _status_response(fault: Fault) -> web.Response:
-    """The error as kube-apiserver writes one: a Status object."""
+    """The error as kube-apiserver writes one: a Status object (or the fault's plain text)."""
+    if fault.text is not None:
+        return web.Response(status=fault.status, text=fault.text)
     reasons = {
+        403: "Forbidden",
         409: "Conflict",
         429: "TooManyRequests",
         500: "InternalError",

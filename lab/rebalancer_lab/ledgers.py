@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rebalancer_lab.processes import ChildProcess, python_module
@@ -49,6 +50,15 @@ def numbered_producer(lab: Lab, name: str, topic: str, rate: float, count: int) 
     )
 
 
+def delivered_so_far(producer: ChildProcess) -> tuple[int, int] | None:
+    """(delivered, sent) from the producer's last progress line; None before its first."""
+    found = PRODUCED.findall(producer.log_path.read_text(errors="replace"))
+    if not found:
+        return None
+    done, sent = (int(value) for value in found[-1])
+    return done, sent
+
+
 def delivered(producer: ChildProcess) -> int:
     """How many numbered messages a stopped producer had delivered, all of those it sent."""
     found = PRODUCED.findall(producer.log_path.read_text(errors="replace"))
@@ -58,13 +68,37 @@ def delivered(producer: ChildProcess) -> int:
     return done
 
 
+@dataclass(frozen=True)
+class Tally:
+    """What the records say of the produced numbers: the lost ones, those recorded that nobody
+    produced, and the redeliveries (at-least-once's right: counted, not failed)."""
+
+    produced: int
+    processed: int  # distinct produced numbers recorded
+    lost: tuple[int, ...]
+    unknown: tuple[int, ...]
+    redeliveries: int  # records beyond the first of each number
+    duplicated: int  # numbers recorded more than once
+
+
+def tally(produced: set[int], seen: Counter[int]) -> Tally:
+    duplicates = [number for number, times in seen.items() if times > 1]
+    return Tally(
+        produced=len(produced),
+        processed=len(produced & set(seen)),
+        lost=tuple(sorted(produced - set(seen))),
+        unknown=tuple(sorted(set(seen) - produced)),
+        redeliveries=sum(seen.values()) - len(seen),
+        duplicated=len(duplicates),
+    )
+
+
 def summarize(produced: set[int], seen: Counter[int]) -> str:
     """Every produced number must have been processed; duplicates are reported, not failed."""
-    missing = sorted(produced - set(seen))
-    assert not missing, f"{len(missing)} messages lost, first {missing[:20]}"
-    assert set(seen) <= produced, "a consumer recorded a number nobody produced"
-    duplicates = {number: times for number, times in seen.items() if times > 1}
+    found = tally(produced, seen)
+    assert not found.lost, f"{len(found.lost)} messages lost, first {list(found.lost[:20])}"
+    assert not found.unknown, "a consumer recorded a number nobody produced"
     return (
-        f"produced {len(produced)}, processed {len(produced & set(seen))} distinct, "
-        f"{sum(seen.values()) - len(seen)} redeliveries over {len(duplicates)} messages"
+        f"produced {found.produced}, processed {found.processed} distinct, "
+        f"{found.redeliveries} redeliveries over {found.duplicated} messages"
     )
