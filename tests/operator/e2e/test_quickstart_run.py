@@ -41,7 +41,11 @@ FIXED = ("NAME", "GROUP", "STATE", "MEMBERS", "ROLLOUT", "READY")
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    with running_lab(tmp_path_factory.mktemp("lab"), fleet=False, pods=True) as running:
+    # A broker of its own: the quickstart creates topic `orders` with the doc's 12 partitions,
+    # and other modules on the session's shared broker create `orders` with 6.
+    with running_lab(
+        tmp_path_factory.mktemp("lab"), fleet=False, pods=True, own_broker=True
+    ) as running:
         yield running
 
 
