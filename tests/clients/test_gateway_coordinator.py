@@ -18,6 +18,7 @@ observer failed with "the group coordinator moved" for minutes.
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace as Obj
@@ -47,8 +48,10 @@ class Silent:
 
     def __init__(self) -> None:
         self.timeouts: dict[str, float] = {}
+        self.polled = threading.Event()
 
     def poll(self, timeout: float) -> int:
+        self.polled.set()
         time.sleep(timeout)
         return 0
 
@@ -211,9 +214,12 @@ async def test_a_coordinator_killed_mid_request_is_named_not_the_cluster(
 ) -> None:
     # Measured on three nodes: the coordinator SIGKILLed while the observer described the
     # group read "cannot reach Kafka ... check spec.kafka.bootstrapServers" with two brokers up.
-    gateway._admin = Dropping()
+    dropping = Dropping()
+    gateway._admin = dropping
     # What the real client made at construction reported about 127.0.0.1:9 (all brokers down)
-    # is not what is under test: here the other brokers answer.
+    # is not what is under test: here the other brokers answer. Its callbacks are served while
+    # it is polled, so the record is cleared once the gateway's poller has moved to the fake.
+    assert dropping.polled.wait(timeout=30)
     gateway._watch = ConnectionWatch()
     with pytest.raises(KafkaUnavailable) as raised:
         await gateway.describe_group("orders")
