@@ -88,6 +88,7 @@ FAULTS = (
     "watch-cut",
     "api-errors",
     "consumer-kill",
+    "broker-pause",
 )
 CHANGES = ("rollout", "scale")
 
@@ -449,6 +450,7 @@ class Run:
     def inject(self, kind: str, draws: list[float], ident: int) -> None:
         lock = {
             "broker-kill": "broker",
+            "broker-pause": "broker",
             "apiserver-restart": "plane",
             "etcd-pause": "plane",
             "operator-leader-kill": "operator",
@@ -512,6 +514,24 @@ class Run:
         broker.kill_node(node)
         time.sleep(5 + 35 * draws[2])
         broker.start_node(node)
+
+    def _broker_pause(self, draws: list[float], begin: Callable[[str], None]) -> None:
+        """A broker that hangs (a long GC pause, a stalled disk): its connections stay open and
+        nothing is answered, unlike a kill, whose connections are refused at once."""
+        assert self.lab is not None and self.lab.broker is not None
+        broker = self.lab.broker
+        fleet = self.fleets[int(draws[0] * len(self.fleets))]
+        node = broker.coordinator_of(fleet.name, timeout=20)
+        pid = broker.node(node).pid
+        if pid is None:
+            return
+        pause = 3 + 17 * draws[1]
+        begin(f"node {node}, coordinator of {fleet.name}, {pause:.0f} s")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(pause)
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
     def _apiserver_restart(self, draws: list[float], begin: Callable[[str], None]) -> None:
         assert self.lab is not None and self.lab.plane is not None

@@ -32,6 +32,7 @@ from rebalancer_lab.api_faults import FaultyApi
 from rebalancer_lab.kube.objects import condition
 from rebalancer_lab.kube.requesting import Api, resource_path
 from rebalancer_lab.kubelet.node import LEASE_NAMESPACE, NodeAgent
+from rebalancer_lab.kubelet.reaping import SWEEP_SECONDS
 
 # The kubelet's own writes, by path.
 POD_STATUS = r"/pods/[^/]+/status$"
@@ -190,3 +191,20 @@ def test_a_deleted_pod_is_removed_though_an_answer_is_not_a_status_object(
     lab.api.delete(lab.path("pods", "plain"))
     wait_for(lambda: lab.find("plain") is None, 15, "the pod removed")
     assert not faulty.active(), "the pod was removed before the faults were met"
+
+
+def test_a_deleted_pod_whose_worker_took_a_404_for_its_removal_is_removed_by_the_sweep(
+    faulty: FaultyApi, behind_proxy: Lab
+) -> None:
+    """The worker's final delete answered 404 (a restarting API server's answer, taken as
+    "removed already") ends its tries with the pod still Terminating; the kubelet's periodic
+    sweep, as a kubelet's status manager, removes it all the same."""
+    lab = behind_proxy
+    lab.create(pod("lost", container()))
+    wait_for(lambda: is_ready(lab.get("lost")), 15, "Ready")
+
+    faulty.inject(status=404, method="DELETE", path_regex=r"/pods/lost$", times=1)
+    lab.api.delete(lab.path("pods", "lost"))
+    wait_for(lambda: not faulty.active(), 15, "the worker's final delete answered 404")
+    assert lab.find("lost") is not None, "the pod was removed by the worker itself"
+    wait_for(lambda: lab.find("lost") is None, 3 * SWEEP_SECONDS + 5, "the pod removed")

@@ -15,6 +15,7 @@ from .forking import ForkServer
 from .jitter import Jitter
 from .pods import KubeletSettings, PodWorker
 from .processes import ProcessRegistry
+from .reaping import Reaper
 
 logger = logging.getLogger(__name__)
 
@@ -48,12 +49,18 @@ class Kubelet:
         self.workers: dict[str, PodWorker] = {}
         self._lock = threading.Lock()
         self._stopping = False
+        self.reaper = Reaper(api, settings.node_name, pods.items, self._running_uids)
         pods.add_handler(self._on_change)
 
     def start(self) -> None:
         leftovers = self.registry.kill_recorded()
         if leftovers:
             logger.warning("killed %d container process group(s) a killed lab left", leftovers)
+        self.reaper.start()
+
+    def _running_uids(self) -> set[str]:
+        with self._lock:
+            return set(self.workers)
 
     def _on_change(self, change: Change) -> None:
         pod = change.object
@@ -93,6 +100,7 @@ class Kubelet:
 
     def stop(self, grace: float = 10.0) -> None:
         """Stop every pod's processes at once: SIGTERM, then SIGKILL after at most `grace`."""
+        self.reaper.stop()
         with self._lock:
             self._stopping = True
             workers = list(self.workers.values())
