@@ -139,7 +139,8 @@ def history_settings(
 
 def group_config_value(status: Mapping[str, Any], key: str) -> float | None:
     """A GROUP config as the broker read it back (status.settings.perGroupConfigs.configs),
-    None when the operator does not set it or it is not a number."""
+    None when the operator does not set it or it is not a number. (status.settings.groupConfigs
+    holds only the consumer.* configs spec.policy.settings sets for a KIP-848 group.)"""
     delivered = status.get("settings") or {}
     configs = (delivered.get("perGroupConfigs") or {}).get("configs") or {}
     entry = configs.get(key)
