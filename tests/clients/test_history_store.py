@@ -218,3 +218,21 @@ def test_older_versions_stay_readable_and_newer_ones_are_refused(tmp_path: Path)
     assert f"history schema version {HISTORY_SCHEMA_VERSION + 1}" in skipped.reason
     versions = {row["detected_at"]: row["schema_version"] for row in read_history(tmp_path)}
     assert versions[DAY] == 2 and versions[DAY + 1] == HISTORY_SCHEMA_VERSION
+
+
+def test_a_streams_groups_records_keep_its_protocol_and_old_lines_read_it_as_unknown(
+    tmp_path: Path,
+) -> None:
+    streams = replace(rebalance(), settings=SettingsInForce(10000.0, group_protocol="streams"))
+    asyncio.run(HistoryRecorder(tmp_path).record([streams]))
+    # A line written before the column existed.
+    older = {**rebalance(at=DAY + 1).to_record(), "namespace": "shop"}
+    older.pop("group_protocol")
+    folder = tmp_path / "date=2023-11-14" / "namespace=shop"
+    (folder / "part-0-older.jsonl").write_text(json.dumps(older) + "\n")
+    rows = read_history(tmp_path)
+    assert [(row["group_protocol"], row["initial_rebalance_delay_ms"]) for row in rows] == [
+        ("streams", 10000.0),
+        (None, 3000.0),
+    ]
+    assert "group_protocol" in FILE_SCHEMA.names

@@ -245,21 +245,30 @@ def leaf_paths(patch: dict[str, Any], prefix: str) -> set[str]:
 
 def test_gitops_names_every_field_learning_auto_writes() -> None:
     """docs/gitops.md's table of what `learning.mode: auto` writes on a ConsumerGroup is what
-    policy_patch writes with every block turned on (the fields a GitOps tool must leave alone)."""
+    policy_patch writes with every block turned on (the fields a GitOps tool must leave alone),
+    for a classic group and for a streams group, whose delay is its own."""
+    policy = {
+        "rollout": {"enabled": True},
+        "settings": {},
+        "brokerDelay": {},
+        "groupConfigs": {"streams": {}},
+    }
     spec = parse_spec(
         {
             "groupId": "orders",
             "kafka": {"bootstrapServers": ["kafka:9092"]},
             "subscription": {"topics": ["orders"]},
             "workload": {"kind": "StatefulSet", "name": "orders"},
-            "policy": {"rollout": {"enabled": True}, "settings": {}, "brokerDelay": {}},
+            "policy": policy,
         }
     )
     wanted = CurrentSettings(
         initial_rebalance_delay_ms=1000.0, batch_size=2, session_timeout_ms=1e4
     )
     decision = LearningDecision(LearningAction.APPLY, wanted, "Applying", "applying")
-    written = leaf_paths(policy_patch(decision, spec), "spec.policy")
+    written = set()
+    for own_delay in (False, True):
+        written |= leaf_paths(policy_patch(decision, spec, own_delay), "spec.policy")
     text = (ROOT / "docs" / "gitops.md").read_text(encoding="utf-8")
     table = text.split("<!-- learning-fields -->")[1].split("\n\n")[1]
     listed = set(re.findall(r"^\| `([^`]+)` \|", table, flags=re.MULTILINE))

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from rebalancer.learning.choosing import START_UPS_NOTE, GroupFacts, GroupScores, choose
+from dataclasses import replace
+
+from rebalancer.learning.choosing import (
+    ONLY_OWN_DELAYS_NOTE,
+    OWN_DELAY_NOTE,
+    START_UPS_NOTE,
+    GroupFacts,
+    GroupScores,
+    choose,
+)
+from rebalancer.learning.inputs import HistoryInputs
+from rebalancer.learning.outputs import build_output
 from rebalancer.learning.scoring import (
     GroupProfile,
     ScoreRow,
@@ -54,6 +65,46 @@ def test_the_cluster_delay_minimises_the_sum_over_its_groups() -> None:
     assert choices[0].default_cost_per_day_s == 3.0
 
 
+def test_a_streams_groups_delay_is_chosen_from_its_own_start_ups() -> None:
+    # Classic a and b share the broker's delay; streams group s prefers 8000 ms alone and
+    # starts up so often that, counted with them, it would pull the cluster's delay up.
+    a = GroupScores(facts("a"), (startup(0, 4, 1.0), startup(3000, 4, 3.0), startup(8000, 4, 8.0)))
+    b = GroupScores(facts("b"), (startup(0, 4, 2.0), startup(3000, 4, 4.0), startup(8000, 4, 9.0)))
+    streams = replace(facts("s"), protocol="streams", current_delay_ms=3000.0)
+    s = GroupScores(
+        streams,
+        (startup(0, 4, 9.0, 900.0), startup(3000, 4, 6.0, 600.0), startup(8000, 4, 1.0, 100.0)),
+    )
+    clusters, choices = choose([a, b, s])
+    by_name = {choice.facts.name: choice for choice in choices}
+    # The cluster's curve and delay are the classic groups' alone.
+    assert clusters[0].delay_ms == 0
+    assert clusters[0].curve == ((0, 3.0), (3000, 7.0), (8000, 17.0))
+    assert (clusters[0].groups, clusters[0].own_delay_groups) == (2, 1)
+    assert clusters[0].current_delay_ms is None
+    assert (by_name["a"].delay_ms, by_name["a"].delay_scope) == (0, "cluster")
+    assert (by_name["s"].delay_ms, by_name["s"].delay_scope) == (8000, "group")
+    assert by_name["s"].notes[0] == OWN_DELAY_NOTE
+    # Its cost and gain are its own delay's against the default 3000 ms.
+    assert (by_name["s"].cost_per_day_s, by_name["s"].default_cost_per_day_s) == (100.0, 600.0)
+    # The same classic groups alone choose exactly as before.
+    alone, _ = choose([a, b])
+    assert (alone[0].delay_ms, alone[0].curve, alone[0].notes) == (
+        clusters[0].delay_ms,
+        clusters[0].curve,
+        clusters[0].notes,
+    )
+
+
+def test_a_cluster_of_streams_groups_alone_chooses_no_broker_delay() -> None:
+    s = GroupScores(
+        replace(facts("s"), protocol="streams"), (startup(0, 4, 5.0), startup(3000, 4, 2.0))
+    )
+    clusters, choices = choose([s])
+    assert clusters[0].delay_ms is None and clusters[0].notes == (ONLY_OWN_DELAYS_NOTE,)
+    assert (choices[0].delay_ms, choices[0].delay_scope) == (3000, "group")
+
+
 def test_a_smaller_batch_must_beat_the_whole_group_by_more_than_noise() -> None:
     group = GroupScores(facts("a"), (startup(0, 4, 10.0), startup(0, 2, 9.8), startup(0, 1, 5.0)))
     assert group.best_startup(0).batch_size == 1  # type: ignore[union-attr]
@@ -103,3 +154,28 @@ def test_start_ups_alone_recommend_no_batch_and_are_costed_as_planned() -> None:
     assert START_UPS_NOTE in choices[0].notes
     assert clusters[0].delay_ms == 3000
     assert choices[0].startup_cost_s == 8.0
+
+
+def test_the_summary_and_report_say_a_streams_groups_delay_is_per_group() -> None:
+    a = GroupScores(facts("a"), (startup(0, 4, 1.0), startup(3000, 4, 3.0)))
+    s = GroupScores(
+        replace(facts("s"), protocol="streams", current_delay_ms=10000.0),
+        (startup(0, 4, 5.0), startup(3000, 4, 2.0)),
+    )
+    clusters, choices = choose([a, s])
+    inputs = HistoryInputs(root="h", base="h", protocol="file", files=(), rows=0, size_bytes=0)
+    output = build_output("r1", "h", inputs, clusters, choices, [], [])
+    groups = output.summary["groups"]
+    assert (groups["shop/s"]["delayScope"], groups["shop/s"]["protocol"]) == ("group", "streams")
+    assert groups["shop/s"]["initialRebalanceDelayMs"] == 3000
+    assert (groups["shop/a"]["delayScope"], groups["shop/a"]["protocol"]) == ("cluster", None)
+    assert output.summary["clusters"]["k"]["ownDelayGroups"] == 1
+    assert output.recommendations.column("delay_scope").to_pylist() == ["cluster", "group"]
+    report = output.report_md
+    section = report[report.index("## Initial delay per streams group") :]
+    assert "per group" in section
+    assert "spec.policy.groupConfigs.streams.initialRebalanceDelayMs" in section
+    assert "| shop/s | k | 10,000 | 3,000 |" in section
+    # Without streams groups the report has no such section.
+    classic_only = build_output("r2", "h", inputs, *choose([a]), [], [])
+    assert "streams group" not in classic_only.report_md

@@ -33,11 +33,13 @@ from rebalancer.planning.history_records import (
     track_joins,
 )
 from rebalancer.planning.rollout_states import RolloutState
+from rebalancer.planning.streams_observing import StreamsMemberWatch, streams_joins
 from rebalancer.structs.gates import GateState
 from rebalancer.structs.history import HISTORY_SCHEMA_VERSION, SettingsInForce
 from rebalancer.structs.history_pods import PodLifecycle
 from rebalancer.structs.recommendations import SUMMARY_SCHEMA
 from rebalancer.structs.reports import MemberJoin
+from rebalancer.structs.streams_groups import StreamsAssignment, StreamsGroupView, StreamsMember
 from rebalancer.structs.workloads import PodView
 
 HELD_OUT_SEED = 99
@@ -376,3 +378,61 @@ def test_container_starts_from_kubernetes_pair_with_joins_and_count_once_per_key
     assert entry["evidence"]["departures"] == 32, entry  # type: ignore[index]
     assert entry["evidence"]["latencyP50Ms"] == pytest.approx(1500.0, abs=1.0), entry  # type: ignore[index]
     assert not any("no pod-start records" in note for note in entry["notes"]), entry
+
+
+def streams_history(root: str, starts: int, members: int, seed: int) -> int:
+    """What the operator records for `starts` cold starts of a streams group: its members as
+    the describe shows them appearing, look by look, with the group's own delay in force."""
+    rng = random.Random(seed)
+    context = JoinContext("shop", "counts", "counts", "k:9092")
+    settings = SettingsInForce(
+        initial_rebalance_delay_ms=10000.0, static_membership=True, group_protocol="streams"
+    )
+    tracking, watch = JoinTracking(), StreamsMemberWatch(looked=True)
+    events = []
+    for start in range(starts):
+        released = DAY0 + start * 6 * 3600.0 + 60.0
+        arrivals = sorted(released + rng.lognormvariate(math.log(2.0), 0.6) for _ in range(members))
+        present: list[StreamsMember] = []
+        for index, at in enumerate(arrivals):
+            present.append(streams_member(f"counts-{index}", f"{start}-{index}"))
+            view = StreamsGroupView("counts", "Assigning", start + 1, start, None, tuple(present))
+            joins, watch = streams_joins(watch, view, at, tracking.sequence)
+            recorded, tracking = track_joins(
+                tracking, joins, context=context, rollout=RolloutState(), members=len(present),
+                state="Assigning", partitions=8, settings=settings,
+            )  # fmt: skip
+            events += recorded
+    asyncio.run(HistoryRecorder(root).record(events))
+    return len(events)
+
+
+def streams_member(name: str, incarnation: str) -> StreamsMember:
+    return StreamsMember(
+        member_id=f"{name}-{incarnation}", member_epoch=1, instance_id=name,
+        process_id=incarnation, client_id=name, client_host="/10.0.0.1",
+        assignment=StreamsAssignment(), target=StreamsAssignment(),
+    )  # fmt: skip
+
+
+def test_a_streams_groups_delay_is_learned_as_its_own(spark: SparkSession, tmp_path: Path) -> None:
+    """A classic and a streams group of one cluster: the cluster's delay is the classic
+    group's, the streams group's is its own, and the summary says whose each is."""
+    history = tmp_path / "history"
+    assert operator_history(str(history), starts=8, members=4, seed=5) == 32
+    assert streams_history(str(history), starts=8, members=4, seed=6) == 32
+
+    run(spark, str(history), tmp_path / "out")
+
+    summary = summary_of(tmp_path / "out")
+    cluster = summary["clusters"]["k:9092"]  # type: ignore[index]
+    assert (cluster["groups"], cluster["ownDelayGroups"]) == (1, 1), cluster
+    classic = summary["groups"]["shop/payments"]  # type: ignore[index]
+    streams = summary["groups"]["shop/counts"]  # type: ignore[index]
+    assert classic["delayScope"] == "cluster"
+    assert classic["initialRebalanceDelayMs"] == cluster["initialRebalanceDelayMs"]
+    assert (streams["delayScope"], streams["protocol"]) == ("group", "streams"), streams
+    assert streams["initialRebalanceDelayMs"] is not None, streams
+    assert streams["current"]["initialRebalanceDelayMs"] == 10000.0
+    assert streams["evidence"]["joins"] == 32, streams
+    assert streams["notes"][0].startswith("a streams group: the delay is its own"), streams

@@ -372,3 +372,43 @@ def test_a_newer_generation_releases_a_waiting_record_at_once() -> None:
     book.add(report("a", 2, 100.5))
     ready, waiting = settle_rebalances(events, book.generations_after(-1), JoinTracking(), 100.6)
     assert [e.generation for e in ready] == [1] and waiting == []
+
+
+STREAMS_STATUS = {
+    "settings": {
+        "brokerDelay": {"clusterMs": 3000},
+        "perGroupConfigs": {
+            "state": "applied",
+            "configs": {
+                "streams.initial.rebalance.delay.ms": {"value": "10000", "source": "group-config"}
+            },
+        },
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("protocol", "status", "delay"),
+    [
+        # A streams group's start-ups wait its own delay, not the broker's classic one.
+        ("streams", STREAMS_STATUS, 10000.0),
+        # Without the group config set by the operator its delay is unknown.
+        ("streams", {"settings": {"brokerDelay": {"clusterMs": 3000}}}, None),
+        # A classic group keeps the broker-delay decision's.
+        ("classic", STREAMS_STATUS, 3000.0),
+        (None, STREAMS_STATUS, 3000.0),
+    ],
+)
+def test_the_delay_in_force_is_the_streams_groups_own(
+    protocol: str | None, status: dict[str, object], delay: float | None
+) -> None:
+    settings = history_settings(status, [], None, IDLE, protocol=protocol)
+    assert settings.initial_rebalance_delay_ms == delay
+    assert settings.group_protocol == protocol
+
+
+def test_a_streams_groups_static_members_are_recorded_from_its_describe() -> None:
+    assert history_settings({}, [], None, IDLE, protocol="streams", static=True).static_membership
+    # Reports, where there are any, say it.
+    reported = history_settings({}, [report("a", 1, 1.0)], None, IDLE, static=True)
+    assert reported.static_membership is False

@@ -174,6 +174,11 @@ def test_a_summary_entry_reads_back_and_foreign_documents_read_as_nothing() -> N
         3,
         None,
     )
+    # A summary written before delayScope existed: the delay is the cluster's.
+    assert not found.delay_is_the_groups
+    streams = summary({"shop/orders": {**entry, "delayScope": "group"}})
+    found = recommendation_from_summary(streams, "shop", "orders")
+    assert found is not None and found.delay_is_the_groups
     assert recommendation_from_summary(summary({}), "shop", "orders") is None
     assert recommendation_from_summary({"schema": "other"}, "shop", "orders") is None
     broken = summary({"shop/orders": {**entry, "batchSize": "many"}})

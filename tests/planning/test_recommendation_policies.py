@@ -125,3 +125,79 @@ def test_an_apply_with_nothing_to_patch_says_so() -> None:
     assert (shown.action, shown.reason) == (LearningAction.SHOW, "NothingToApply")
     assert shown.message.startswith("run r1: nothing applied")
     assert "spec.policy.rollout.enabled" in shown.message
+
+
+STREAMS: dict[str, Any] = {
+    **MANAGED,
+    "groupConfigs": {"streams": {"initialRebalanceDelayMs": 8000, "numStandbyReplicas": 1}},
+}
+READ_BACK = {
+    "settings": {
+        "brokerDelay": {"clusterMs": 3000},
+        "perGroupConfigs": {
+            "state": "applied",
+            "configs": {
+                "streams.initial.rebalance.delay.ms": {"value": "10000", "source": "group-config"}
+            },
+        },
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("policy", "status", "delay"),
+    [
+        # What the broker read back of the group's own delay wins over the spec's.
+        (STREAMS, READ_BACK, 10000.0),
+        (STREAMS, {"settings": {"brokerDelay": {"clusterMs": 3000}}}, 8000.0),
+        # A refused block has no read-back: the spec's value stands.
+        (STREAMS, {"settings": {"perGroupConfigs": {"state": "refused"}}}, 8000.0),
+        # Without the block nobody set the group's delay: the broker's does not count.
+        (MANAGED, {"settings": {"brokerDelay": {"clusterMs": 3000}}}, None),
+        ({"groupConfigs": {"streams": {"numStandbyReplicas": 1}}}, {}, None),
+    ],
+)
+def test_a_streams_groups_delay_in_force_is_its_own(
+    policy: dict[str, Any], status: dict[str, Any], delay: float | None
+) -> None:
+    current = settings_in_force(spec_with(policy), status, own_delay=True)
+    assert current.initial_rebalance_delay_ms == delay
+    # A classic group's stays the broker's.
+    classic = settings_in_force(spec_with(policy), status).initial_rebalance_delay_ms
+    assert classic in (3000.0, None)
+
+
+@pytest.mark.parametrize(
+    ("policy", "patch"),
+    [
+        # Its learned delay goes to its own group config, never to the broker-wide delay.
+        (
+            STREAMS,
+            {"settings": {"sessionTimeoutMs": 20000},
+             "groupConfigs": {"streams": {"initialRebalanceDelayMs": 1000}}},
+        ),
+        # The block turned on without the delay: it is added to it.
+        (
+            {"groupConfigs": {"streams": {"numStandbyReplicas": 1}}},
+            {"groupConfigs": {"streams": {"initialRebalanceDelayMs": 1000}}},
+        ),
+        # Without the streams block the delay is not applied, even with brokerDelay on.
+        ({"brokerDelay": {"delayMs": 3000}}, {}),
+        ({"groupConfigs": {"consumer": {"assignmentIntervalMs": 1000}}}, {}),
+    ],
+)  # fmt: skip
+def test_a_streams_groups_decision_patches_its_group_configs(
+    policy: dict[str, Any], patch: dict[str, Any]
+) -> None:
+    wanted = decision(CurrentSettings(1000.0, None, 20000.0))
+    assert policy_patch(wanted, spec_with(policy), own_delay=True) == patch
+
+
+def test_nothing_to_apply_names_the_streams_block_for_a_streams_group() -> None:
+    wanted = decision(CurrentSettings(1000.0, None, None))
+    shown = nothing_to_apply(wanted, own_delay=True)
+    assert shown.reason == "NothingToApply"
+    assert "a delay spec.policy.groupConfigs.streams" in shown.message
+    assert "brokerDelay" not in shown.message
+    # A classic group's names the broker delay, as it always did.
+    assert nothing_to_apply(wanted).message.endswith("a delay spec.policy.brokerDelay")

@@ -7,12 +7,16 @@ from dataclasses import replace
 
 from pydantic import BaseModel
 
+from rebalancer.planning.history_records import JoinContext, JoinTracking, track_joins
 from rebalancer.planning.rebalances import EventContext, GroupTracking, detect_rebalances
+from rebalancer.planning.rollout_states import RolloutState
 from rebalancer.planning.statuses import observed_conditions, render_group
 from rebalancer.planning.streams_observing import (
+    StreamsMemberWatch,
     group_tasks,
     may_be_a_streams_group,
     render_streams_group,
+    streams_joins,
     streams_snapshot,
 )
 from rebalancer.structs.brokers import (
@@ -23,7 +27,7 @@ from rebalancer.structs.brokers import (
     TopicPartition,
 )
 from rebalancer.structs.consumer_group_status import MemberDetailStatus, ObservedGroupStatus
-from rebalancer.structs.history import RebalanceCause, RebalanceEvent
+from rebalancer.structs.history import RebalanceCause, RebalanceEvent, SettingsInForce
 from rebalancer.structs.streams_groups import (
     StreamsAssignment,
     StreamsGroupView,
@@ -183,3 +187,57 @@ def test_a_rising_group_epoch_is_a_rebalance_named_by_its_epochs() -> None:
         (6, 5, RebalanceCause.MEMBER_JOINED, ("b",))
     ]
     assert tracking.rebalances == 1
+
+
+def described(*members: StreamsMember, epoch: int = 7) -> StreamsGroupView:
+    return StreamsGroupView("counts", "Stable", epoch, epoch, None, members)
+
+
+def test_a_new_member_id_in_the_describe_is_a_join() -> None:
+    first_look, watch = streams_joins(StreamsMemberWatch(), None, 100.0, 0)
+    assert first_look == [] and watch.looked
+    joins, watch = streams_joins(watch, described(member("counts-0", (0,)), epoch=1), 104.0, 0)
+    assert [(j.sequence, j.identity, j.member_id, j.generation, j.at) for j in joins] == [
+        (1, "counts-0", "counts-0-id", 1, 104.0)
+    ]
+    both = described(member("counts-0", (0,)), member("counts-1", (1,)), epoch=2)
+    joins, watch = streams_joins(watch, both, 105.0, 1)
+    assert [(j.sequence, j.identity, j.generation) for j in joins] == [(2, "counts-1", 2)]
+    # The same members at a later look: nobody joined.
+    assert streams_joins(watch, both, 110.0, 2)[0] == []
+    # A restarted instance comes back under a new member id: a join.
+    restarted = replace(member("counts-1", (1,)), member_id="counts-1-id-2")
+    joins, _ = streams_joins(watch, described(member("counts-0", (0,)), restarted), 120.0, 2)
+    assert [(j.identity, j.member_id) for j in joins] == [("counts-1", "counts-1-id-2")]
+
+
+def test_members_found_at_the_first_look_were_there_before_the_operator() -> None:
+    joins, watch = streams_joins(StreamsMemberWatch(), described(member("a", (0,))), 1.0, 0)
+    assert joins == [] and watch.member_ids == {"a-id"}
+    # A dynamic member (no instance id) is named by its host, as a member report would be.
+    dynamic = replace(member("bb", (1,)), instance_id=None)
+    joins, _ = streams_joins(watch, described(member("a", (0,)), dynamic), 2.0, 0)
+    assert [join.identity for join in joins] == ["10.0.0.2"]
+
+
+def test_a_streams_joins_records_carry_its_protocol_and_burst() -> None:
+    watch = StreamsMemberWatch(looked=True)
+    joins, _ = streams_joins(watch, described(member("a", (0,)), member("b", (1,))), 50.0, 0)
+    events, _ = track_joins(
+        JoinTracking(),
+        joins,
+        context=JoinContext("shop", "counts", "counts", "k:9092"),
+        rollout=RolloutState(),
+        members=2,
+        state="Stable",
+        partitions=4,
+        settings=SettingsInForce(initial_rebalance_delay_ms=10000.0, group_protocol="streams"),
+    )
+    records = [event.to_record() for event in events]
+    assert [(r["record_type"], r["member"], r["batch_id"]) for r in records] == [
+        ("member-join", "a", "start-50000"),
+        ("member-join", "b", "start-50000"),
+    ]
+    assert {(r["group_protocol"], r["initial_rebalance_delay_ms"]) for r in records} == {
+        ("streams", 10000.0)
+    }

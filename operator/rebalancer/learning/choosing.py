@@ -1,9 +1,12 @@
 """Choosing settings from the scored candidates: a delay per cluster, batch and session per group.
 
 Pure: the Spark job scores (the expensive part) and collects the table of scores, one row per
-group and candidate, which is small; this module picks from it. The delay is broker-wide, so it
-is chosen for the cluster (the sum of its groups' best start-up costs at each delay); batch size
-and session timeout are then each group's own best at that delay.
+group and candidate, which is small; this module picks from it. The delay of classic groups is
+broker-wide (group.initial.rebalance.delay.ms), so it is chosen for the cluster (the sum of its
+groups' best start-up costs at each delay); batch size and session timeout are then each group's
+own best at that delay. A streams group (KIP-1071) has a delay of its own
+(streams.initial.rebalance.delay.ms, a GROUP config) and does not wait the broker's: its delay is
+chosen from its own start-ups alone, and it takes no part in its cluster's.
 
 The batch size learned is a rolling update's (rollout.updateBatchSize): cold starts and
 scale-ups are planned per change by the operator's arrival plan (the coordinator model, fed with
@@ -28,6 +31,14 @@ START_UPS_NOTE = (
     "no rolling updates in the history: no batch size recommended (cold starts and scale-ups "
     "are planned per change by the arrival plan)"
 )
+OWN_DELAY_NOTE = (
+    "a streams group: the delay is its own (streams.initial.rebalance.delay.ms), chosen from "
+    "its own start-ups, not the cluster's"
+)
+ONLY_OWN_DELAYS_NOTE = (
+    "every group of this cluster is a streams group with a delay of its own: no broker delay chosen"
+)
+STREAMS_PROTOCOL = "streams"
 DEFAULTS_NOTE = (
     "the operator's own rolling-update batch (a quarter of the group) costs the least or ties: "
     "no batch size recommended"
@@ -58,6 +69,13 @@ class GroupFacts:
     notes: tuple[str, ...] = ()
     # Of rollouts_per_day, rolling updates of a running group.
     rolling_updates_per_day: float = 0.0
+    # The protocol the history last recorded (classic, consumer, streams; None: unknown).
+    protocol: str | None = None
+
+    @property
+    def own_delay(self) -> bool:
+        """Whether the group's initial delay is its own rather than the broker's."""
+        return self.protocol == STREAMS_PROTOCOL
 
     @property
     def startups_per_day(self) -> float:
@@ -177,6 +195,11 @@ class GroupChoice:
     notes: tuple[str, ...] = ()
 
     @property
+    def delay_scope(self) -> str:
+        """Whose delay `delay_ms` is: the group's own (a streams group) or its cluster's."""
+        return "group" if self.facts.own_delay else "cluster"
+
+    @property
     def improvement(self) -> float:
         """Share of the default's daily cost the choice saves (0 when there is nothing to save)."""
         if self.default_cost_per_day_s <= 0:
@@ -194,6 +217,8 @@ class ClusterChoice:
     # Summed start-up cost per day of the cluster's groups at each delay (the curve in the report).
     curve: tuple[tuple[float, float], ...] = field(default_factory=tuple)
     notes: tuple[str, ...] = ()
+    # Streams groups of the cluster: each chose a delay of its own, outside `groups`.
+    own_delay_groups: int = 0
 
 
 def choose_delay(
@@ -220,7 +245,8 @@ def choose_delay(
 
 
 def choose(groups: Sequence[GroupScores]) -> tuple[list[ClusterChoice], list[GroupChoice]]:
-    """Delay per cluster, then batch size and session timeout per group."""
+    """Delay per cluster (per group for a streams group), then batch size and session timeout
+    per group."""
     by_cluster: dict[str, list[GroupScores]] = defaultdict(list)
     for group in groups:
         by_cluster[group.facts.cluster].append(group)
@@ -228,28 +254,47 @@ def choose(groups: Sequence[GroupScores]) -> tuple[list[ClusterChoice], list[Gro
     choices: list[GroupChoice] = []
     for cluster in sorted(by_cluster):
         members = by_cluster[cluster]
-        delay, curve = choose_delay(members)
-        scored = sum(1 for group in members if any(row.kind == "startup" for row in group.rows))
-        notes: list[str] = []
-        if delay is None:
-            notes.append("no group of this cluster has start-up history: delay not chosen")
-        elif scored == 1:
-            notes.append("one group only: the delay is that group's best")
-        currents = [g.facts.current_delay_ms for g in members if g.facts.current_delay_ms]
-        clusters.append(
-            ClusterChoice(
-                cluster=cluster,
-                delay_ms=delay,
-                groups=len(members),
-                scored_groups=scored,
-                current_delay_ms=max(currents) if currents else None,
-                curve=curve,
-                notes=tuple(notes),
-            )
-        )
-        for group in members:
-            choices.append(_choose_group(group, delay))
+        shared = [group for group in members if not group.facts.own_delay]
+        own = [group for group in members if group.facts.own_delay]
+        choice = _cluster_choice(cluster, shared, len(own))
+        clusters.append(choice)
+        for group in shared:
+            choices.append(_choose_group(group, choice.delay_ms))
+        for group in own:
+            choices.append(_choose_own_delay(group))
     return clusters, choices
+
+
+def _cluster_choice(cluster: str, shared: Sequence[GroupScores], own: int) -> ClusterChoice:
+    """The broker-wide delay of the groups that wait it (streams groups do not)."""
+    delay, curve = choose_delay(shared)
+    scored = sum(1 for group in shared if any(row.kind == "startup" for row in group.rows))
+    notes: list[str] = []
+    if not shared and own:
+        notes.append(ONLY_OWN_DELAYS_NOTE)
+    elif delay is None:
+        notes.append("no group of this cluster has start-up history: delay not chosen")
+    elif scored == 1:
+        notes.append("one group only: the delay is that group's best")
+    currents = [g.facts.current_delay_ms for g in shared if g.facts.current_delay_ms]
+    return ClusterChoice(
+        cluster=cluster,
+        delay_ms=delay,
+        groups=len(shared),
+        scored_groups=scored,
+        current_delay_ms=max(currents) if currents else None,
+        curve=curve,
+        notes=tuple(notes),
+        own_delay_groups=own,
+    )
+
+
+def _choose_own_delay(group: GroupScores) -> GroupChoice:
+    """A streams group's choice: the delay its own start-ups cost least at, then its batch
+    size and session timeout as any group's."""
+    delay, _ = choose_delay([group])
+    choice = _choose_group(group, delay)
+    return replace(choice, notes=(OWN_DELAY_NOTE, *choice.notes))
 
 
 def _choose_group(group: GroupScores, delay: float | None) -> GroupChoice:

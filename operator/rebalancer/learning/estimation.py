@@ -51,6 +51,7 @@ WANTED = [
     "batch_size",
     "source",
     "record_key",
+    "group_protocol",
 ]
 
 
@@ -63,6 +64,8 @@ SETTINGS = (
     ("assignor", "assignor"),
     ("static_membership", "static_membership"),
     ("batch_size", "current_batch_size"),
+    # Whose delay the group waits: the broker's, or a streams group's own.
+    ("group_protocol", "protocol"),
 )
 
 

@@ -314,6 +314,8 @@ def _table(fleet: Fleet, columns: _Columns) -> pa.Table:
         "static_membership": constant(fleet.static, pa.bool_()),
         "batch_size": constant(fleet.batch_size or fleet.members, pa.int32()),
         "record_key": constant(None, pa.string()),
+        # Synthetic fleets are classic groups: they share their cluster's broker delay.
+        "group_protocol": constant("classic", pa.string()),
     }
     table = pa.table(data, schema=FILE_SCHEMA)
     days = (at // DAY_S).astype(np.int64).astype("datetime64[D]").astype(str)

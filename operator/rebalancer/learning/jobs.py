@@ -334,6 +334,7 @@ def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
         current_batch_size=_optional_int(row.get("current_batch_size")),
         current_session_ms=_optional(row.get("current_session_ms")),
         notes=tuple(notes),
+        protocol=_text(row.get("protocol")),
     )
     return profile, facts
 
@@ -412,6 +413,10 @@ def _number(value: object, default: float) -> float:
 
 def _optional(value: object) -> float | None:
     return None if _missing(value) else float(value)  # type: ignore[arg-type]
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _optional_int(value: object) -> int | None:

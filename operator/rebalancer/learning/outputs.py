@@ -56,6 +56,10 @@ def _group_record(choice: GroupChoice) -> dict[str, Any]:
         "name": facts.name,
         "groupId": facts.group_id,
         "initialRebalanceDelayMs": choice.delay_ms,
+        # "group": a streams group's own streams.initial.rebalance.delay.ms, learned from its
+        # own start-ups; "cluster": the broker's group.initial.rebalance.delay.ms.
+        "delayScope": choice.delay_scope,
+        "protocol": facts.protocol,
         "batchSize": choice.batch_size,
         "sessionTimeoutMs": choice.session_timeout_ms,
         "expectedCostPerDaySeconds": round(choice.cost_per_day_s, 3),
@@ -108,6 +112,7 @@ def build_output(
                 "currentInitialRebalanceDelayMs": cluster.current_delay_ms,
                 "groups": cluster.groups,
                 "scoredGroups": cluster.scored_groups,
+                "ownDelayGroups": cluster.own_delay_groups,
                 "notes": list(cluster.notes),
             }
             for cluster in clusters
@@ -123,6 +128,7 @@ def build_output(
                 "name": c.facts.name,
                 "group_id": c.facts.group_id,
                 "initial_rebalance_delay_ms": c.delay_ms,
+                "delay_scope": c.delay_scope,
                 "batch_size": c.batch_size,
                 "session_timeout_ms": c.session_timeout_ms,
                 "cost_per_day_s": c.cost_per_day_s,
@@ -173,6 +179,7 @@ RECOMMENDATION_SCHEMA = pa.schema(
         ("name", pa.string()),
         ("group_id", pa.string()),
         ("initial_rebalance_delay_ms", pa.float64()),
+        ("delay_scope", pa.string()),
         ("batch_size", pa.int32()),
         ("session_timeout_ms", pa.float64()),
         ("cost_per_day_s", pa.float64()),

@@ -39,6 +39,7 @@ def render_markdown(
     if summary["messages"]:
         lines += ["## Messages", ""] + [f"- {message}" for message in summary["messages"]] + [""]
     lines += _cluster_table(clusters)
+    lines += _own_delay_table(choices)
     lines += _group_table(choices)
     lines += _spread_table(spreads)
     return "\n".join(lines) + "\n"
@@ -58,6 +59,35 @@ def _cluster_table(clusters: Sequence[ClusterChoice]) -> list[str]:
         lines.append(
             f"| {cluster.cluster} | {cluster.groups} | {_ms(cluster.current_delay_ms)} | "
             f"{_ms(cluster.delay_ms)} | {_ms(at_default)} | {_ms(chosen)} |"
+        )
+    return lines
+
+
+def _own_delay_table(choices: Sequence[GroupChoice]) -> list[str]:
+    """Streams groups, whose delay is their own; nothing when there are none."""
+    own = sorted(
+        (choice for choice in choices if choice.delay_scope == "group"),
+        key=lambda choice: (choice.facts.namespace, choice.facts.name),
+    )
+    if not own:
+        return []
+    lines = [
+        "",
+        "## Initial delay per streams group",
+        "",
+        "A streams group (KIP-1071) does not wait the broker's delay: its delay is per group, "
+        "its own `streams.initial.rebalance.delay.ms`, chosen from its own start-ups and applied "
+        "as `spec.policy.groupConfigs.streams.initialRebalanceDelayMs`. Its cluster's delay "
+        "above leaves it out.",
+        "",
+        "| group | cluster | current ms | recommended ms (per group) |",
+        "|---|---|---:|---:|",
+    ]
+    for choice in own[:TOP_GROUPS]:
+        facts = choice.facts
+        lines.append(
+            f"| {facts.namespace}/{facts.name} | {facts.cluster} | "
+            f"{_ms(facts.current_delay_ms)} | {_ms(choice.delay_ms)} |"
         )
     return lines
 

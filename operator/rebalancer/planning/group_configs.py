@@ -13,7 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rebalancer.structs.group_configs_spec import GROUP_CONFIGS_PATH, GroupConfigsSpec
+from rebalancer.structs.group_configs_spec import (
+    GROUP_CONFIGS_PATH,
+    STREAMS_DELAY_CONFIG,
+    GroupConfigsSpec,
+)
 from rebalancer.structs.problems import FieldProblem
 
 
@@ -63,7 +67,7 @@ FIELDS: tuple[GroupConfigField, ...] = (
         "streams",
         "initialRebalanceDelayMs",
         "initial_rebalance_delay_ms",
-        "streams.initial.rebalance.delay.ms",
+        STREAMS_DELAY_CONFIG,
         None,
         None,
     ),

@@ -13,11 +13,14 @@ start, a scale-up, a crashed pod coming back).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
+from rebalancer.planning.streams_observing import STREAMS_PROTOCOL
+from rebalancer.structs.group_configs_spec import STREAMS_DELAY_CONFIG
 from rebalancer.structs.history import (
     RebalanceCause,
     RebalanceEvent,
@@ -99,35 +102,59 @@ def history_settings(
     reports: Sequence[MemberReport],
     assignor: str | None,
     rollout: RolloutState,
+    protocol: str | None = None,
+    static: bool | None = None,
 ) -> SettingsInForce:
     """The settings in force as the operator knows them; None wherever it does not.
 
     The consumers' timings are known only once the operator's managed settings are in the pod
-    template (status.settings.applied); the delay only from the broker-delay decision.
+    template (status.settings.applied). The delay of a classic group is the broker-delay
+    decision's; a streams group's is its own streams.initial.rebalance.delay.ms, as the broker
+    read it back (status.settings.perGroupConfigs), and unknown when the operator sets none.
+    `static`: whether the members have instance ids, where no reports say (a streams group's
+    describe).
     """
     delivered = status.get("settings") or {}
     applied = bool(delivered.get("applied"))
-    delay = (delivered.get("brokerDelay") or {}).get("clusterMs")
-    static: bool | None = None
+    if protocol == STREAMS_PROTOCOL:
+        delay = group_config_value(status, STREAMS_DELAY_CONFIG)
+    else:
+        delay = _zero_ok((delivered.get("brokerDelay") or {}).get("clusterMs"))
     if reports:
         static = any(report.instance_id for report in reports)
     batch_size = None
     if rollout.phase not in _INACTIVE and 1 <= rollout.batch <= len(rollout.sizes):
         batch_size = rollout.sizes[rollout.batch - 1]
     return SettingsInForce(
-        initial_rebalance_delay_ms=None if isinstance(delay, bool) else _zero_ok(delay),
+        initial_rebalance_delay_ms=delay,
         session_timeout_ms=_number(delivered.get("sessionTimeoutMs")) if applied else None,
         heartbeat_interval_ms=_number(delivered.get("heartbeatIntervalMs")) if applied else None,
         max_poll_interval_ms=_number(delivered.get("maxPollIntervalMs")) if applied else None,
         assignor=assignor,
         static_membership=static,
         batch_size=batch_size,
+        group_protocol=protocol,
     )
+
+
+def group_config_value(status: Mapping[str, Any], key: str) -> float | None:
+    """A GROUP config as the broker read it back (status.settings.perGroupConfigs.configs),
+    None when the operator does not set it or it is not a number. (status.settings.groupConfigs
+    holds only the consumer.* configs spec.policy.settings sets for a KIP-848 group.)"""
+    delivered = status.get("settings") or {}
+    configs = (delivered.get("perGroupConfigs") or {}).get("configs") or {}
+    entry = configs.get(key)
+    if not isinstance(entry, Mapping):
+        return None
+    try:
+        return _zero_ok(float(str(entry.get("value"))))
+    except ValueError:
+        return None
 
 
 def _zero_ok(value: object) -> float | None:
     # A delay of 0 is a real setting, unlike a session timeout of 0.
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf:
         return float(value)
     return None
 

@@ -12,13 +12,16 @@ count is not the partitions').
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rebalancer.structs.brokers import BrokerGroupView, GroupProtocol, GroupState
+from rebalancer.structs.reports import MemberJoin
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.streams_groups import StreamsAssignment, StreamsGroupView, StreamsMember
 
 STREAMS_PROTOCOL = "streams"
+# Member ids remembered for the joins they were (a streams group of a few hundred threads).
+REMEMBERED_MEMBER_IDS = 4096
 # The kinds of task a member holds, as structs.streams_groups.StreamsAssignment names them.
 TASK_KINDS = ("active", "standby", "warmup")
 MAX_MEMBER_DETAILS = 50
@@ -136,3 +139,57 @@ def render_streams_group(group: Mapping[str, object], view: StreamsGroupView) ->
     rendered = {key: value for key, value in group.items() if key != "memberDetails"}
     rendered.update(streams_group_fields(view))
     return rendered
+
+
+@dataclass(frozen=True)
+class StreamsMemberWatch:
+    """The member ids of a streams group the observer has seen, so a new one is a join."""
+
+    member_ids: frozenset[str] = frozenset()
+    # Whether this process has looked at the group before: members it finds at its first look
+    # were in the group already (the operator started after them), not joining now.
+    looked: bool = False
+    # The order member ids were first seen in, to forget the oldest first.
+    order: tuple[str, ...] = field(default=())
+
+
+def member_identity(member: StreamsMember) -> str:
+    """The member as history names it: its instance id (a static member's, the pod's name
+    where the application sets it so), else its host, as a member report's identity is."""
+    return member.instance_id or _host(member)
+
+
+def streams_static(view: StreamsGroupView) -> bool | None:
+    """Whether the members are static (have instance ids); None with no member to say."""
+    return any(member.instance_id for member in view.members) if view.members else None
+
+
+def streams_joins(
+    watch: StreamsMemberWatch, view: StreamsGroupView | None, now: float, sequence: int
+) -> tuple[list[MemberJoin], StreamsMemberWatch]:
+    """A join per member the describe shows under a member id not seen before, numbered after
+    `sequence` (the join records written so far), and the watch to keep.
+
+    A streams application sends no member reports, so its joins are the describe's: a member
+    is in the describe from its first heartbeat, before the coordinator assigns it anything
+    (the group's initial delay holds that first assignment), which is the moment a classic
+    member's JoinGroup stands for; `at` is this look, so a join is known to within the
+    observer's cadence. `view` None (no streams group at this look) only marks the look.
+    """
+    if view is None:
+        return [], StreamsMemberWatch(watch.member_ids, looked=True, order=watch.order)
+    fresh = [member for member in view.members if member.member_id not in watch.member_ids]
+    joins = [
+        MemberJoin(
+            sequence=sequence + index,
+            identity=member_identity(member),
+            member_id=member.member_id,
+            generation=view.group_epoch,
+            at=now,
+            received_at=now,
+        )
+        for index, member in enumerate(fresh, start=1)
+    ]
+    order = (*watch.order, *(member.member_id for member in fresh))[-REMEMBERED_MEMBER_IDS:]
+    kept = StreamsMemberWatch(frozenset(order), looked=True, order=order)
+    return (joins if watch.looked else []), kept

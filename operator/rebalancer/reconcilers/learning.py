@@ -55,17 +55,18 @@ async def learning_status(
     known = [stamp for stamp in (applied_at(status), remembered) if stamp is not None]
     last = max(known) if known else None
     now = time.time()
+    own_delay = recommendation is not None and recommendation.delay_is_the_groups
     decision = decide_learning(
-        spec.policy.learning, recommendation, settings_in_force(spec, status), last, now
+        spec.policy.learning, recommendation, settings_in_force(spec, status, own_delay), last, now
     )
     if decision.action is LearningAction.APPLY:
-        patch = policy_patch(decision, spec)
+        patch = policy_patch(decision, spec, own_delay)
         if patch:
             await patch_policy(deps.kube, namespace, name, patch)
             kopf.info(body, reason="RecommendationApplied", message=decision.message)
             last = now
         else:
-            decision = nothing_to_apply(decision)
+            decision = nothing_to_apply(decision, own_delay)
     rendered = render_learning_status(
         decision, recommendation, format_rfc3339(last) if last else None
     )

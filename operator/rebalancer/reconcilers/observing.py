@@ -66,10 +66,13 @@ from rebalancer.planning.statuses import (
     render_group,
 )
 from rebalancer.planning.streams_observing import (
+    StreamsMemberWatch,
     group_tasks,
     may_be_a_streams_group,
     render_streams_group,
+    streams_joins,
     streams_snapshot,
+    streams_static,
 )
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.learning import PodWatch, learning_status
@@ -177,6 +180,8 @@ class Observer:
     kafka_config: dict[str, str] = field(default_factory=dict)
     # The streams-group reader's last failure, logged once per change.
     streams_unreadable: str | None = None
+    # A streams group's member ids seen so far: a new one is a join (its history record).
+    streams_members: StreamsMemberWatch = field(default_factory=StreamsMemberWatch)
 
     def release(self) -> None:
         if self.gateway_key is not None:
@@ -286,11 +291,22 @@ class Observer:
         (the rebalances settled now, the workload's spec.replicas or None when it is gone).
         A rebalance waits unwritten while its late members may still report."""
         snapshot, book, total = look.snapshot, look.book, look.partitions
-        in_force = history_settings(status, look.reports, snapshot.assignor, rollout)
+        in_force = history_settings(
+            status,
+            look.reports,
+            snapshot.assignor,
+            rollout,
+            protocol=snapshot.protocol,
+            static=None if look.streams is None else streams_static(look.streams),
+        )
         join_context = JoinContext(self.namespace, self.name, spec.group_id, context.cluster)
+        # A streams application reports nothing: its joins are the describe's new members.
+        described, self.streams_members = streams_joins(
+            self.streams_members, look.streams, look.now, self.joins.sequence
+        )
         joins, self.joins = track_joins(
             self.joins,
-            book.joins_after(self.joins.sequence),
+            described if look.streams is not None else book.joins_after(self.joins.sequence),
             context=join_context,
             rollout=rollout,
             members=snapshot.members,

@@ -22,6 +22,10 @@ from rebalancer.structs.problems import FieldProblem
 from rebalancer.structs.spec_models import Int, SpecModel, cel
 
 GROUP_CONFIGS_PATH = "spec.policy.groupConfigs"
+# A streams group's own KIP-134 delay, and the spec field that sets it.
+STREAMS_DELAY_CONFIG = "streams.initial.rebalance.delay.ms"
+STREAMS_CONFIGS_PATH = f"{GROUP_CONFIGS_PATH}.streams"
+STREAMS_DELAY_PATH = f"{STREAMS_CONFIGS_PATH}.initialRebalanceDelayMs"
 # Kafka's own limits on a timeout: an int of milliseconds.
 MAX_MS = 2147483647
 

@@ -4,7 +4,8 @@ Schema version 3 (docs/history.md). Fields are only ever added within a version,
 is bumped when a field changes meaning; readers refuse versions newer than the one they know and
 read the older Parquet versions as they are. Version 3 gave member-join records their
 generation, and joins outside rollouts a batch id (their start-up burst); version 2 files have
-neither, which readers take as unknown. Version 1 records (rebalances only, JSON lines) map onto
+neither, which readers take as unknown. `group_protocol` was added within version 3: files
+without it read it as unknown. Version 1 records (rebalances only, JSON lines) map onto
 version 2 with the new fields unset.
 """
 
@@ -50,6 +51,7 @@ HISTORY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("static_membership", "bool"),
     ("batch_size", "int32"),
     ("record_key", "string"),
+    ("group_protocol", "string"),
 )
 HISTORY_COLUMN_NAMES = tuple(name for name, _ in HISTORY_COLUMNS)
 PARTITION_COLUMNS = ("date", "namespace")
@@ -103,6 +105,10 @@ class SettingsInForce:
     static_membership: bool | None = None
     # The stagger's batch size when a rollout was running; None outside rollouts.
     batch_size: int | None = None
+    # The group's protocol as observed (classic, consumer, streams): it decides whose initial
+    # delay governed its start-ups, the broker's (classic) or the group's own (streams, whose
+    # initial_rebalance_delay_ms is then its streams.initial.rebalance.delay.ms).
+    group_protocol: str | None = None
 
 
 @dataclass(frozen=True)

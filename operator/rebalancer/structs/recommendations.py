@@ -22,6 +22,7 @@ from rebalancer.structs.problems import FieldProblem, SpecInvalid
 from rebalancer.structs.spec_models import read_spec
 
 __all__ = [
+    "GROUP_DELAY_SCOPE",
     "SUMMARY_FILE",
     "SUMMARY_SCHEMA",
     "Bounds",
@@ -35,6 +36,9 @@ __all__ = [
 
 SUMMARY_FILE = "recommendations.json"
 SUMMARY_SCHEMA = "rebalancer.dev/recommendations/v1"
+# A summary's delayScope for a delay of the group's own (a streams group's); any other value, or
+# none (summaries written before it existed), is the cluster's.
+GROUP_DELAY_SCOPE = "group"
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,13 @@ class Recommendation:
     default_cost_per_day_s: float
     improvement: float
     notes: tuple[str, ...] = ()
+    # Whose delay initial_rebalance_delay_ms is: "cluster" (the broker's, shared by the
+    # cluster's classic groups) or "group" (a streams group's own, learned from its start-ups).
+    delay_scope: str = "cluster"
+
+    @property
+    def delay_is_the_groups(self) -> bool:
+        return self.delay_scope == GROUP_DELAY_SCOPE
 
 
 def recommendation_from_summary(
@@ -111,6 +122,7 @@ def recommendation_from_summary(
             default_cost_per_day_s=float(entry.get("defaultCostPerDaySeconds", 0.0)),
             improvement=float(entry.get("improvement", 0.0)),
             notes=tuple(str(note) for note in notes) if isinstance(notes, list) else (),
+            delay_scope=str(entry.get("delayScope") or "cluster"),
         )
     except (TypeError, ValueError):
         return None
