@@ -53,6 +53,7 @@ def member(
     return StreamsMember(
         member_id=f"{name}-id",
         member_epoch=epoch,
+        # Kafka Streams: the application's group.instance.id and the stream thread's index.
         instance_id=name,
         process_id=f"{name}-process",
         client_id=f"{name}-StreamThread-1-consumer",
@@ -189,6 +190,12 @@ def test_a_rising_group_epoch_is_a_rebalance_named_by_its_epochs() -> None:
     assert tracking.rebalances == 1
 
 
+def thread(name: str, active: tuple[int, ...]) -> StreamsMember:
+    """An application instance's first stream thread: Kafka Streams names its member
+    `<group.instance.id>-<thread index>`."""
+    return replace(member(name, active), instance_id=f"{name}-1")
+
+
 def described(*members: StreamsMember, epoch: int = 7) -> StreamsGroupView:
     return StreamsGroupView("counts", "Stable", epoch, epoch, None, members)
 
@@ -196,33 +203,48 @@ def described(*members: StreamsMember, epoch: int = 7) -> StreamsGroupView:
 def test_a_new_member_id_in_the_describe_is_a_join() -> None:
     first_look, watch = streams_joins(StreamsMemberWatch(), None, 100.0, 0)
     assert first_look == [] and watch.looked
-    joins, watch = streams_joins(watch, described(member("counts-0", (0,)), epoch=1), 104.0, 0)
+    joins, watch = streams_joins(watch, described(thread("counts-0", (0,)), epoch=1), 104.0, 0)
     assert [(j.sequence, j.identity, j.member_id, j.generation, j.at) for j in joins] == [
         (1, "counts-0", "counts-0-id", 1, 104.0)
     ]
-    both = described(member("counts-0", (0,)), member("counts-1", (1,)), epoch=2)
+    both = described(thread("counts-0", (0,)), thread("counts-1", (1,)), epoch=2)
     joins, watch = streams_joins(watch, both, 105.0, 1)
     assert [(j.sequence, j.identity, j.generation) for j in joins] == [(2, "counts-1", 2)]
     # The same members at a later look: nobody joined.
     assert streams_joins(watch, both, 110.0, 2)[0] == []
     # A restarted instance comes back under a new member id: a join.
-    restarted = replace(member("counts-1", (1,)), member_id="counts-1-id-2")
-    joins, _ = streams_joins(watch, described(member("counts-0", (0,)), restarted), 120.0, 2)
+    restarted = replace(thread("counts-1", (1,)), member_id="counts-1-id-2")
+    joins, _ = streams_joins(watch, described(thread("counts-0", (0,)), restarted), 120.0, 2)
     assert [(j.identity, j.member_id) for j in joins] == [("counts-1", "counts-1-id-2")]
 
 
+def test_an_instance_s_stream_threads_are_one_join_named_after_its_instance() -> None:
+    watch = StreamsMemberWatch(looked=True)
+    threads = [
+        replace(thread("counts-0", (0,)), member_id=f"t{n}", instance_id=f"counts-0-{n}")
+        for n in (1, 2)
+    ]
+    joins, watch = streams_joins(watch, described(*threads, thread("counts-1", (1,))), 5.0, 0)
+    assert [(j.identity, j.member_id) for j in joins] == [
+        ("counts-0", "t1"),
+        ("counts-1", "counts-1-id"),
+    ]
+    # Both threads are remembered: neither is a join at the next look.
+    assert streams_joins(watch, described(*threads), 6.0, 2)[0] == []
+
+
 def test_members_found_at_the_first_look_were_there_before_the_operator() -> None:
-    joins, watch = streams_joins(StreamsMemberWatch(), described(member("a", (0,))), 1.0, 0)
+    joins, watch = streams_joins(StreamsMemberWatch(), described(thread("a", (0,))), 1.0, 0)
     assert joins == [] and watch.member_ids == {"a-id"}
     # A dynamic member (no instance id) is named by its host, as a member report would be.
-    dynamic = replace(member("bb", (1,)), instance_id=None)
-    joins, _ = streams_joins(watch, described(member("a", (0,)), dynamic), 2.0, 0)
+    dynamic = replace(thread("bb", (1,)), instance_id=None)
+    joins, _ = streams_joins(watch, described(thread("a", (0,)), dynamic), 2.0, 0)
     assert [join.identity for join in joins] == ["10.0.0.2"]
 
 
 def test_a_streams_joins_records_carry_its_protocol_and_burst() -> None:
     watch = StreamsMemberWatch(looked=True)
-    joins, _ = streams_joins(watch, described(member("a", (0,)), member("b", (1,))), 50.0, 0)
+    joins, _ = streams_joins(watch, described(thread("a", (0,)), thread("b", (1,))), 50.0, 0)
     events, _ = track_joins(
         JoinTracking(),
         joins,

@@ -11,6 +11,7 @@ count is not the partitions').
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -20,6 +21,8 @@ from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 from rebalancer.structs.streams_groups import StreamsAssignment, StreamsGroupView, StreamsMember
 
 STREAMS_PROTOCOL = "streams"
+# What Kafka Streams appends to group.instance.id for each stream thread's member.
+_THREAD_SUFFIX = re.compile(r"-[0-9]+$")
 # Member ids remembered for the joins they were (a streams group of a few hundred threads).
 REMEMBERED_MEMBER_IDS = 4096
 # The kinds of task a member holds, as structs.streams_groups.StreamsAssignment names them.
@@ -154,9 +157,14 @@ class StreamsMemberWatch:
 
 
 def member_identity(member: StreamsMember) -> str:
-    """The member as history names it: its instance id (a static member's, the pod's name
-    where the application sets it so), else its host, as a member report's identity is."""
-    return member.instance_id or _host(member)
+    """The member as history names it: the application's group.instance.id (a static member's,
+    the pod's name where the application sets it so), else its host, as a member report's
+    identity is. Kafka Streams gives each stream thread the instance id
+    `<group.instance.id>-<thread index>`, so the thread's suffix is dropped: the join is the
+    application instance's, the one its pod's start pairs with."""
+    if member.instance_id:
+        return _THREAD_SUFFIX.sub("", member.instance_id)
+    return _host(member)
 
 
 def streams_static(view: StreamsGroupView) -> bool | None:
@@ -178,7 +186,9 @@ def streams_joins(
     """
     if view is None:
         return [], StreamsMemberWatch(watch.member_ids, looked=True, order=watch.order)
-    fresh = [member for member in view.members if member.member_id not in watch.member_ids]
+    new = [member for member in view.members if member.member_id not in watch.member_ids]
+    # One join per application instance: its stream threads join together.
+    fresh = list({member_identity(member): member for member in reversed(new)}.values())[::-1]
     joins = [
         MemberJoin(
             sequence=sequence + index,
@@ -190,6 +200,6 @@ def streams_joins(
         )
         for index, member in enumerate(fresh, start=1)
     ]
-    order = (*watch.order, *(member.member_id for member in fresh))[-REMEMBERED_MEMBER_IDS:]
+    order = (*watch.order, *(member.member_id for member in new))[-REMEMBERED_MEMBER_IDS:]
     kept = StreamsMemberWatch(frozenset(order), looked=True, order=order)
     return (joins if watch.looked else []), kept

@@ -29,6 +29,7 @@ from tests.operator.e2e.support import (
     running_lab,
 )
 
+from rebalancer.learning.history_table import read_history
 from rebalancer_lab.producer import ensure_topic
 from rebalancer_lab.running import Lab
 from rebalancer_lab.streams_example import (
@@ -129,6 +130,20 @@ def managed_group(lab: Lab, name: str, protocol: str) -> dict[str, Any]:
     return body
 
 
+def observed_at(lab: Lab, name: str) -> str | None:
+    return ((get_cg(lab, name).get("status") or {}).get("group") or {}).get("observedAt")
+
+
+def streams_joins(lab: Lab, name: str) -> list[dict[str, Any]] | None:
+    found = [
+        r
+        for r in read_history(lab.config.state_dir / "history")
+        if r["record_type"] == "member-join" and r["group_id"] == name
+    ]
+    members = {str(r["member"]) for r in found}
+    return found if members >= {f"{name}-{n}" for n in range(REPLICAS)} else None
+
+
 @pytest.mark.parametrize("protocol", ["classic", "streams"])
 def test_a_static_streams_statefulset_rolls_without_a_rebalance(lab: Lab, protocol: str) -> None:
     name = "counts" if protocol == "classic" else "kcounts"
@@ -146,8 +161,13 @@ def test_a_static_streams_statefulset_rolls_without_a_rebalance(lab: Lab, protoc
         commit_interval_ms=1000,
         state_root=kept,
     )
-    apply(lab, fleet, managed_group(lab, name, protocol))
     context = lab_context(lab, name)
+    if protocol == "streams":
+        # The operator looks at the group before its members come, as when a ConsumerGroup is
+        # in place before its application's first start: the members it then finds are joins.
+        apply(lab, managed_group(lab, name, protocol))
+        eventually(lambda: observed_at(lab, name), 60, "a first observation", 1, context)
+    apply(lab, fleet, managed_group(lab, name, protocol))
 
     def settled() -> dict[str, list[str]] | None:
         current = pods(lab, name)
@@ -169,6 +189,11 @@ def test_a_static_streams_statefulset_rolls_without_a_rebalance(lab: Lab, protoc
         return group if done and held == PARTITIONS else None
 
     before = eventually(observed, 60, "the operator sees the group Stable", 1, context)
+    if protocol == "streams":
+        # A streams application sends no member reports: its members' joins come from the
+        # group's describes, recorded with the group's protocol for the learning job.
+        joins = eventually(lambda: streams_joins(lab, name), 60, "a join record per pod")
+        assert {r["group_protocol"] for r in joins} == {"streams"}, joins
     tasks_before = eventually(settled, 30, "still settled")
     old = pods(lab, name)
     if protocol == "classic":
