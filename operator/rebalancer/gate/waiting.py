@@ -267,20 +267,30 @@ async def wait_at_gate(
                     reported = text
                 decision = watcher.judge()
                 if decision.verdict is Verdict.WAIT:
-                    pause = min(0.5 * 2 ** min(failures - 1, 5), BACKOFF_CAP_SECONDS)
-                    if decision.recheck_s is not None:
-                        pause = min(pause, max(decision.recheck_s, 0.05))
-                    await asyncio.sleep(pause)
+                    await asyncio.sleep(_backoff(failures, decision))
                     continue
             if decision.verdict is not Verdict.WAIT:
-                waited = clock() - watcher.started
-                seen = dict(watcher.annotations)
-                if refusal is not None and decision.verdict is not Verdict.OPEN:
-                    message = f"{decision.message}, refused all along: {refusal}"
-                    return GateOutcome(
-                        decision.verdict, message, waited, refused=True, annotations=seen
-                    )
-                return GateOutcome(decision.verdict, decision.message, waited, annotations=seen)
+                return _outcome(decision, watcher, refusal, clock() - watcher.started)
+
+
+def _backoff(failures: int, decision: Decision) -> float:
+    """Seconds before the next try after `failures` in a row; no later than the moment the
+    verdict can change by the clock alone (a bypass or timeout due meanwhile)."""
+    pause: float = min(0.5 * 2 ** min(failures - 1, 5), BACKOFF_CAP_SECONDS)
+    if decision.recheck_s is not None:
+        pause = min(pause, max(decision.recheck_s, 0.05))
+    return pause
+
+
+def _outcome(
+    decision: Decision, watcher: _Watcher, refusal: str | None, waited: float
+) -> GateOutcome:
+    """The gate's verdict; a refusal that lasted until a bypass or timeout is named in it."""
+    seen = dict(watcher.annotations)
+    if refusal is not None and decision.verdict is not Verdict.OPEN:
+        message = f"{decision.message}, refused all along: {refusal}"
+        return GateOutcome(decision.verdict, message, waited, refused=True, annotations=seen)
+    return GateOutcome(decision.verdict, decision.message, waited, annotations=seen)
 
 
 def _explain(error: BaseException, namespace: str) -> str:

@@ -16,7 +16,12 @@ from rebalancer import metrics
 from rebalancer.clients.certificates import make_self_signed
 from rebalancer.clients.enforcing import SidecarClient
 from rebalancer.clients.kafka_admin import AdminGateway, AdminPool
-from rebalancer.clients.kubernetes_api import PermissionDenied, connect, connection_details
+from rebalancer.clients.kubernetes_api import (
+    KubernetesApi,
+    PermissionDenied,
+    connect,
+    connection_details,
+)
 from rebalancer.clients.leading import (
     PeeringMissing,
     check_peering,
@@ -28,7 +33,7 @@ from rebalancer.clients.receiving import ReportHub, ReportServer
 from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
 from rebalancer.metrics import record_leader
-from rebalancer.operator_settings import AdmissionSettings, OperatorSettings
+from rebalancer.operator_settings import AdmissionSettings, OperatorSettings, PeeringSettings
 from rebalancer.reconcilers.dependencies import Dependencies
 
 PREFIX = "rebalancer.dev"
@@ -38,6 +43,33 @@ logger = logging.getLogger(__name__)
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     config: OperatorSettings = memo.settings
+    _configure_kopf(settings, config)
+    if config.admission is not None:
+        _serve_admission(settings, config.admission)
+    kube = connect(config.kubeconfig, config.context)
+    peering = config.peering
+    if peering is None:
+        record_leader(True)
+    else:
+        await _join_election(settings, kube, peering)
+    hub = ReportHub()
+    deps = _dependencies(config, kube, hub)
+    server = ReportServer(hub, config.reports_host, config.reports_port, config.report_token)
+    await server.start()
+    deps.server = server
+    # Before kopf lists anything: what kopf's own requests need is named at start (kopf would
+    # retry a refused one for a minute and then only log it).
+    deps.permission_check = asyncio.create_task(
+        follow_permissions(kube, config.namespaces, deps.denials, peering=peering is not None)
+    )
+    if peering is not None:
+        deps.leadership = asyncio.create_task(follow_leadership(kube, peering))
+    memo.deps = deps
+    # Before kopf starts its watches (it starts them once the startup handlers are done).
+    await _follow_workloads(kube, config, deps)
+
+
+def _configure_kopf(settings: kopf.OperatorSettings, config: OperatorSettings) -> None:
     # Progress lives in annotations: the CRD's structural status has no room for kopf's own.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -48,29 +80,30 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.execution.max_workers = config.max_workers
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
-    if config.admission is not None:
-        _serve_admission(settings, config.admission)
-    kube = connect(config.kubeconfig, config.context)
-    peering = config.peering
-    if peering is None:
-        record_leader(True)
-    else:
-        # One ClusterKopfPeering for every mode: a namespaced operator would otherwise elect
-        # in each watched namespace apart, and two leaders could split the namespaces.
-        settings.peering.clusterwide = True
-        settings.peering.lifetime = peering.lifetime_seconds
-        try:
-            await check_peering(kube, peering)
-            # Standby until the peering says otherwise: a pod restarted after a kill still
-            # carries the active label of its previous run; the Services must not pick it.
-            await label_pod(kube, peering, False)
-        except (PeeringMissing, PermissionDenied) as error:
-            # Stopped at start, named: a replica that cannot take part in the election must
-            # not run beside the others.
-            raise kopf.PermanentError(f"leader election: {error}") from None
-        record_leader(False)
-    hub = ReportHub()
-    deps = Dependencies(
+
+
+async def _join_election(
+    settings: kopf.OperatorSettings, kube: KubernetesApi, peering: PeeringSettings
+) -> None:
+    """Take part in kopf's peering as a standby; refuse to start when that cannot work."""
+    # One ClusterKopfPeering for every mode: a namespaced operator would otherwise elect
+    # in each watched namespace apart, and two leaders could split the namespaces.
+    settings.peering.clusterwide = True
+    settings.peering.lifetime = peering.lifetime_seconds
+    try:
+        await check_peering(kube, peering)
+        # Standby until the peering says otherwise: a pod restarted after a kill still
+        # carries the active label of its previous run; the Services must not pick it.
+        await label_pod(kube, peering, False)
+    except (PeeringMissing, PermissionDenied) as error:
+        # Stopped at start, named: a replica that cannot take part in the election must
+        # not run beside the others.
+        raise kopf.PermanentError(f"leader election: {error}") from None
+    record_leader(False)
+
+
+def _dependencies(config: OperatorSettings, kube: KubernetesApi, hub: ReportHub) -> Dependencies:
+    return Dependencies(
         settings=config,
         kube=kube,
         # Each gateway counts the Kafka requests librdkafka sends, and the groups per describe.
@@ -86,18 +119,12 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         sidecars=SidecarClient(),
         recommender=RecommendationReader(config.recommendations_dir),
     )
-    server = ReportServer(hub, config.reports_host, config.reports_port, config.report_token)
-    await server.start()
-    deps.server = server
-    # Before kopf lists anything: what kopf's own requests need is named at start (kopf would
-    # retry a refused one for a minute and then only log it).
-    deps.permission_check = asyncio.create_task(
-        follow_permissions(kube, config.namespaces, deps.denials, peering=peering is not None)
-    )
-    if peering is not None:
-        deps.leadership = asyncio.create_task(follow_leadership(kube, peering))
-    memo.deps = deps
-    # Before kopf starts its watches (it starts them once the startup handlers are done).
+
+
+async def _follow_workloads(
+    kube: KubernetesApi, config: OperatorSettings, deps: Dependencies
+) -> None:
+    """Register the workload handlers for the kinds the operator may list and watch."""
     plurals, denied = await followable_workloads(kube, config.namespaces)
     for denial in denied:
         logger.error(

@@ -195,84 +195,121 @@ def fleet_history(fleet: Fleet, days: float, seed: int, start: float = EPOCH) ->
     """The records one fleet leaves over `days` (with date and namespace columns)."""
     rng = np.random.default_rng(seed)
     columns = _Columns()
-    batch = fleet.batch_size or fleet.members
     generation = 0
     span = days * DAY_S
     rollouts = np.sort(rng.uniform(0, span, rng.poisson(fleet.rollouts_per_day * days)))
     for number, began in enumerate(rollouts):
         rollout = f"{fleet.name}-r{number}"
-        release = start + float(began)
-        for first in range(0, fleet.members, batch):
-            size = min(batch, fleet.members - first)
-            batch_id = f"{rollout}-b{first // batch}"
-            latencies = rng.lognormal(math.log(fleet.latency_median_ms), fleet.latency_sigma, size)
-            joins = release + latencies / 1000.0
-            for slot in range(size):
-                pod = f"{fleet.name}-{first + slot}"
-                columns.add("pod-start", release, first, pod, batch_id=batch_id, rollout_id=rollout)
-                columns.add(
-                    "member-join",
-                    float(joins[slot]),
-                    first,
-                    pod,
-                    batch_id=batch_id,
-                    rollout_id=rollout,
-                )
-            offsets = sorted(float(value) for value in (joins - joins.min()) * 1000.0)
-            if first == 0:
-                took = offsets[-1] + fleet.delay_ms + PROTOCOL_MS
-                previous = None
-            else:
-                took = offsets[-1] + _rebalance_ms(rng, fleet, first + size)
-                previous = generation
-            generation += 1
-            stable_at = float(joins.min()) + took / 1000.0
-            columns.add(
-                "rebalance",
-                stable_at,
-                first + size,
-                generation=generation,
-                previous=previous,
-                cause="member-joined",
-                offsets=offsets,
-                stable_ms=took,
-                stw=fleet.partitions * took / 1000.0,
-                batch_id=batch_id,
-                rollout_id=rollout,
-            )
-            release = stable_at
+        generation = _add_rollout(columns, rng, fleet, rollout, start + float(began), generation)
     for kind, rate in (("crash", fleet.crash_per_day), ("leave", fleet.leave_per_day)):
         for stopped in rng.uniform(0, span, rng.poisson(rate * days)):
-            at = start + float(stopped)
-            pod = f"{fleet.name}-{int(rng.integers(0, fleet.members))}"
-            columns.add("pod-stop", at, fleet.members, pod, departure=kind)
-            back = rng.random() >= fleet.no_return_share
-            downtime = float(
-                rng.lognormal(math.log(fleet.downtime_median_ms), fleet.downtime_sigma)
+            generation = _add_departure(
+                columns, rng, fleet, kind, start + float(stopped), generation
             )
-            if back:
-                latency = float(
-                    rng.lognormal(math.log(fleet.latency_median_ms), fleet.latency_sigma)
-                )
-                columns.add(
-                    "pod-start", at + max(downtime - latency, 0.0) / 1000.0, fleet.members - 1, pod
-                )
-                columns.add("member-join", at + downtime / 1000.0, fleet.members - 1, pod)
-            quiet = fleet.static and back and downtime < fleet.session_timeout_ms
-            if not quiet:
-                took = _rebalance_ms(rng, fleet, fleet.members)
-                generation += 1
-                columns.add(
-                    "rebalance",
-                    at + took / 1000.0,
-                    fleet.members - 1,
-                    generation=generation,
-                    previous=generation - 1,
-                    cause="member-left",
-                    stable_ms=took,
-                    stw=fleet.partitions * took / 1000.0,
-                )
     return _table(fleet, columns)
+
+
+def _add_rollout(
+    columns: _Columns,
+    rng: np.random.Generator,
+    fleet: Fleet,
+    rollout: str,
+    release: float,
+    generation: int,
+) -> int:
+    """One rollout's records, batch by batch: a batch is released once the previous one's
+    rebalance is over. The generation after it."""
+    batch = fleet.batch_size or fleet.members
+    for first in range(0, fleet.members, batch):
+        size = min(batch, fleet.members - first)
+        batch_id = f"{rollout}-b{first // batch}"
+        joins = _add_batch_joins(columns, rng, fleet, rollout, batch_id, first, size, release)
+        offsets = sorted(float(value) for value in (joins - joins.min()) * 1000.0)
+        if first == 0:
+            took = offsets[-1] + fleet.delay_ms + PROTOCOL_MS
+            previous = None
+        else:
+            took = offsets[-1] + _rebalance_ms(rng, fleet, first + size)
+            previous = generation
+        generation += 1
+        stable_at = float(joins.min()) + took / 1000.0
+        columns.add(
+            "rebalance",
+            stable_at,
+            first + size,
+            generation=generation,
+            previous=previous,
+            cause="member-joined",
+            offsets=offsets,
+            stable_ms=took,
+            stw=fleet.partitions * took / 1000.0,
+            batch_id=batch_id,
+            rollout_id=rollout,
+        )
+        release = stable_at
+    return generation
+
+
+def _add_batch_joins(
+    columns: _Columns,
+    rng: np.random.Generator,
+    fleet: Fleet,
+    rollout: str,
+    batch_id: str,
+    first: int,
+    size: int,
+    release: float,
+) -> np.ndarray:
+    """A pod-start at the release and a member-join per pod of the batch; the join times."""
+    latencies = rng.lognormal(math.log(fleet.latency_median_ms), fleet.latency_sigma, size)
+    joins = release + latencies / 1000.0
+    for slot in range(size):
+        pod = f"{fleet.name}-{first + slot}"
+        columns.add("pod-start", release, first, pod, batch_id=batch_id, rollout_id=rollout)
+        columns.add(
+            "member-join",
+            float(joins[slot]),
+            first,
+            pod,
+            batch_id=batch_id,
+            rollout_id=rollout,
+        )
+    return joins
+
+
+def _add_departure(
+    columns: _Columns,
+    rng: np.random.Generator,
+    fleet: Fleet,
+    kind: str,
+    at: float,
+    generation: int,
+) -> int:
+    """A pod stopping at `at` (a crash or a leave), its return unless it stays away, and the
+    rebalance unless a static member came back within its session. The generation after it."""
+    pod = f"{fleet.name}-{int(rng.integers(0, fleet.members))}"
+    columns.add("pod-stop", at, fleet.members, pod, departure=kind)
+    back = rng.random() >= fleet.no_return_share
+    downtime = float(rng.lognormal(math.log(fleet.downtime_median_ms), fleet.downtime_sigma))
+    if back:
+        latency = float(rng.lognormal(math.log(fleet.latency_median_ms), fleet.latency_sigma))
+        columns.add("pod-start", at + max(downtime - latency, 0.0) / 1000.0, fleet.members - 1, pod)
+        columns.add("member-join", at + downtime / 1000.0, fleet.members - 1, pod)
+    quiet = fleet.static and back and downtime < fleet.session_timeout_ms
+    if quiet:
+        return generation
+    took = _rebalance_ms(rng, fleet, fleet.members)
+    columns.add(
+        "rebalance",
+        at + took / 1000.0,
+        fleet.members - 1,
+        generation=generation + 1,
+        previous=generation,
+        cause="member-left",
+        stable_ms=took,
+        stw=fleet.partitions * took / 1000.0,
+    )
+    return generation + 1
 
 
 def _table(fleet: Fleet, columns: _Columns) -> pa.Table:

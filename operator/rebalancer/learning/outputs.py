@@ -95,9 +95,31 @@ def build_output(
     spreads: Sequence[dict[str, Any]],
     messages: Sequence[str],
 ) -> LearnOutput:
+    summary = _summary(run_id, options_history, inputs, clusters, choices, messages)
+    return LearnOutput(
+        run_id=run_id,
+        summary=summary,
+        recommendations=pa.Table.from_pylist(
+            [_recommendation_row(choice) for choice in choices], schema=RECOMMENDATION_SCHEMA
+        ),
+        spreads=pa.Table.from_pylist([_spread_row(row) for row in spreads], schema=SPREAD_SCHEMA),
+        report_md=render_markdown(summary, clusters, choices, spreads),
+        report_png=render_png(clusters, choices),
+    )
+
+
+def _summary(
+    run_id: str,
+    options_history: str,
+    inputs: HistoryInputs,
+    clusters: Sequence[ClusterChoice],
+    choices: Sequence[GroupChoice],
+    messages: Sequence[str],
+) -> dict[str, Any]:
+    """recommendations.json: what the operator reads (structs.recommendations)."""
     generated = datetime.datetime.now(tz=datetime.UTC).isoformat(timespec="seconds")
     groups = {f"{c.facts.namespace}/{c.facts.name}": _group_record(c) for c in choices}
-    summary: dict[str, Any] = {
+    return {
         "schema": SUMMARY_SCHEMA,
         "runId": run_id,
         "generatedAt": generated,
@@ -106,70 +128,59 @@ def build_output(
         "files": len(inputs.files) + len(inputs.json_files),
         "skippedFiles": [{"path": s.path, "reason": s.reason} for s in inputs.skipped],
         "messages": list(messages),
-        "clusters": {
-            cluster.cluster: {
-                "initialRebalanceDelayMs": cluster.delay_ms,
-                "currentInitialRebalanceDelayMs": cluster.current_delay_ms,
-                "groups": cluster.groups,
-                "scoredGroups": cluster.scored_groups,
-                "ownDelayGroups": cluster.own_delay_groups,
-                "notes": list(cluster.notes),
-            }
-            for cluster in clusters
-        },
+        "clusters": {cluster.cluster: _cluster_record(cluster) for cluster in clusters},
         "groups": groups,
         "report": f"{RUNS_DIR}/{run_id}/report.md",
     }
-    table = pa.Table.from_pylist(
-        [
-            {
-                "cluster": c.facts.cluster,
-                "namespace": c.facts.namespace,
-                "name": c.facts.name,
-                "group_id": c.facts.group_id,
-                "initial_rebalance_delay_ms": c.delay_ms,
-                "delay_scope": c.delay_scope,
-                "batch_size": c.batch_size,
-                "session_timeout_ms": c.session_timeout_ms,
-                "cost_per_day_s": c.cost_per_day_s,
-                "default_cost_per_day_s": c.default_cost_per_day_s,
-                "improvement": c.improvement,
-                "members": c.facts.members,
-                "partitions": c.facts.partitions,
-                "join_samples": c.facts.join_samples,
-                "rebalance_samples": c.facts.rebalance_samples,
-                "departure_samples": c.facts.departure_samples,
-                "rebalance_cost_ms": c.facts.processing_ms,
-                "notes": "; ".join(c.notes),
-            }
-            for c in choices
-        ],
-        schema=RECOMMENDATION_SCHEMA,
-    )
-    spread_table = pa.Table.from_pylist(
-        [
-            {
-                "cluster": row["cluster"],
-                "namespace": row["namespace"],
-                "name": row["name"],
-                "group_id": row["group_id"],
-                "batch_members": int(row["batch_members"]),
-                "batches": int(row["batches"]),
-                "spread_p50_ms": float(row["spread_p50_ms"]),
-                "spread_p90_ms": float(row["spread_p90_ms"]),
-            }
-            for row in spreads
-        ],
-        schema=SPREAD_SCHEMA,
-    )
-    return LearnOutput(
-        run_id=run_id,
-        summary=summary,
-        recommendations=table,
-        spreads=spread_table,
-        report_md=render_markdown(summary, clusters, choices, spreads),
-        report_png=render_png(clusters, choices),
-    )
+
+
+def _cluster_record(cluster: ClusterChoice) -> dict[str, Any]:
+    return {
+        "initialRebalanceDelayMs": cluster.delay_ms,
+        "currentInitialRebalanceDelayMs": cluster.current_delay_ms,
+        "groups": cluster.groups,
+        "scoredGroups": cluster.scored_groups,
+        "ownDelayGroups": cluster.own_delay_groups,
+        "notes": list(cluster.notes),
+    }
+
+
+def _recommendation_row(c: GroupChoice) -> dict[str, Any]:
+    """A row of recommendations.parquet (RECOMMENDATION_SCHEMA)."""
+    return {
+        "cluster": c.facts.cluster,
+        "namespace": c.facts.namespace,
+        "name": c.facts.name,
+        "group_id": c.facts.group_id,
+        "initial_rebalance_delay_ms": c.delay_ms,
+        "delay_scope": c.delay_scope,
+        "batch_size": c.batch_size,
+        "session_timeout_ms": c.session_timeout_ms,
+        "cost_per_day_s": c.cost_per_day_s,
+        "default_cost_per_day_s": c.default_cost_per_day_s,
+        "improvement": c.improvement,
+        "members": c.facts.members,
+        "partitions": c.facts.partitions,
+        "join_samples": c.facts.join_samples,
+        "rebalance_samples": c.facts.rebalance_samples,
+        "departure_samples": c.facts.departure_samples,
+        "rebalance_cost_ms": c.facts.processing_ms,
+        "notes": "; ".join(c.notes),
+    }
+
+
+def _spread_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row of spreads.parquet (SPREAD_SCHEMA)."""
+    return {
+        "cluster": row["cluster"],
+        "namespace": row["namespace"],
+        "name": row["name"],
+        "group_id": row["group_id"],
+        "batch_members": int(row["batch_members"]),
+        "batches": int(row["batches"]),
+        "spread_p50_ms": float(row["spread_p50_ms"]),
+        "spread_p90_ms": float(row["spread_p90_ms"]),
+    }
 
 
 RECOMMENDATION_SCHEMA = pa.schema(

@@ -178,34 +178,11 @@ def track_joins(
     # can differ by milliseconds): each offset then counts from the earliest join of a pass.
     for join in sorted(fresh, key=lambda item: (item.at, item.sequence)):
         batch_id, rollout_id, batch_size = rollout_batch(rollout, join.identity)
-        if batch_id is not None:
-            if tracking.burst_id != batch_id:
-                tracking = replace(
-                    tracking,
-                    burst_id=batch_id,
-                    burst_first_at=join.at,
-                    burst_last_at=join.at,
-                    burst_is_batch=True,
-                )
-        elif (
-            tracking.burst_id is None
-            or tracking.burst_is_batch
-            or tracking.burst_last_at is None
-            or join.at - tracking.burst_last_at > BURST_GAP_SECONDS
-        ):
-            tracking = replace(
-                tracking,
-                burst_id=f"start-{int(join.at * 1000)}",
-                burst_first_at=join.at,
-                burst_last_at=join.at,
-                burst_is_batch=False,
-            )
+        tracking = _burst_of(tracking, join, batch_id)
         assert tracking.burst_first_at is not None and tracking.burst_last_at is not None
         # Members' clocks differ by milliseconds: a join stamped before the first is at 0.
         first_at = min(tracking.burst_first_at, join.at)
-        released = rollout.opened_at if batch_id is not None else None
-        if released is not None and released > join.at:
-            released = None
+        released = _released_at(rollout, join, batch_id)
         common: dict[str, Any] = {
             "namespace": context.namespace,
             "name": context.name,
@@ -230,14 +207,7 @@ def track_joins(
             burst_first_at=first_at,
             burst_last_at=max(tracking.burst_last_at, join.at),
         )
-        event = member_event(RecordType.MEMBER_JOIN, at=join.at, source=REPORTS_SOURCE, **common)
-        events.append(
-            replace(
-                event,
-                generation=join.generation,
-                join_offsets_ms=(round((join.at - first_at) * 1000.0, 3),),
-            )
-        )
+        events.append(_join_event(join, first_at, common))
         start = first_at if released is None else min(released, first_at)
         recent.append(
             RecordedJoin(
@@ -245,6 +215,53 @@ def track_joins(
             )
         )
     return events, replace(tracking, recent=tuple(recent[-REMEMBERED_JOINS:]))
+
+
+def _burst_of(tracking: JoinTracking, join: MemberJoin, batch_id: str | None) -> JoinTracking:
+    """The tracking with the burst `join` belongs to open: its stagger batch when a rollout
+    released it, else the open start-up burst, or a new one when that is a batch or too old."""
+    if batch_id is not None:
+        if tracking.burst_id == batch_id:
+            return tracking
+        return replace(
+            tracking,
+            burst_id=batch_id,
+            burst_first_at=join.at,
+            burst_last_at=join.at,
+            burst_is_batch=True,
+        )
+    if (
+        tracking.burst_id is None
+        or tracking.burst_is_batch
+        or tracking.burst_last_at is None
+        or join.at - tracking.burst_last_at > BURST_GAP_SECONDS
+    ):
+        return replace(
+            tracking,
+            burst_id=f"start-{int(join.at * 1000)}",
+            burst_first_at=join.at,
+            burst_last_at=join.at,
+            burst_is_batch=False,
+        )
+    return tracking
+
+
+def _released_at(rollout: RolloutState, join: MemberJoin, batch_id: str | None) -> float | None:
+    """When the stagger released the joining pod's batch; None outside a batch, or when the
+    release is stamped after the join (it cannot be the start the join counts from)."""
+    released = rollout.opened_at if batch_id is not None else None
+    if released is not None and released > join.at:
+        return None
+    return released
+
+
+def _join_event(join: MemberJoin, first_at: float, common: dict[str, Any]) -> RebalanceEvent:
+    event = member_event(RecordType.MEMBER_JOIN, at=join.at, source=REPORTS_SOURCE, **common)
+    return replace(
+        event,
+        generation=join.generation,
+        join_offsets_ms=(round((join.at - first_at) * 1000.0, 3),),
+    )
 
 
 def enrich_rebalances(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from rebalancer.planning.history_pods import pod_lifecycle
 from rebalancer.planning.raw_fields import field_at as _get
@@ -217,6 +217,55 @@ def _owned_by(item: Raw, uid: object) -> bool:
     return any(_get(owner, "uid") == uid for owner in owners)
 
 
+class _Rolling(NamedTuple):
+    """How the workload's controller rolls its pods out (what its kind has of it)."""
+
+    update_revision: str
+    current_revision: str
+    partition: int | None = None
+    pod_management: str | None = None
+    max_surge: int | None = None
+    max_unavailable: int | None = None
+    template_pending: bool = False
+
+
+def _statefulset_rolling(spec: Raw, status: Raw, strategy: Raw, strategy_type: str) -> _Rolling:
+    update_revision = str(status.get("updateRevision") or "")
+    partition = None
+    if strategy_type == "RollingUpdate":
+        partition = _int(_get(strategy, "rollingUpdate", "partition"), 0)
+    return _Rolling(
+        update_revision=update_revision,
+        current_revision=str(status.get("currentRevision") or update_revision),
+        partition=partition,
+        pod_management=str(spec.get("podManagementPolicy") or "OrderedReady"),
+    )
+
+
+def _deployment_rolling(
+    spec: Raw, strategy: Raw, replicas: int, replica_sets: Sequence[Raw], uid: object
+) -> _Rolling:
+    """Revisions from the Deployment's ReplicaSets: the newest is the update, the one with
+    the most pods the current."""
+    owned = sorted((rs for rs in replica_sets if _owned_by(rs, uid)), key=_revision_number)
+    update_revision = current_revision = ""
+    if owned:
+        update_revision = _template_hash(owned[-1])
+        busiest = max(owned, key=lambda rs: _int(_get(rs, "status", "replicas")))
+        current_revision = _template_hash(busiest) or update_revision
+    rolling = _get(strategy, "rollingUpdate") or {}
+    template = spec.get("template") or {}
+    return _Rolling(
+        update_revision=update_revision,
+        current_revision=current_revision,
+        max_surge=resolve_int_or_percent(rolling.get("maxSurge"), replicas, "25%", round_up=True),
+        max_unavailable=resolve_int_or_percent(
+            rolling.get("maxUnavailable"), replicas, "25%", round_up=False
+        ),
+        template_pending=not any(_same_template(rs, template) for rs in owned),
+    )
+
+
 def view_workload(body: Raw, pods: Sequence[Raw], replica_sets: Sequence[Raw] = ()) -> WorkloadView:
     """`body` a StatefulSet or Deployment; `pods` its pods; `replica_sets` a Deployment's."""
     kind = WorkloadKind(str(body.get("kind")))
@@ -229,36 +278,17 @@ def view_workload(body: Raw, pods: Sequence[Raw], replica_sets: Sequence[Raw] = 
     strategy = spec.get(strategy_key) or {}
     strategy_type = str(strategy.get("type") or "RollingUpdate")
     uid = metadata.get("uid")
-    partition = None
-    pod_management = None
-    max_surge = max_unavailable = None
-    template_pending = False
     if kind is WorkloadKind.STATEFULSET:
-        update_revision = str(status.get("updateRevision") or "")
-        current_revision = str(status.get("currentRevision") or update_revision)
-        if strategy_type == "RollingUpdate":
-            partition = _int(_get(strategy, "rollingUpdate", "partition"), 0)
-        pod_management = str(spec.get("podManagementPolicy") or "OrderedReady")
+        rolling = _statefulset_rolling(spec, status, strategy, strategy_type)
     else:
-        owned = sorted((rs for rs in replica_sets if _owned_by(rs, uid)), key=_revision_number)
-        update_revision = current_revision = ""
-        if owned:
-            update_revision = _template_hash(owned[-1])
-            busiest = max(owned, key=lambda rs: _int(_get(rs, "status", "replicas")))
-            current_revision = _template_hash(busiest) or update_revision
-        rolling = _get(strategy, "rollingUpdate") or {}
-        max_surge = resolve_int_or_percent(rolling.get("maxSurge"), replicas, "25%", round_up=True)
-        max_unavailable = resolve_int_or_percent(
-            rolling.get("maxUnavailable"), replicas, "25%", round_up=False
-        )
-        template = spec.get("template") or {}
-        template_pending = not any(_same_template(rs, template) for rs in owned)
+        rolling = _deployment_rolling(spec, strategy, replicas, replica_sets, uid)
     rs_uids = owned_rs_uids(replica_sets, uid)
     views = tuple(
-        view_pod(pod, name, kind, update_revision)
+        view_pod(pod, name, kind, rolling.update_revision)
         for pod in pods
         if _owned_by_workload(pod, body, rs_uids)
     )
+    template_spec = _get(spec, "template", "spec")
     return WorkloadView(
         kind=kind,
         name=name,
@@ -266,25 +296,23 @@ def view_workload(body: Raw, pods: Sequence[Raw], replica_sets: Sequence[Raw] = 
         current_replicas=_int(status.get("replicas")),
         updated_replicas=_int(status.get("updatedReplicas")),
         ready_replicas=_int(status.get("readyReplicas")),
-        update_revision=update_revision,
-        current_revision=current_revision,
+        update_revision=rolling.update_revision,
+        current_revision=rolling.current_revision,
         generation=_int(metadata.get("generation"), 1),
         observed_generation=_int(status.get("observedGeneration"), 0),
-        partition=partition,
-        pod_management=pod_management,
+        partition=rolling.partition,
+        pod_management=rolling.pod_management,
         update_strategy=strategy_type,
         paused=bool(spec.get("paused")),
-        max_surge=max_surge,
-        max_unavailable=max_unavailable,
-        gate_installed=has_gate(_get(spec, "template", "spec")),
-        gate_holds_join=gate_hold(_get(spec, "template", "spec")) is GateHold.JOIN,
-        identity_slots=takes_identity_slots(_get(spec, "template", "spec")),
-        group_protocol=template_property(_get(spec, "template", "spec"), "group.protocol"),
-        assignment_strategy=template_property(
-            _get(spec, "template", "spec"), "partition.assignment.strategy"
-        ),
+        max_surge=rolling.max_surge,
+        max_unavailable=rolling.max_unavailable,
+        gate_installed=has_gate(template_spec),
+        gate_holds_join=gate_hold(template_spec) is GateHold.JOIN,
+        identity_slots=takes_identity_slots(template_spec),
+        group_protocol=template_property(template_spec, "group.protocol"),
+        assignment_strategy=template_property(template_spec, "partition.assignment.strategy"),
         held_for_rollout=ROLLOUT_HOLD_ANNOTATION in (metadata.get("annotations") or {}),
-        template_pending=template_pending,
+        template_pending=rolling.template_pending,
         pods=views,
         partition_writer=field_writer(body, PARTITION_FIELD),
         partition_owners=field_owners(body, PARTITION_FIELD),

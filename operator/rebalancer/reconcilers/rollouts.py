@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -361,11 +362,8 @@ async def _roll_out_forever(
     startups = _StartupReadings()
     while not stopped:
         wakeup.clear()
-        try:
-            spec = read_consumer_group(
-                body, namespace=namespace, bypass_default=deps.settings.gate_bypass_after_seconds
-            ).spec
-        except SpecInvalid:
+        spec = _valid_spec(deps, body, namespace)
+        if spec is None:
             await stopped.wait(5)  # validate() reports it; look again for the user's fix
             continue
         policy = spec.policy.rollout
@@ -397,20 +395,46 @@ async def _roll_out_forever(
             if not await _write_rollout(deps, body, namespace, name, write):
                 return
             written = write.rollout
-        paced = pace(
-            state,
-            after,
-            actions,
-            time.time(),
-            active_poll=ACTIVE_POLL_SECONDS,
-            resting_poll=resting_poll,
-            followed_at_once=followed_at_once,
+        followed_at_once = await _pace_and_wait(
+            deps, spec, state, stepped, followed_at_once, wakeup, stopped
         )
-        followed_at_once = paced.at_once
         state = after
-        if paced.wake_observer:
-            deps.hub.wakeup(spec.group_id).set()
-        await sleep_or_wake(paced.delay, wakeup.wait, stopped)
+
+
+def _valid_spec(deps: Dependencies, body: kopf.Body, namespace: str) -> ConsumerGroupSpec | None:
+    try:
+        return read_consumer_group(
+            body, namespace=namespace, bypass_default=deps.settings.gate_bypass_after_seconds
+        ).spec
+    except SpecInvalid:
+        return None
+
+
+async def _pace_and_wait(
+    deps: Dependencies,
+    spec: ConsumerGroupSpec,
+    before: RolloutState,
+    stepped: tuple[RolloutState, list[Any]],
+    followed_at_once: bool,
+    wakeup: asyncio.Event,
+    stopped: kopf.DaemonStopped,
+) -> bool:
+    """Wake the observer when the step from `before` asks for it, then sleep until the next
+    step (or a wake-up); whether the next step follows this one at once."""
+    after, actions = stepped
+    paced = pace(
+        before,
+        after,
+        actions,
+        time.time(),
+        active_poll=ACTIVE_POLL_SECONDS,
+        resting_poll=deps.settings.rollout_resting_poll_seconds,
+        followed_at_once=followed_at_once,
+    )
+    if paced.wake_observer:
+        deps.hub.wakeup(spec.group_id).set()
+    await sleep_or_wake(paced.delay, wakeup.wait, stopped)
+    return paced.at_once
 
 
 async def _write_rollout(

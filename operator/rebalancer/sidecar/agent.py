@@ -611,94 +611,130 @@ class SidecarAgent:
             await self._perform(entry, next_action(entry, view), generation)
 
     async def _perform(self, entry: RequestEntry, action: Action, generation: int) -> None:
-        request = entry.request
-        me = self.settings.client_id
         now = time.time()
-        if action is Action.WAIT:
-            return
         if action is Action.REPORT_IN_PROGRESS:
-            retry = request.retry_when_stable
-            message = "a rebalance is already in progress" + (
-                "; retrying once the group is Stable" if retry else "; it does the same job"
-            )
-            await self._write_outcome(
-                EnforceOutcome(
-                    request.request_id,
-                    EnforceStatus.IN_PROGRESS,
-                    me,
-                    now,
-                    message,
-                    from_generation=generation,
-                    will_retry=retry,
-                )
-            )
+            await self._report_in_progress(entry.request, generation, now)
         elif action is Action.ENFORCE:
-            visiting = self._lever is not None and self._lever.lever is Lever.VISIT
-            await self._write_outcome(
-                EnforceOutcome(
-                    request.request_id,
-                    EnforceStatus.ENFORCING,
-                    me,
-                    now,
-                    "joining with the group's protocol and leaving before the join completes"
-                    if visiting
-                    else "rejoining with changed subscription metadata",
-                    # A visit is confirmed by its own end: the generation here is the sidecars'
-                    # lease group's, which says nothing of the application's group.
-                    from_generation=None if visiting else generation,
-                )
-            )
-            assert self._member is not None
-            self._in_flight = InFlight(request.request_id, generation, time.monotonic())
-            if visiting and self._lever is not None:
-                # Under way while the actor keeps answering: requests arriving meanwhile are
-                # "in-progress", as during a rejoin.
-                self._visit = asyncio.create_task(self._visit_group(entry, self._lever))
-            else:
-                await asyncio.to_thread(self._member.flip)
+            await self._enforce(entry, generation, now)
         elif action is Action.CONFIRM:
-            took = ""
-            if self._in_flight is not None and self._in_flight.request_id == request.request_id:
-                seconds = time.monotonic() - self._in_flight.started
-                metrics.ENFORCE_LATENCY.observe(seconds)
-                took = f" after {seconds:.1f} s"
-                self._in_flight = None
-            before = entry.outcome.from_generation if entry.outcome else None
-            await self._write_outcome(
-                EnforceOutcome(
-                    request.request_id,
-                    EnforceStatus.ENFORCED,
-                    me,
-                    now,
-                    f"new generation {generation}{took}",
-                    from_generation=before,
-                    generation=generation,
-                )
-            )
+            await self._confirm(entry, generation, now)
         elif action is Action.EXPIRE:
-            await self._write_outcome(
-                EnforceOutcome(
-                    request.request_id,
-                    EnforceStatus.EXPIRED,
-                    me,
-                    now,
-                    f"no sidecar could act within {self.settings.request_ttl_seconds:g} s",
-                )
-            )
+            await self._expire(entry.request, now)
         elif action is Action.FAIL:
-            if self._in_flight is not None and self._in_flight.request_id == request.request_id:
-                self._in_flight = None
-            await self._write_outcome(
-                EnforceOutcome(
-                    request.request_id,
-                    EnforceStatus.FAILED,
-                    me,
-                    now,
-                    "no new generation within "
-                    f"{self.settings.enforce_timeout_seconds:g} s of the rejoin",
-                    from_generation=entry.outcome.from_generation if entry.outcome else None,
-                )
+            await self._fail(entry, now)
+
+    def _outcome(
+        self,
+        request: EnforceRequest,
+        status: EnforceStatus,
+        at: float,
+        message: str,
+        *,
+        from_generation: int | None = None,
+        generation: int | None = None,
+        will_retry: bool = False,
+    ) -> EnforceOutcome:
+        """This sidecar's answer to `request`."""
+        return EnforceOutcome(
+            request.request_id,
+            status,
+            self.settings.client_id,
+            at,
+            message,
+            from_generation=from_generation,
+            generation=generation,
+            will_retry=will_retry,
+        )
+
+    def _finish_in_flight(self, request: EnforceRequest) -> float | None:
+        """Seconds the request's own enforcement took, when it was the one in flight."""
+        if self._in_flight is None or self._in_flight.request_id != request.request_id:
+            return None
+        seconds = time.monotonic() - self._in_flight.started
+        self._in_flight = None
+        return seconds
+
+    async def _report_in_progress(
+        self, request: EnforceRequest, generation: int, now: float
+    ) -> None:
+        retry = request.retry_when_stable
+        message = "a rebalance is already in progress" + (
+            "; retrying once the group is Stable" if retry else "; it does the same job"
+        )
+        await self._write_outcome(
+            self._outcome(
+                request,
+                EnforceStatus.IN_PROGRESS,
+                now,
+                message,
+                from_generation=generation,
+                will_retry=retry,
             )
+        )
+
+    async def _enforce(self, entry: RequestEntry, generation: int, now: float) -> None:
+        request = entry.request
+        visiting = self._lever is not None and self._lever.lever is Lever.VISIT
+        await self._write_outcome(
+            self._outcome(
+                request,
+                EnforceStatus.ENFORCING,
+                now,
+                "joining with the group's protocol and leaving before the join completes"
+                if visiting
+                else "rejoining with changed subscription metadata",
+                # A visit is confirmed by its own end: the generation here is the sidecars'
+                # lease group's, which says nothing of the application's group.
+                from_generation=None if visiting else generation,
+            )
+        )
+        assert self._member is not None
+        self._in_flight = InFlight(request.request_id, generation, time.monotonic())
+        if visiting and self._lever is not None:
+            # Under way while the actor keeps answering: requests arriving meanwhile are
+            # "in-progress", as during a rejoin.
+            self._visit = asyncio.create_task(self._visit_group(entry, self._lever))
+        else:
+            await asyncio.to_thread(self._member.flip)
+
+    async def _confirm(self, entry: RequestEntry, generation: int, now: float) -> None:
+        took = ""
+        seconds = self._finish_in_flight(entry.request)
+        if seconds is not None:
+            metrics.ENFORCE_LATENCY.observe(seconds)
+            took = f" after {seconds:.1f} s"
+        before = entry.outcome.from_generation if entry.outcome else None
+        await self._write_outcome(
+            self._outcome(
+                entry.request,
+                EnforceStatus.ENFORCED,
+                now,
+                f"new generation {generation}{took}",
+                from_generation=before,
+                generation=generation,
+            )
+        )
+
+    async def _expire(self, request: EnforceRequest, now: float) -> None:
+        ttl = self.settings.request_ttl_seconds
+        await self._write_outcome(
+            self._outcome(
+                request, EnforceStatus.EXPIRED, now, f"no sidecar could act within {ttl:g} s"
+            )
+        )
+
+    async def _fail(self, entry: RequestEntry, now: float) -> None:
+        self._finish_in_flight(entry.request)
+        await self._write_outcome(
+            self._outcome(
+                entry.request,
+                EnforceStatus.FAILED,
+                now,
+                "no new generation within "
+                f"{self.settings.enforce_timeout_seconds:g} s of the rejoin",
+                from_generation=entry.outcome.from_generation if entry.outcome else None,
+            )
+        )
 
     async def _visit_group(self, entry: RequestEntry, lever: LeverChoice) -> None:
         request = entry.request

@@ -91,26 +91,8 @@ def load_settings(
     env: Mapping[str, str] | None = None,
 ) -> SidecarSettings:
     env = os.environ if env is None else env
-    file_path = config_file or env.get("KAFKA_CONFIG_FILE") or None
-    kafka = read_properties_file(Path(file_path)) if file_path else {}
-    kafka.update(env_properties(env))
-    if bootstrap:
-        kafka["bootstrap.servers"] = bootstrap
-    if group_id:
-        kafka["group.id"] = group_id
-    for name, variable in (("bootstrap.servers", "--bootstrap"), ("group.id", "--group-id")):
-        if not kafka.get(name):
-            raise SettingsError(f"{name} is not set: pass {variable} or set {env_variable(name)}")
-    for name in _APPLICATION_ONLY:
-        kafka.pop(name, None)
-    drop_classic_only(kafka)
-
-    token_path = token_file or env.get("REBALANCER_SIDECAR_TOKEN_FILE", "").strip()
-    if not token_path:
-        raise SettingsError(
-            "no token file: pass --token-file or set REBALANCER_SIDECAR_TOKEN_FILE "
-            "(mount the token Secret as a file); the endpoint never runs unauthenticated"
-        )
+    kafka = _kafka_properties(env, config_file, bootstrap, group_id)
+    token_path = _token_path(env, token_file)
     host, port = parse_listen(
         listen or env.get("REBALANCER_SIDECAR_LISTEN", "").strip() or f"127.0.0.1:{DEFAULT_PORT}"
     )
@@ -139,3 +121,34 @@ def load_settings(
         # must keep its slot the same way.
         instance_id=f"{instance}-sidecar" if instance else None,
     )
+
+
+def _kafka_properties(
+    env: Mapping[str, str], config_file: str | None, bootstrap: str | None, group_id: str | None
+) -> dict[str, str]:
+    """The application's Kafka properties (its file, then its KAFKA_* variables) with the
+    flags over them, less what only the application itself may set."""
+    file_path = config_file or env.get("KAFKA_CONFIG_FILE") or None
+    kafka = read_properties_file(Path(file_path)) if file_path else {}
+    kafka.update(env_properties(env))
+    if bootstrap:
+        kafka["bootstrap.servers"] = bootstrap
+    if group_id:
+        kafka["group.id"] = group_id
+    for name, variable in (("bootstrap.servers", "--bootstrap"), ("group.id", "--group-id")):
+        if not kafka.get(name):
+            raise SettingsError(f"{name} is not set: pass {variable} or set {env_variable(name)}")
+    for name in _APPLICATION_ONLY:
+        kafka.pop(name, None)
+    drop_classic_only(kafka)
+    return kafka
+
+
+def _token_path(env: Mapping[str, str], token_file: str | None) -> str:
+    token_path = token_file or env.get("REBALANCER_SIDECAR_TOKEN_FILE", "").strip()
+    if not token_path:
+        raise SettingsError(
+            "no token file: pass --token-file or set REBALANCER_SIDECAR_TOKEN_FILE "
+            "(mount the token Secret as a file); the endpoint never runs unauthenticated"
+        )
+    return token_path

@@ -88,12 +88,51 @@ def parse_report(raw: object, received_at: float) -> MemberReport:
     problems: list[FieldProblem] = []
     if not isinstance(raw, Mapping):
         raise ReportInvalid((FieldProblem("body", "must be a JSON object", "send an object"),))
+    _check_version(raw, problems)
+    group_id = _text(raw, "groupId", "", problems, required=True)
+    host, client_id, member_id, instance_id = _member_names(raw, problems)
+    event_raw = _event(raw, problems)
+    generation = _integer(raw, "generation", problems)
+    lag = _integer(raw, "lag", problems)
+    partitions = _partitions(raw, problems)
+    timestamp = _timestamp(raw, received_at, problems)
+    protocol = _text(raw, "protocol", "", problems, required=False)
+    strategy = _text(raw, "assignmentStrategy", "", problems, required=False)
+    namespace = _text(raw, "namespace", "", problems, required=False)
+    consumer_group = _text(raw, "consumerGroup", "", problems, required=False)
+    if problems or group_id is None:
+        raise ReportInvalid(tuple(problems))
+    return MemberReport(
+        group_id=group_id,
+        host=host,
+        client_id=client_id,
+        member_id=member_id,
+        instance_id=instance_id,
+        event=ReportEvent(str(event_raw)),
+        generation=-1 if generation is None else generation,
+        protocol=protocol,
+        assignment_strategy=strategy,
+        partitions=tuple(partitions),
+        lag=lag,
+        timestamp=timestamp,
+        namespace=namespace,
+        consumer_group=consumer_group,
+        received_at=received_at,
+    )
+
+
+def _check_version(raw: Mapping[str, object], problems: list[FieldProblem]) -> None:
     version = raw.get("version", REPORT_VERSION)
     if version != REPORT_VERSION:
         problems.append(
             FieldProblem("version", f"{version!r} is not supported", f"send {REPORT_VERSION}")
         )
-    group_id = _text(raw, "groupId", "", problems, required=True)
+
+
+def _member_names(
+    raw: Mapping[str, object], problems: list[FieldProblem]
+) -> tuple[str, str, str, str | None]:
+    """member.host, clientId, memberId ("" when absent) and instanceId: one at least."""
     member_raw = raw.get("member")
     if not isinstance(member_raw, Mapping):
         problems.append(FieldProblem("member", "must be an object", "send member.host at least"))
@@ -106,14 +145,21 @@ def parse_report(raw: object, received_at: float) -> MemberReport:
         problems.append(
             FieldProblem("member.host", "is required", "send member.host (the pod name)")
         )
+    return host, client_id, member_id, instance_id
+
+
+def _event(raw: Mapping[str, object], problems: list[FieldProblem]) -> object:
     event_raw = raw.get("event")
     allowed = [event.value for event in ReportEvent]
     if event_raw not in allowed:
         problems.append(
             FieldProblem("event", f"unsupported value {event_raw!r}", "use " + ", ".join(allowed))
         )
-    generation = _integer(raw, "generation", problems)
-    lag = _integer(raw, "lag", problems)
+    return event_raw
+
+
+def _partitions(raw: Mapping[str, object], problems: list[FieldProblem]) -> list[TopicPartition]:
+    """The member's assignment; each malformed entry is a problem of its own."""
     partitions: list[TopicPartition] = []
     parts_raw = raw.get("partitions", [])
     if not isinstance(parts_raw, Sequence) or isinstance(parts_raw, str | bytes):
@@ -140,33 +186,18 @@ def parse_report(raw: object, received_at: float) -> MemberReport:
             )
             continue
         partitions.append(TopicPartition(str(part["topic"]), int(str(part["partition"]))))
+    return partitions
+
+
+def _timestamp(
+    raw: Mapping[str, object], received_at: float, problems: list[FieldProblem]
+) -> float:
+    """The member's own clock, or the time of receipt when it sent none."""
     timestamp_raw = raw.get("timestamp", received_at)
     if isinstance(timestamp_raw, bool) or not isinstance(timestamp_raw, int | float):
         problems.append(FieldProblem("timestamp", "must be a number", "send unix seconds"))
         timestamp_raw = received_at
-    protocol = _text(raw, "protocol", "", problems, required=False)
-    strategy = _text(raw, "assignmentStrategy", "", problems, required=False)
-    namespace = _text(raw, "namespace", "", problems, required=False)
-    consumer_group = _text(raw, "consumerGroup", "", problems, required=False)
-    if problems or group_id is None:
-        raise ReportInvalid(tuple(problems))
-    return MemberReport(
-        group_id=group_id,
-        host=host,
-        client_id=client_id,
-        member_id=member_id,
-        instance_id=instance_id,
-        event=ReportEvent(str(event_raw)),
-        generation=-1 if generation is None else generation,
-        protocol=protocol,
-        assignment_strategy=strategy,
-        partitions=tuple(partitions),
-        lag=lag,
-        timestamp=float(timestamp_raw),
-        namespace=namespace,
-        consumer_group=consumer_group,
-        received_at=received_at,
-    )
+    return float(timestamp_raw)
 
 
 @dataclass(frozen=True)
