@@ -16,7 +16,7 @@ from rebalancer.planning.triggers import (
     new_matching_topics,
     policy_from_spec,
 )
-from rebalancer.structs.enforce_policy import parse_enforce_policy
+from rebalancer.structs.enforce_policy import enforcement_asked, parse_enforce_policy
 from rebalancer.structs.problems import SpecInvalid
 
 G = "orders"
@@ -311,3 +311,11 @@ def test_memory_survives_status(memory) -> None:
 @pytest.mark.parametrize("raw", [None, "x", {"token": 5, "topics": "a", "lastScheduledAt": True}])
 def test_unreadable_memory_is_a_fresh_baseline(raw) -> None:
     assert memory_from_status(raw) == TriggerMemory()
+
+
+def test_only_a_spec_with_an_enforce_block_asks_for_enforcement_looks() -> None:
+    assert not enforcement_asked({"groupId": "g"})
+    assert not enforcement_asked({"policy": {"rollout": {"enabled": True}}})
+    assert not enforcement_asked({"policy": {"enforce": {}}})
+    assert enforcement_asked({"policy": {"enforce": {"requestToken": "t1"}}})
+    assert enforcement_asked({"policy": {"enforce": {"scheduleSeconds": 600}}})

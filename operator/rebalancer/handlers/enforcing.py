@@ -9,9 +9,24 @@ import kopf
 from rebalancer.reconcilers import enforcing
 from rebalancer.reconcilers.ownership import ClaimIndex
 from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
+from rebalancer.structs.enforce_policy import enforcement_asked
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=3.0, initial_delay=3.0, idle=0)
+def _asks_for_enforcement(spec: kopf.Spec, **_: Any) -> bool:
+    return enforcement_asked(spec)
+
+
+# Only for groups with an enforce block: kopf starts and stops the timer as the block comes
+# and goes.
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=3.0,
+    initial_delay=3.0,
+    idle=0,
+    when=_asks_for_enforcement,
+)
 async def enforce(
     body: kopf.Body,
     spec: kopf.Spec,

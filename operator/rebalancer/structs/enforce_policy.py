@@ -8,7 +8,9 @@ problem names its field path and the fix.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from rebalancer.structs.consumer_group_spec import EnforcementSpec
 from rebalancer.structs.spec_models import read_spec
@@ -44,6 +46,14 @@ class EnforceSpec:
             or self.after_rollout
             or self.on_topic_creation
         )
+
+
+def enforcement_asked(raw_spec: Mapping[str, Any]) -> bool:
+    """Whether a ConsumerGroup's raw spec has an enforce block at all: without one nothing is
+    ever enforced, so its triggers need no look (a look every few seconds per group is what
+    the operator's event loop spends most on at a thousand groups)."""
+    policy = raw_spec.get("policy")
+    return isinstance(policy, Mapping) and bool(policy.get("enforce"))
 
 
 def parse_enforce_policy(raw: object, path: str = "spec.policy.enforce") -> EnforceSpec:

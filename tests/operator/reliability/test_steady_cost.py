@@ -104,6 +104,11 @@ def observed_at(lab: Lab, name: str) -> str | None:
     return (get_cg(lab, name).get("status") or {}).get("group", {}).get("observedAt")
 
 
+def enforce_timer_runs(lab: Lab) -> int:
+    log = (lab.config.state_dir / "logs" / "operator.log").read_text(errors="replace")
+    return log.count("Timer 'enforce'")
+
+
 def test_at_rest_no_get_no_patch_and_a_change_is_written_at_once(lab: Lab) -> None:
     for name in NAMES:
         asyncio.run(ensure_topic(lab.bootstrap, name, 2))
@@ -129,9 +134,12 @@ def test_at_rest_no_get_no_patch_and_a_change_is_written_at_once(lab: Lab) -> No
         )
     time.sleep(4)
     before = counts(lab)
+    enforce_runs = enforce_timer_runs(lab)
     stamps = {name: observed_at(lab, name) for name in NAMES}
     time.sleep(QUIET_WINDOW_S)
     quiet = counts(lab) - before
+    # No group has an enforce block: no enforcement timer runs for any (3 s apart otherwise).
+    assert enforce_timer_runs(lab) == enforce_runs
     # 3 groups x 6 looks: not one workload GET, not one status PATCH.
     assert quiet[GETS] == 0, quiet
     assert quiet[PATCHES] == 0, quiet
