@@ -17,6 +17,7 @@ from rebalancer.structs.consumer_settings_policy import (
     EnvConvention,
     SettingsPolicy,
     parse_settings_policy,
+    settings_asked,
 )
 from rebalancer.structs.problems import SpecInvalid
 
@@ -127,3 +128,13 @@ def test_broker_delay_mistakes_name_the_field(raw: dict[str, object], field: str
     with pytest.raises(SpecInvalid) as caught:
         parse_broker_delay_policy(raw)
     assert [p.path for p in caught.value.problems] == [f"spec.policy.brokerDelay.{field}"]
+
+
+def test_settings_are_looked_after_only_where_there_is_something_to_deliver_or_undo() -> None:
+    assert not settings_asked({"groupId": "g", "policy": {"rollout": {"enabled": True}}}, {})
+    assert not settings_asked({"policy": {"enforce": {"sidecar": {"inject": False}}}}, {})
+    for block in ("settings", "brokerDelay", "groupConfigs"):
+        assert settings_asked({"policy": {block: {}}}, {}), block
+    assert settings_asked({"policy": {"enforce": {"sidecar": {"inject": True}}}}, {})
+    # A block removed leaves what it delivered to be taken back.
+    assert settings_asked({"policy": {}}, {"settings": {"applied": True}})

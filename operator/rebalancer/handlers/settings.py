@@ -14,6 +14,7 @@ from rebalancer.reconcilers import settings
 from rebalancer.reconcilers.ownership import ClaimIndex
 from rebalancer.reconcilers.settings import DelayWantIndex, DelayWantsByCluster
 from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
+from rebalancer.structs.consumer_settings_policy import settings_asked
 
 RECONCILE_SECONDS = 30.0
 logger = logging.getLogger(__name__)
@@ -42,7 +43,20 @@ async def settings_changed(
     await settings.reconcile(memo.deps, body, namespace or "default", name, delay_wants, claims)
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=RECONCILE_SECONDS, initial_delay=RECONCILE_SECONDS)
+def _asks_for_settings(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
+    return settings_asked(spec, status)
+
+
+# Only for groups with settings to deliver or take back (the reconcile returns at once for the
+# others): kopf starts and stops the timer as the spec and status change.
+@kopf.timer(
+    GROUP,
+    VERSION,
+    PLURAL,
+    interval=RECONCILE_SECONDS,
+    initial_delay=RECONCILE_SECONDS,
+    when=_asks_for_settings,
+)
 async def settings_followed(
     body: kopf.Body,
     namespace: str | None,

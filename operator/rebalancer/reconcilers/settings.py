@@ -37,6 +37,7 @@ from rebalancer.structs.consumer_group import (
     read_consumer_group,
     written_status,
 )
+from rebalancer.structs.consumer_settings_policy import settings_asked
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.specs import ConsumerGroupSpec
 
@@ -86,13 +87,8 @@ async def reconcile(
     status = written_status(body)
     previous = dict(status.get("settings") or {})
     policy = spec.policy
-    managed = (
-        policy.settings is not None
-        or policy.broker_delay is not None
-        or policy.group_configs is not None
-    )
-    if not managed and not policy.enforce.sidecar.inject and not previous:
-        return
+    if not settings_asked(body.get("spec") or {}, status):
+        return  # the timer is not even started for such a group (handlers.settings)
     if refusal_of(body, namespace, claims, deps.hub) is not None:
         return  # not this resource's workload or group to act on: the observer says so
     # The operator's own image, as for the join gate.

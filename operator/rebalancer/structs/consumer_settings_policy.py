@@ -12,7 +12,9 @@ rebalancer.planning.consumer_settings.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from rebalancer.structs.consumer_group_spec import (
     AssignmentStrategy,
@@ -32,6 +34,7 @@ __all__ = [
     "EnvPolicy",
     "SettingsPolicy",
     "parse_settings_policy",
+    "settings_asked",
     "settings_policy_of",
 ]
 
@@ -113,3 +116,19 @@ def settings_policy_of(spec: ConsumerSettingsSpec) -> SettingsPolicy:
         mount_path=spec.mount_path,
         properties=tuple(sorted((spec.properties or {}).items())),
     )
+
+
+def settings_asked(raw_spec: Mapping[str, Any], raw_status: Mapping[str, Any]) -> bool:
+    """Whether a ConsumerGroup has anything for the settings reconcile to deliver or take
+    back: a settings, brokerDelay or groupConfigs block, an injected sidecar, or settings it
+    delivered before (status.settings), which a removed block leaves to be undone."""
+    policy = raw_spec.get("policy")
+    policy = policy if isinstance(policy, Mapping) else {}
+    managed = any(policy.get(block) is not None for block in _DELIVERED_BLOCKS)
+    enforce = policy.get("enforce")
+    sidecar = enforce.get("sidecar") if isinstance(enforce, Mapping) else None
+    injected = isinstance(sidecar, Mapping) and bool(sidecar.get("inject"))
+    return managed or injected or bool(raw_status.get("settings"))
+
+
+_DELIVERED_BLOCKS = ("settings", "brokerDelay", "groupConfigs")
