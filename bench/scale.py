@@ -229,6 +229,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         lab.stop()
 
 
+_KOPF_RUN = re.compile(r"kopf\.objects: (Timer|Handler|Daemon) '([^']+)' (?:succeeded|failed)")
+
+
+def kopf_runs(log: Path) -> Counter[str]:
+    """kopf's handler, timer and daemon runs so far, by kind and name, from the operator's log
+    (kopf logs each run's end at INFO)."""
+    found: Counter[str] = Counter()
+    with log.open(errors="replace") as lines:
+        for line in lines:
+            run = _KOPF_RUN.search(line)
+            if run is not None:
+                found[f"{run[1].lower()} {run[2]}"] += 1
+    return found
+
+
 def measure(
     lab: Lab, plane: ControlPlane, counter: CountingProxy, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -252,6 +267,8 @@ def measure(
     metrics_url = f"http://{lab.config.host}:{lab.config.reports_port}/metrics"
     created: dict[str, float] = {}
     own_before = operator_counts(metrics_url)
+    operator_log = lab.config.state_dir / "logs" / "operator.log"
+    runs_before = kopf_runs(operator_log)
     before = counter.snapshot()
     server_before = apiserver_requests(plane)
     started = time.monotonic()
@@ -289,6 +306,7 @@ def measure(
     # librdkafka reports its counts every 10 s: the reconcile's last requests are counted then.
     time.sleep(11)
     own_reconcile = operator_counts(metrics_url) - own_before
+    runs_reconcile = kopf_runs(operator_log) - runs_before
     operator_requests = counter.snapshot() - before
     server_requests = apiserver_requests(plane) - server_before
     total_operator = sum(operator_requests.values())
@@ -311,6 +329,7 @@ def measure(
     soak_start = time.monotonic()
     soak_before = counter.snapshot()
     own_soak_before = operator_counts(metrics_url)
+    runs_soak_before = kopf_runs(operator_log)
     server_soak_before = apiserver_requests(plane)
     while time.monotonic() - soak_start < args.soak:
         time.sleep(10)
@@ -323,6 +342,7 @@ def measure(
         )
     soak_requests = counter.snapshot() - soak_before
     own_soak = operator_counts(metrics_url) - own_soak_before
+    runs_soak = kopf_runs(operator_log) - runs_soak_before
     server_soak_requests = apiserver_requests(plane) - server_soak_before
     soak_seconds = max(1e-9, time.monotonic() - soak_start)
     kafka_soak = _only(own_soak, "kafka ")
@@ -359,6 +379,9 @@ def measure(
             sum(_only(own_reconcile, "kafka ").values()) / max(1, len(first_status)), 2
         ),
         "status_writes_during_reconcile": _only(own_reconcile, "status "),
+        # What held the operator's event loop: kopf's runs per handler, timer and daemon.
+        "kopf_runs_during_reconcile": dict(sorted(runs_reconcile.items())),
+        "kopf_runs_during_soak": dict(sorted(runs_soak.items())),
         "soak_kafka_requests": kafka_soak,
         "soak_kafka_requests_per_s": round(kafka_soak_total / soak_seconds, 2),
         "soak_kafka_requests_per_interval": round(
