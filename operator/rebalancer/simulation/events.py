@@ -35,12 +35,18 @@ class SyncDone:
 
 
 @dataclass(slots=True)
-class Resync:
+class ToIncarnation:
+    """An event for one process of a member: it is stale once the member has restarted."""
+
+    consumer: int
+    incarnation: int
+
+
+@dataclass(slots=True)
+class Resync(ToIncarnation):
     """A member that rejoined without a rebalance receives its stored assignment."""
 
     order: ClassVar[int] = 1
-    consumer: int
-    incarnation: int
 
 
 @dataclass(slots=True)
@@ -72,42 +78,34 @@ class Start:
 
 
 @dataclass(slots=True)
-class JoinArrive:
+class JoinArrive(ToIncarnation):
     """A JoinGroup reaches the coordinator; `with_topic` is the subscription it carries."""
 
     order: ClassVar[int] = 3
-    consumer: int
-    incarnation: int
     reason: Cause
     with_topic: bool
 
 
 @dataclass(slots=True)
-class HeartbeatNotice:
+class HeartbeatNotice(ToIncarnation):
     """A member's heartbeat after the group moved on: it learns it must rejoin."""
 
     order: ClassVar[int] = 4
-    consumer: int
-    incarnation: int
 
 
 @dataclass(slots=True)
-class Rejoin:
+class Rejoin(ToIncarnation):
     """A member decides to rejoin on its own (after revoking, or on a changed subscription)."""
 
     order: ClassVar[int] = 4
-    consumer: int
-    incarnation: int
     reason: Cause
 
 
 @dataclass(slots=True)
-class MetadataRefresh:
+class MetadataRefresh(ToIncarnation):
     """A member's periodic metadata refresh (metadata.max.age.ms) that can reveal a new topic."""
 
     order: ClassVar[int] = 4
-    consumer: int
-    incarnation: int
 
 
 @dataclass(slots=True)
