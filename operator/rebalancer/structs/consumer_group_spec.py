@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Self
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
@@ -762,7 +762,7 @@ class BrokerDelaySpec(
         return self
 
 
-class MillisecondBoundsSpec(
+class _OrderedBoundsSpec(
     SpecModel,
     json_schema_extra={
         "x-kubernetes-validations": [
@@ -773,37 +773,29 @@ class MillisecondBoundsSpec(
         ]
     },
 ):
+    """A min and a max, either optional, with min not above max; subclasses type the two."""
+
+    min: Number | None = None
+    max: Number | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        _check_ordered(self.min, self.max)
+        return self
+
+
+class MillisecondBoundsSpec(_OrderedBoundsSpec):
     """Limits of group.initial.rebalance.delay.ms, in ms."""
 
     min: Annotated[Number | None, Field(ge=0, description="Lowest value applied.")] = None
     max: Annotated[Number | None, Field(ge=0, description="Highest value applied.")] = None
 
-    @model_validator(mode="after")
-    def _ordered(self) -> MillisecondBoundsSpec:
-        _check_ordered(self.min, self.max)
-        return self
 
-
-class BatchSizeBoundsSpec(
-    SpecModel,
-    json_schema_extra={
-        "x-kubernetes-validations": [
-            cel(
-                "!has(self.min) || !has(self.max) || self.min <= self.max",
-                "min must not exceed max",
-            )
-        ]
-    },
-):
+class BatchSizeBoundsSpec(_OrderedBoundsSpec):
     """Limits of the rollout batch size, in pods."""
 
     min: Annotated[Int | None, Field(ge=1, description="Lowest value applied.")] = None
     max: Annotated[Int | None, Field(ge=1, description="Highest value applied.")] = None
-
-    @model_validator(mode="after")
-    def _ordered(self) -> BatchSizeBoundsSpec:
-        _check_ordered(self.min, self.max)
-        return self
 
 
 class LearningBoundsSpec(SpecModel):
