@@ -15,20 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from aiohttp.typedefs import Handler
-from prometheus_client import (
-    GC_COLLECTOR,
-    PLATFORM_COLLECTOR,
-    PROCESS_COLLECTOR,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    Info,
-    disable_created_metrics,
-)
+from prometheus_client import Counter, Gauge, Histogram, Info
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from rebalancer import __version__
+from rebalancer.metric_registries import registry_with_process_collectors
 from rebalancer.planning.rebalances import GroupTracking
 from rebalancer.planning.rollout_progress import batches_done
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
@@ -36,15 +27,7 @@ from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionT
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.snapshots import GroupSnapshot
 
-# `_created` series double the series count and no dashboard or alert here reads them.
-disable_created_metrics()  # type: ignore[no-untyped-call]
-
-REGISTRY = CollectorRegistry(auto_describe=True)
-# process_* (CPU, memory, file descriptors, start time) and python_* (GC, version): what a
-# user looks at first when the operator is slow or restarts. The default registry's
-# collectors are registered here too, not copied, so they report this process.
-for _collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
-    REGISTRY.register(_collector)
+REGISTRY = registry_with_process_collectors()
 # The ConsumerGroup resource's namespace and name, and the Kafka group.id it observes (one per
 # resource, so the label adds no series; it lets queries and alerts name the Kafka group).
 GROUP_LABELS = ("namespace", "consumergroup", "group_id")

@@ -6,24 +6,12 @@ small fixed sets. docs/metrics.md lists every metric.
 
 from __future__ import annotations
 
-from prometheus_client import (
-    GC_COLLECTOR,
-    PLATFORM_COLLECTOR,
-    PROCESS_COLLECTOR,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    disable_created_metrics,
-)
+from prometheus_client import Counter, Gauge, Histogram
 
-# `_created` series double the scrape and nothing reads them.
-disable_created_metrics()  # type: ignore[no-untyped-call]
+from rebalancer.metric_registries import registry_with_process_collectors
 
-REGISTRY = CollectorRegistry(auto_describe=True)
 # process_* and python_*: the sidecar's own CPU, memory and restarts next to the consumer's.
-for _collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
-    REGISTRY.register(_collector)
+REGISTRY = registry_with_process_collectors()
 
 ANSWERS = (
     "accepted",
