@@ -68,23 +68,29 @@ def gate_container(options: GateOptions) -> dict[str, Any]:
             "requests": {"cpu": "10m", "memory": "48Mi"},
             "limits": {"memory": "128Mi"},
         },
-        # On the container itself, so the gate meets the restricted Pod Security Standard
-        # whatever the pod's own securityContext says. runAsNonRoot needs a numeric non-root
-        # USER in the image (the project's image runs as 10001); a gateImage that runs as
-        # root is refused by the kubelet with CreateContainerConfigError.
-        "securityContext": {
-            "runAsNonRoot": True,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_security_context(),
     }
     if options.hold is GateHold.JOIN:
         container["restartPolicy"] = "Always"
         container["args"] += ["--hold-join", JOIN_GATE_DIR]
         container["volumeMounts"] = [{"name": JOIN_GATE_VOLUME, "mountPath": JOIN_GATE_DIR}]
     return container
+
+
+def restricted_security_context() -> dict[str, Any]:
+    """The securityContext of a container the operator injects (the gate, the sidecar).
+
+    On the container itself, so it meets the restricted Pod Security Standard whatever the
+    pod's own securityContext says. runAsNonRoot needs a numeric non-root USER in the image
+    (the project's image runs as 10001); an image that runs as root is refused by the kubelet
+    with CreateContainerConfigError. A new dict each call, so no two templates share one."""
+    return {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def join_gate_volume() -> dict[str, Any]:

@@ -33,7 +33,7 @@ from rebalancer.planning.consumer_settings_templates import (
     park_ops,
     pointer,
 )
-from rebalancer.planning.gate_templates import DEFAULT_IMAGE
+from rebalancer.planning.gate_templates import DEFAULT_IMAGE, restricted_security_context
 from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.problems import FieldProblem
 from rebalancer.structs.specs import WorkloadKind
@@ -153,13 +153,7 @@ def render_sidecar(
             "requests": {"cpu": "20m", "memory": "64Mi"},
             "limits": {"memory": "256Mi"},
         },
-        "securityContext": {
-            "runAsNonRoot": True,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_security_context(),
     }
     if consumer.get("envFrom"):
         container["envFrom"] = copy.deepcopy(list(consumer["envFrom"]))
