@@ -85,6 +85,17 @@ def source_name(raw: Any) -> str | None:
     return None if name == "UNKNOWN_CONFIG" else name.lower().replace("_", "-")
 
 
+def _values_and_sources(entries: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Each described config's value, and its source where the broker names a known one."""
+    values = {name: getattr(entry, "value", None) for name, entry in entries.items()}
+    sources = {
+        name: source
+        for name, entry in entries.items()
+        if (source := source_name(getattr(entry, "source", None))) is not None
+    }
+    return values, sources
+
+
 async def describe_broker_configs(gateway: AdminGateway) -> dict[str, Any]:
     """One broker's configs (name -> value); {} when the broker reports none."""
     values, _ = await describe_broker_config_sources(gateway)
@@ -100,13 +111,7 @@ async def describe_broker_config_sources(
         return {}, {}
     resource = ConfigResource(ResourceType.BROKER, str(ids[0]))
     entries = await _entries(gateway, resource, f"the configs of broker {ids[0]}")
-    values = {name: getattr(entry, "value", None) for name, entry in entries.items()}
-    sources = {
-        name: source
-        for name, entry in entries.items()
-        if (source := source_name(getattr(entry, "source", None))) is not None
-    }
-    return values, sources
+    return _values_and_sources(entries)
 
 
 async def read_broker_limits(gateway: AdminGateway) -> BrokerLimits:
@@ -192,13 +197,7 @@ async def read_group_configs(
     apart from the group (measured on Apache Kafka 4.4)."""
     resource = ConfigResource(ResourceType.GROUP, group_id)
     entries = await _entries(gateway, resource, f"the configs of group {group_id!r}")
-    values = {name: getattr(entry, "value", None) for name, entry in entries.items()}
-    sources = {
-        name: source
-        for name, entry in entries.items()
-        if (source := source_name(getattr(entry, "source", None))) is not None
-    }
-    return values, sources
+    return _values_and_sources(entries)
 
 
 async def set_group_configs(
