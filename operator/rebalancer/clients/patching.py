@@ -37,6 +37,13 @@ def _field_ops(new_fields: Mapping[str, object]) -> list[dict[str, object]]:
 async def _json_patch_status(
     api: KubernetesApi, namespace: str, name: str, ops: list[dict[str, object]]
 ) -> None:
+    await _patch_status_as(api, namespace, name, ops, JSON_PATCH)
+
+
+async def _patch_status_as(
+    api: KubernetesApi, namespace: str, name: str, body: object, content_type: str
+) -> None:
+    """One PATCH of a ConsumerGroup's status subresource, of the patch type `content_type`."""
     await asyncio.to_thread(
         api.custom.patch_namespaced_custom_object_status,
         GROUP,
@@ -44,8 +51,8 @@ async def _json_patch_status(
         namespace,
         PLURAL,
         name,
-        ops,
-        _content_type=JSON_PATCH,
+        body,
+        _content_type=content_type,
     )
 
 
@@ -91,16 +98,7 @@ async def _merge_patch_status(
     api: KubernetesApi, namespace: str, name: str, patch: Mapping[str, object]
 ) -> None:
     try:
-        await asyncio.to_thread(
-            api.custom.patch_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            patch,
-            _content_type=MERGE_PATCH,
-        )
+        await _patch_status_as(api, namespace, name, patch, MERGE_PATCH)
     except ApiException as error:
         if error.status == 404:
             raise ResourceGone(f"{namespace}/{name}") from None
