@@ -75,47 +75,39 @@ def _json(response: Any) -> Body:
     return parsed if isinstance(parsed, dict) else {}
 
 
+async def _called_for_json(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Body:
+    """One Kubernetes API call, in a thread, its answer parsed as plain JSON (not models)."""
+    return _json(await asyncio.to_thread(call, *args, _preload_content=False, **kwargs))
+
+
+async def _listed(list_call: Callable[..., Any], namespace: str, selector: str) -> list[Body]:
+    """The items of one namespaced list call, filtered by `selector` when it is not empty."""
+    listing = await _called_for_json(list_call, namespace, label_selector=selector or None)
+    items: list[Body] = listing.get("items", [])
+    return items
+
+
 async def read_workload(
     api: KubernetesApi, namespace: str, kind: WorkloadKind, name: str
 ) -> WorkloadView | None:
     """The workload with its pods (and a Deployment's ReplicaSets), or None if it is absent."""
+    read = (
+        api.apps.read_namespaced_stateful_set
+        if kind is WorkloadKind.STATEFULSET
+        else api.apps.read_namespaced_deployment
+    )
     try:
-        if kind is WorkloadKind.STATEFULSET:
-            body = _json(
-                await asyncio.to_thread(
-                    api.apps.read_namespaced_stateful_set, name, namespace, _preload_content=False
-                )
-            )
-        else:
-            body = _json(
-                await asyncio.to_thread(
-                    api.apps.read_namespaced_deployment, name, namespace, _preload_content=False
-                )
-            )
+        body = await _called_for_json(read, name, namespace)
     except ApiException as error:
         if error.status == 404:
             return None
         raise
     body.setdefault("kind", kind.value)
     selector = selector_string((body.get("spec") or {}).get("selector"))
-    pods = _json(
-        await asyncio.to_thread(
-            api.core.list_namespaced_pod,
-            namespace,
-            label_selector=selector or None,
-            _preload_content=False,
-        )
-    ).get("items", [])
+    pods = await _listed(api.core.list_namespaced_pod, namespace, selector)
     replica_sets: list[Body] = []
     if kind is WorkloadKind.DEPLOYMENT:
-        replica_sets = _json(
-            await asyncio.to_thread(
-                api.apps.list_namespaced_replica_set,
-                namespace,
-                label_selector=selector or None,
-                _preload_content=False,
-            )
-        ).get("items", [])
+        replica_sets = await _listed(api.apps.list_namespaced_replica_set, namespace, selector)
     return view_workload(body, pods, replica_sets)
 
 
