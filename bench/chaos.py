@@ -118,6 +118,8 @@ class Run:
         self.events: list[Event] = []
         self.lock = threading.Lock()
         self.t0 = time.time()
+        # Read now: the run lasts an hour, and the checkout may move meanwhile.
+        self.commit = commit()
         self.lab: Lab | None = None
         self.proxy: FaultyApi | None = None
         self.replicas: list[PeeringReplica] = []
@@ -692,7 +694,7 @@ class Run:
         return {
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "command": " ".join(sys.argv),
-            "commit": commit(),
+            "commit": self.commit,
             "seed": self.seed,
             "duration_s": self.args.duration,
             "fleet_size": self.args.fleet_size,
