@@ -155,6 +155,41 @@ def test_other_commands_are_started_on_their_own(forker: ForkServer, tmp_path: P
     assert forker.module_of([sys.executable, "-m", "fork_probe"], other) is None
 
 
+def test_the_lab_forks_its_own_consumers_gates_and_sidecars(tmp_path: Path) -> None:
+    # The example consumer lives in the lab's package, the gate and sidecar in the operator's:
+    # all three start together in a rollout, so all three must skip their own imports.
+    server = ForkServer(sys.executable, tmp_path / "server.log", env=dict(os.environ))
+    env = {"PATH": os.environ["PATH"]}
+    for module in ("rebalancer_lab.consumer", "rebalancer.cli"):
+        assert server.module_of([sys.executable, "-m", module], env) == module
+    assert server.module_of([sys.executable, "-m", "rebalancer_labs.other"], env) is None
+
+
+def test_a_started_server_has_its_imports_done_before_the_first_container(tmp_path: Path) -> None:
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "fork_probe.py").write_text(PROBE)
+    (modules / "slow_import.py").write_text("import time\ntime.sleep(1.5)\n")
+    env = {**os.environ, "PYTHONPATH": str(modules)}
+    server = ForkServer(
+        sys.executable,
+        tmp_path / "server.log",
+        preload=("slow_import",),
+        prefixes=("fork_probe",),
+        env=env,
+    )
+    try:
+        server.start()
+        time.sleep(2.5)
+        began = time.monotonic()
+        child = server.spawn("fork_probe", ["exit", "0"], env, tmp_path, tmp_path / "a.log")
+
+        assert child.wait(timeout=10) == 0
+        assert time.monotonic() - began < 1.0, "the first container waited for the preload"
+    finally:
+        server.stop()
+
+
 def test_a_gate_pod_runs_forked_and_goes_on_when_its_gate_opens(lab: Lab) -> None:
     # The pod acts as its ServiceAccount: it gets what the chart gives a gated fleet's.
     for document in gate_rbac(lab.namespace):

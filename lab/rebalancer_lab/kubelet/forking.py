@@ -58,7 +58,10 @@ DEFAULT_PRELOAD = (
     "aiohttp",
     "confluent_kafka",
 )
-DEFAULT_PREFIXES = ("rebalancer",)
+# The operator's package (the gate, the sidecar) and the lab's (the example consumer): a
+# prefix is matched whole, so "rebalancer" alone leaves every rebalancer_lab consumer to pay
+# its own interpreter and imports on the shared cores.
+DEFAULT_PREFIXES = ("rebalancer", "rebalancer_lab")
 # Environment that changes how an interpreter starts; a container asking for other values than
 # the server's gets an interpreter of its own.
 _NEUTRAL = frozenset({"PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE"})
@@ -141,6 +144,12 @@ class ForkServer:
         if any(env.get(key) != self.env.get(key) for key in keys):
             return None
         return module
+
+    def start(self) -> None:
+        """Start the server now rather than at the first container: its imports take seconds
+        of CPU, which the first pods started through it would otherwise wait for."""
+        with self._lock:
+            self._ensure()
 
     def spawn(
         self, module: str, args: Sequence[str], env: Mapping[str, str], cwd: Path, log: Path

@@ -57,6 +57,8 @@ class Kubelet:
         if leftovers:
             logger.warning("killed %d container process group(s) a killed lab left", leftovers)
         self.reaper.start()
+        if self.forker is not None:
+            self.forker.start()
 
     def _running_uids(self) -> set[str]:
         with self._lock:
