@@ -39,6 +39,7 @@ from rebalancer.planning.coordinator_batches import (
     error_name,
     remembered,
 )
+from rebalancer.structs.brokers import GroupState
 from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.kafka_properties import SettingsError
 
@@ -112,7 +113,9 @@ class Description:
     """One group as librdkafka's ConsumerGroupDescription has it."""
 
     group_id: str
-    state: str
+    # As librdkafka's enum has it: read by name (kafka_reading.read_state), so the wire's
+    # "CompletingRebalance" reads as COMPLETING_REBALANCE.
+    state: GroupState
     type: str
     partition_assignor: str
     members: tuple[Member, ...]
@@ -146,7 +149,9 @@ def consumer_description(raw: Any, node: int) -> Description:
         )
         for m in raw[7] or ()
     )
-    return Description(str(raw[2]), str(raw[3]), "CONSUMER", str(raw[6] or ""), members, Node(node))
+    return Description(
+        str(raw[2]), GroupState.named(raw[3]), "CONSUMER", str(raw[6] or ""), members, Node(node)
+    )
 
 
 def _assignment(raw: bytes | None) -> Assignment | None:
@@ -172,7 +177,7 @@ def classic_description(raw: Any, node: int) -> Description:
         Member(str(m[0]), str(m[2]), str(m[3]), m[1], _assignment(m[5])) for m in raw[5] or ()
     )
     return Description(
-        str(group_id), str(state), "CLASSIC", str(protocol or ""), members, Node(node)
+        str(group_id), GroupState.named(state), "CLASSIC", str(protocol or ""), members, Node(node)
     )
 
 
