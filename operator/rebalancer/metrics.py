@@ -179,15 +179,15 @@ KUBERNETES_REQUESTS = Counter(
 )
 KAFKA_REQUESTS = Counter(
     "rebalancer_kafka_requests",
-    "Requests the operator's Kafka admin clients sent to brokers, by Kafka API (librdkafka's "
-    "statistics, read every 10 s).",
+    "Requests the operator's Kafka clients sent to brokers, by Kafka API (the batched group "
+    "reads as they are sent, librdkafka's from its statistics, read every 10 s).",
     ["request"],
     registry=REGISTRY,
 )
 KAFKA_DESCRIBE_BATCH = Histogram(
     "rebalancer_kafka_describe_batch_groups",
-    "Groups per describe_consumer_groups call: observers that look within 50 ms of each other "
-    "share one call.",
+    "Groups per describe batch: observers that look within 50 ms of each other share one "
+    "request per coordinator.",
     buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000),
     registry=REGISTRY,
 )

@@ -13,7 +13,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,13 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from rebalancer.clients.batch_reading import (
+    DROPPED,
+    UNREACHED,
+    GroupBatchReader,
+    GroupReadFailed,
+    batch_readable,
+)
 from rebalancer.clients.kafka_errors import (
     UNREACHABLE_CODES,
     ConnectionWatch,
@@ -96,6 +103,10 @@ COORDINATOR_REQUEST_TIMEOUT_S = 600.0
 # client would ask the old node again at every look: measured, an observer that failed with
 # "the group coordinator moved" for minutes after a preferred leader election.
 MOVED_CODES = frozenset({"NOT_COORDINATOR"})
+# Answers that change by themselves: the coordinator loads, moves or is elected.
+PASSING_CODES = frozenset(
+    {"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"}
+)
 _WAIT_STEP_S = 0.1
 # Describes asked within this long of each other go to librdkafka as one call: at rest the
 # observers of a cluster look at about the same moments (planning.observe_cadence), and one call
@@ -145,6 +156,9 @@ class _RepeatFilter(logging.Filter):
 
 librdkafka_logger = logging.getLogger(LIBRDKAFKA_LOGGER_NAME)
 librdkafka_logger.addFilter(_RepeatFilter())
+# aiokafka's connection (the batch reader) logs each failed connection the same way.
+for _name in ("aiokafka.client", "aiokafka.conn"):
+    logging.getLogger(_name).addFilter(_RepeatFilter())
 
 
 class _ClientLog:
@@ -173,6 +187,7 @@ class AdminGateway:
         request_timeout: float | None = None,
         count_requests: RequestCounter | None = None,
         count_batch: BatchCounter | None = None,
+        batched_reads: bool = True,
     ) -> None:
         settings = {**FAST_FAILURE_DEFAULTS, **config}
         self.bootstrap = settings.get("bootstrap.servers", "(no bootstrap servers)")
@@ -193,6 +208,13 @@ class AdminGateway:
             client_config.setdefault("statistics.interval.ms", STATISTICS_INTERVAL_MS)
             client_config["stats_cb"] = self._on_statistics
         self._client_config = client_config
+        # Group describes and offsets go through the batch reader unless the security settings
+        # cannot be carried over to it (clients/batch_reading.py); then librdkafka reads them.
+        unbatched = batch_readable(settings) if batched_reads else "batched reads are off"
+        self._batch_settings: Mapping[str, str] | None = None if unbatched else settings
+        if unbatched and batched_reads:
+            logger.info("group reads of %s go through librdkafka: %s", self.bootstrap, unbatched)
+        self._groups: GroupBatchReader | None = None
         # Group ids asked for since the last describe call, each with what its askers await.
         self._describes: dict[str, asyncio.Future[tuple[Any, concurrent.futures.Future[Any]]]] = {}
         self._describe_flush: asyncio.TimerHandle | None = None
@@ -256,6 +278,8 @@ class AdminGateway:
         if self._closed.is_set():
             return
         self._closed.set()
+        if self._groups is not None:
+            self._groups.close_soon()
         self._poller.join(timeout=2)
         self._metadata_pool.shutdown(wait=False, cancel_futures=True)
         # Dropping the last reference destroys the librdkafka handle and its threads.
@@ -415,8 +439,69 @@ class AdminGateway:
 
     async def describe_group(self, group_id: str) -> BrokerGroupView:
         """The group as its coordinator describes it. Groups asked for within
-        DESCRIBE_BATCH_WINDOW_S of each other share one describe_consumer_groups call; a
-        coordinator that moved is asked again alone, by a new client (_ask_coordinator)."""
+        DESCRIBE_BATCH_WINDOW_S of each other share one request per coordinator (the batch
+        reader); a coordinator that moved is looked up anew and asked once more."""
+        operation = f"describing group {group_id!r}"
+        acl = f"Describe on group {group_id!r}"
+        reader = self._group_reader()
+        if reader is not None:
+            description = await self._read_batched(reader.describe, group_id, operation, acl)
+            if description is not None:
+                return read_group(description)
+        return read_group(await self._describe_through_librdkafka(group_id, operation, acl))
+
+    def _group_reader(self) -> GroupBatchReader | None:
+        """The batch reader of the running event loop, None when group reads go through
+        librdkafka (see __init__)."""
+        if self._batch_settings is None:
+            return None
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        reader = self._groups
+        if reader is None or reader.loop is not loop:
+            if reader is not None:
+                reader.close_soon()
+            reader = self._groups = GroupBatchReader(
+                self._batch_settings,
+                window_s=DESCRIBE_BATCH_WINDOW_S,
+                # Past the gateway's own deadline, which ends the wait with a better message.
+                request_timeout_s=self.request_timeout + 2.0,
+                count_requests=self._count_requests,
+                count_batch=self._count_batch,
+            )
+        return reader
+
+    async def _read_batched(
+        self, ask: Callable[[str], Awaitable[Any]], group_id: str, operation: str, acl: str
+    ) -> Any:
+        """What `ask` answers for the group, asked once more after an answer that the
+        coordinator moved (the reader looks it up anew). None when no broker or no coordinator
+        could be reached: librdkafka then asks, because its error callbacks name why (refused,
+        DNS, TLS, SASL, a killed coordinator) where aiokafka's connection only logs it."""
+        for last in (False, True):
+            started = time.monotonic()
+            try:
+                answer = await asyncio.wait_for(ask(group_id), self.request_timeout)
+            except TimeoutError:
+                raise self._silent(started, time.monotonic() - started, group_id) from None
+            except GroupReadFailed as error:
+                if error.code in (UNREACHED, DROPPED):
+                    return None
+                if error.code in MOVED_CODES and not last:
+                    continue
+                message = request_failed(
+                    operation, error.code, error.text, acl=acl, principal=self.principal
+                )
+                retriable = error.code in PASSING_CODES
+                raise KafkaRequestFailed(message, code=error.code, retriable=retriable) from None
+            self._watch.note_success()
+            return answer
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _describe_through_librdkafka(self, group_id: str, operation: str, acl: str) -> Any:
+        """The description librdkafka gives, in a call shared with the groups asked for within
+        DESCRIBE_BATCH_WINDOW_S; a coordinator that moved is asked again alone, by a new client
+        (_ask_coordinator)."""
 
         def request(admin: Any) -> concurrent.futures.Future[Any]:
             futures = admin.describe_consumer_groups(
@@ -425,20 +510,17 @@ class AdminGateway:
             future: concurrent.futures.Future[Any] = futures[group_id]
             return future
 
-        operation = f"describing group {group_id!r}"
-        acl = f"Describe on group {group_id!r}"
         admin, future = await self._batched_describe(group_id)
         try:
-            description = await self._await(future, operation, admin, acl=acl, coordinator=group_id)
+            return await self._await(future, operation, admin, acl=acl, coordinator=group_id)
         except KafkaRequestFailed as error:
             if error.code not in MOVED_CODES:
                 raise
             self._replace_client(admin, f"group {group_id!r} has another coordinator")
             admin = self._check_open()
-            description = await self._await(
+            return await self._await(
                 request(admin), operation, admin, acl=acl, coordinator=group_id
             )
-        return read_group(description)
 
     async def _batched_describe(self, group_id: str) -> tuple[Any, concurrent.futures.Future[Any]]:
         """(the client asked, the future of `group_id`'s description) from the next batch."""
@@ -471,6 +553,16 @@ class AdminGateway:
                 waiter.set_result((admin, futures[group_id]))
 
     async def committed_offsets(self, group_id: str) -> CommittedOffsets:
+        """Every offset the group committed. Groups asked for within DESCRIBE_BATCH_WINDOW_S of
+        each other share one OffsetFetch per coordinator (the batch reader)."""
+        operation = f"reading committed offsets of group {group_id!r}"
+        acl = f"Describe on group {group_id!r} and on its topics"
+        reader = self._group_reader()
+        if reader is not None:
+            offsets = await self._read_batched(reader.offsets, group_id, operation, acl)
+            if offsets is not None:
+                return read_offsets(group_id, offsets)
+
         def request(admin: Any) -> concurrent.futures.Future[Any]:
             futures = admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group_id)],
@@ -479,12 +571,7 @@ class AdminGateway:
             future: concurrent.futures.Future[Any] = futures[group_id]
             return future
 
-        result = await self._ask_coordinator(
-            group_id,
-            f"reading committed offsets of group {group_id!r}",
-            f"Describe on group {group_id!r} and on its topics",
-            request,
-        )
+        result = await self._ask_coordinator(group_id, operation, acl, request)
         return read_offsets(group_id, result)
 
     async def list_topics(self, max_age: float = 0.0) -> dict[str, int]:

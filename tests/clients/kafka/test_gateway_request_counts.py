@@ -4,8 +4,9 @@
 Forty groups asked for at once are one describe call to librdkafka. librdkafka 2.16 still sends
 the broker one DescribeGroups per group (after a ConsumerGroupDescribe, which Apache Kafka 4
 answers for classic groups with GROUP_ID_NOT_FOUND) and looks each group's coordinator up: the
-test pins that, so a librdkafka that batches per coordinator shows here first. Forty reads of the
-topic metadata within max_age are one Metadata request.
+test pins that on the gateway's librdkafka path (the batch reader's counts are in
+test_batched_group_reads.py), so a librdkafka that batches per coordinator shows here first.
+Forty reads of the topic metadata within max_age are one Metadata request.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ def counted(bootstrap: str) -> Iterator[tuple[AdminGateway, Counter[str], list[i
         sent.update(requests)
 
     config = {**build_client_config([bootstrap], None), "statistics.interval.ms": "500"}
-    admin = AdminGateway(config, count_requests=add, count_batch=batches.append)
+    admin = AdminGateway(
+        config, count_requests=add, count_batch=batches.append, batched_reads=False
+    )
     yield admin, sent, batches
     admin.close()
 
