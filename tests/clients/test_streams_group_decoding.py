@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from rebalancer.clients.streams_groups import (
+    GROUP_ID_NOT_FOUND,
     StreamsGroupDescribeResponseV0,
     StreamsGroupUnreadable,
     read_described_group,
@@ -92,3 +93,15 @@ def test_a_per_group_error_names_the_group_and_the_code() -> None:
     with pytest.raises(StreamsGroupUnreadable, match="NOT_COORDINATOR") as moved:
         read_described_group(answer.groups[0])
     assert moved.value.retriable  # the coordinator moved: asking again finds it
+    assert (refused.value.code, moved.value.code) == (30, 16)
+
+
+def test_no_streams_group_of_the_id_is_told_by_its_code() -> None:
+    """What a declared streams group's first look tells from a refusal: none of that id yet,
+    or a classic or KIP-848 group (clients.streams_groups.describe_streams_group)."""
+    other = (69, "Group orders-app is not a streams group.", "orders-app", "", -1, -1, None, [],
+             -2147483648, {})  # fmt: skip
+    answer = StreamsGroupDescribeResponseV0.decode(encoded_answer([other]))
+    with pytest.raises(StreamsGroupUnreadable, match="GROUP_ID_NOT_FOUND") as missing:
+        read_described_group(answer.groups[0])
+    assert missing.value.code == GROUP_ID_NOT_FOUND and not missing.value.retriable

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from rebalancer.planning.enforce_conditions import UNSUPPORTED
+from rebalancer.planning.enforce_conditions import UNSUPPORTED, enforcement_conditions
 from rebalancer.planning.enforcement_writes import (
+    DECLARED_STREAMS_REFUSAL,
+    EnforceWrite,
     SidecarAnswer,
     answered,
     awaiting_follow_up,
+    declared_streams,
     nothing_due,
     refused_pattern,
     requested,
@@ -111,6 +114,26 @@ def test_an_unsupported_protocol_uses_the_trigger_up_and_wakes_the_observer() ->
     assert write.expectation_dropped and write.wake_observer and write.retry is None
     assert [n.reason for n in write.notices] == ["EnforceUnsupported"]
     assert not unsupported({"lastStatus": UNSUPPORTED}, record, "cannot join").notices
+
+
+def test_a_declared_streams_group_is_refused_once_without_asking_a_sidecar() -> None:
+    write = declared_streams(BEFORE)
+    assert write.enforcement is not None
+    assert write.enforcement["lastStatus"] == UNSUPPORTED
+    assert write.enforcement["message"] == DECLARED_STREAMS_REFUSAL
+    assert write.enforcement["memory"] == BEFORE["memory"]
+    assert write.counted == "unsupported" and write.wake_observer and write.retry is None
+    [notice] = write.notices
+    assert (notice.reason, notice.warning) == ("EnforceUnsupported", True)
+    # In the sidecar's own words, naming the field and the fix.
+    assert notice.message.startswith("spec.policy.protocol declares a streams group (KIP-1071")
+    assert "Fix: remove spec.policy.enforce from its ConsumerGroup" in notice.message
+    [degraded] = enforcement_conditions(write.enforcement)
+    assert degraded.message == DECLARED_STREAMS_REFUSAL
+    # Said once: the next look writes nothing.
+    assert declared_streams(write.enforcement) == EnforceWrite()
+    # A sidecar's earlier refusal of another kind is replaced by this one.
+    assert declared_streams({"lastStatus": UNSUPPORTED, "message": "other"}).enforcement
 
 
 def test_an_unreachable_sidecar_keeps_the_memory_and_retries() -> None:

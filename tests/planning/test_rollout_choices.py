@@ -13,12 +13,20 @@ from rebalancer.planning.rollout_choices import SOONER_S, TIE_SHARE, arrival_fie
 from rebalancer.planning.rollout_plans import Change, RolloutSetup
 from rebalancer.planning.rollout_states import Mechanism, RolloutKind, RolloutPhase, RolloutState
 from rebalancer.simulation import estimate_arrival_plans
-from rebalancer.structs.plan_costs import ArrivalPlan, ArrivalQuestion, CostWeights, PlanCost
+from rebalancer.structs.brokers import GroupState
+from rebalancer.structs.plan_costs import (
+    ArrivalPlan,
+    ArrivalQuestion,
+    CostWeights,
+    GroupKind,
+    PlanCost,
+)
 from rebalancer.structs.rollout_policy import RolloutPolicy
 from rebalancer.structs.specs import ProtocolChoice
 
 ON_ARRIVAL, GATHER = ArrivalPlan.ON_ARRIVAL, ArrivalPlan.GATHER
 COLD_START = Change(RolloutKind.COLD_START, Mechanism.GATE_QUEUE, static=False)
+SCALE_UP = Change(RolloutKind.SCALE_UP, Mechanism.GATE_QUEUE, static=False)
 
 
 def done(state: RolloutState) -> bool:
@@ -233,6 +241,34 @@ def test_a_protocol_the_spec_declares_counts_where_the_template_says_none() -> N
     setup = replace(modelled(), protocol=ProtocolChoice.CONSUMER)
     fields = arrival_fields(setup, world.workload(T0), world.group(T0), COLD_START, joiners=3)
     assert "KIP-848" in str(fields["plan_reason"])
+
+
+def test_a_streams_group_is_costed_on_the_kip848_model_and_the_reason_says_so() -> None:
+    """A streams group (KIP-1071) has no JoinGroup barrier: without a model of its own it is
+    asked about as KIP-848, declared or seen, never as an eager classic group."""
+    world = World(protocol="classic", assignor="range", replicas=3)
+    asked: list[ArrivalQuestion] = []
+
+    def estimate(question: ArrivalQuestion) -> tuple[PlanCost, ...]:
+        asked.append(question)
+        return estimate_arrival_plans(question)
+
+    declared = replace(setup_for(), estimate=estimate, protocol=ProtocolChoice.STREAMS)
+    fields = arrival_fields(declared, world.workload(T0), world.group(T0), COLD_START, joiners=3)
+    reason = str(fields["plan_reason"])
+    assert "a streams group (no join barrier), costed on the KIP-848 coordinator model" in reason
+    assert "eager" not in reason
+    assert (asked[0].group, asked[0].streams) == (GroupKind.KIP848, True)
+    # Seen as one under auto (the observer's status.group.protocol) with members.
+    seen = replace(world.group(T0), protocol="streams", members=3, state=GroupState.STABLE)
+    automatic = replace(setup_for(), estimate=estimate)
+    arrival_fields(automatic, world.workload(T0), seen, SCALE_UP, joiners=3)
+    assert (asked[1].group, asked[1].streams) == (GroupKind.KIP848, True)
+    # A KIP-848 group is still said to be one.
+    consumer = replace(declared, protocol=ProtocolChoice.CONSUMER)
+    fields = arrival_fields(consumer, world.workload(T0), world.group(T0), COLD_START, joiners=3)
+    assert (asked[2].group, asked[2].streams) == (GroupKind.KIP848, False)
+    assert "a KIP-848 group (no join barrier)" in str(fields["plan_reason"])
 
 
 def test_a_gate_that_holds_only_the_join_is_asked_about_with_the_start_up_taken_off() -> None:

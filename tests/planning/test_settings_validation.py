@@ -269,6 +269,17 @@ def test_defaults_pass_everywhere_they_should() -> None:
     assert check_settings(SettingsPolicy(static_membership=True), STS) == []
 
 
+def test_a_declared_streams_group_takes_no_client_settings() -> None:
+    """What an older CRD lets through: the settings' reconciler refuses them itself."""
+    streams = replace(STS, protocol_choice=ProtocolChoice.STREAMS)
+    [problem] = check_settings(SettingsPolicy(), streams)
+    assert problem.path == "spec.policy.settings"
+    assert "streams group (spec.policy.protocol: streams)" in problem.message
+    assert "spec.policy.groupConfigs.streams.sessionTimeoutMs" in problem.fix
+    with pytest.raises(SettingsRefused):
+        resolve_settings(SettingsPolicy(), streams)
+
+
 def test_limits_from_configs_say_where_they_came_from() -> None:
     assert limits_from_configs({}).source is LimitSource.DEFAULT
     partly = limits_from_configs({"group.min.session.timeout.ms": "1000"})

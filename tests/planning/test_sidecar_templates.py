@@ -304,6 +304,7 @@ def inputs(body: dict[str, Any] | None = None, **changes: Any) -> SidecarInputs:
         ({"staggered": False}, "spec.policy.rollout.enabled", "SidecarRefused"),
         ({"pattern": ".*"}, "spec.subscription.pattern", "PatternTakesControlTopics"),
         ({"container": "app"}, "spec.workload.container", "SidecarRefused"),
+        ({"streams": True}, "spec.policy.enforce.sidecar.inject", "SidecarRefused"),
     ],
 )
 def test_injection_is_refused_with_the_field_and_its_fix(

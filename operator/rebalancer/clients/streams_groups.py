@@ -58,16 +58,21 @@ _ERRORS = {
 }
 # Answers that change by themselves: the coordinator loads, moves or is elected.
 _PASSING = {14, 15, 16}
+# StreamsGroupDescribe's answer for a group id that has no streams group: none at all, or a
+# classic or KIP-848 group ("Group g is not a streams group.").
+GROUP_ID_NOT_FOUND = 69
 _TEXT = CompactString("utf-8")
 
 
 class StreamsGroupUnreadable(RebalancerError):
     """The broker could not be asked, or said no; the message names the request and why."""
 
-    def __init__(self, message: str, *, retriable: bool = False) -> None:
+    def __init__(self, message: str, *, retriable: bool = False, code: int | None = None) -> None:
         super().__init__(message)
         # A coordinator moving or loading, or a broker away, answers later; a refusal does not.
         self.retriable = retriable
+        # Kafka's error code when the broker answered with one.
+        self.code = code
 
 
 class _UInt16(AbstractType[int]):  # type: ignore[misc]
@@ -296,7 +301,9 @@ def read_described_group(raw: _Raw) -> StreamsGroupView:
         name = _ERRORS.get(code, f"error code {code}")
         said = f": {message}" if message else ""
         raise StreamsGroupUnreadable(
-            f"StreamsGroupDescribe on {group_id!r}: {name}{said}", retriable=code in _PASSING
+            f"StreamsGroupDescribe on {group_id!r}: {name}{said}",
+            retriable=code in _PASSING,
+            code=code,
         )
     return StreamsGroupView(
         group_id=group_id,
@@ -370,5 +377,23 @@ async def read_streams_group(kafka: Mapping[str, str], group_id: str) -> Streams
         if group_id not in {group.group_id for group in listed}:
             return None
         return await reader.describe(group_id)
+    finally:
+        await reader.close()
+
+
+async def describe_streams_group(
+    kafka: Mapping[str, str], group_id: str
+) -> StreamsGroupView | None:
+    """The group's StreamsGroupDescribe without a ListGroups first, for a group the spec
+    declares a streams group; None when the broker has no streams group of that id (none yet,
+    or a classic or KIP-848 group: GROUP_ID_NOT_FOUND answers both). One connection, closed
+    before returning."""
+    reader = StreamsGroupReader(kafka, client_id="rebalancer-observer")
+    try:
+        return await reader.describe(group_id)
+    except StreamsGroupUnreadable as error:
+        if error.code == GROUP_ID_NOT_FOUND:
+            return None
+        raise
     finally:
         await reader.close()

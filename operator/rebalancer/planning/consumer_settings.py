@@ -23,6 +23,7 @@ from rebalancer.structs.broker_configs import (
 )
 from rebalancer.structs.broker_delay_policy import DELAY_PATH
 from rebalancer.structs.brokers import GroupProtocol
+from rebalancer.structs.consumer_group_spec import streams_settings_problem
 from rebalancer.structs.consumer_settings_policy import (
     SETTINGS_PATH,
     ClientLibrary,
@@ -170,7 +171,8 @@ def effective_protocol(choice: ProtocolChoice, observed: GroupProtocol | None) -
     """The protocol to render for: the user's choice, else what the broker showed, else classic.
 
     Classic is the safe guess: clients speak it unless told otherwise, and a KIP-848 group shows
-    itself as soon as one member joins.
+    itself as soon as one member joins. A declared streams group has no client settings to
+    render (check_settings refuses them before this is asked).
     """
     if choice is ProtocolChoice.CLASSIC:
         return GroupProtocol.CLASSIC
@@ -377,6 +379,9 @@ def _check_delivery(
 
 def check_settings(policy: SettingsPolicy, context: SettingsContext) -> list[FieldProblem]:
     """Every reason the settings cannot be delivered as asked (empty: they can)."""
+    if context.protocol_choice is ProtocolChoice.STREAMS:
+        # Refused by the schema already; an older CRD lets it through to here.
+        return [streams_settings_problem(SETTINGS_PATH)]
     protocol = effective_protocol(context.protocol_choice, context.observed_protocol)
     library = policy.library
     problems = _check_passthrough(policy, protocol)

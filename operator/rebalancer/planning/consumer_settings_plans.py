@@ -395,6 +395,8 @@ class SidecarInputs:
     # As for settings: adding a container restarts every pod, so only as a managed rollout.
     staggered: bool = True
     park: bool = True
+    # spec.policy.protocol is streams: no sidecar can join the group, so none is injected.
+    streams: bool = False
 
 
 @dataclass(frozen=True)
@@ -423,6 +425,16 @@ def _sidecar_problems(inputs: SidecarInputs) -> tuple[list[FieldProblem], str]:
             "narrow the pattern so that it cannot match __rebalancer.*",
         )
         return [problem], "PatternTakesControlTopics"
+    if inputs.streams:
+        problem = FieldProblem(
+            "spec.policy.enforce.sidecar.inject",
+            "would add a sidecar to a streams group's pods (spec.policy.protocol: streams), "
+            "which it cannot join: a streams group (KIP-1071) has no JoinGroup, and the "
+            "sidecar never joins a Kafka Streams application's group",
+            "remove spec.policy.enforce from the ConsumerGroup; its per-group delay is "
+            "spec.policy.groupConfigs.streams",
+        )
+        return [problem], "SidecarRefused"
     if not inputs.staggered:
         problems.append(
             FieldProblem(

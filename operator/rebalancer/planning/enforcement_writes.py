@@ -11,6 +11,7 @@ from typing import Any
 
 from rebalancer.planning.enforce_conditions import REASON as UNSUPPORTED_REASON
 from rebalancer.planning.enforce_conditions import UNSUPPORTED
+from rebalancer.planning.group_levers import STREAMS_GROUP_REFUSAL
 from rebalancer.planning.notices import Notice, Retry
 from rebalancer.planning.triggers import TriggerDecision, memory_to_status
 from rebalancer.structs.times import format_rfc3339
@@ -55,6 +56,27 @@ def refused_pattern(previous: Mapping[str, Any], pattern: str) -> EnforceWrite:
         warning=True,
     )
     return EnforceWrite(enforcement={**previous, "lastStatus": "refused"}, notices=(warning,))
+
+
+# No sidecar is asked: the sidecar's own refusal of a streams group, made from the spec alone.
+DECLARED_STREAMS_REFUSAL = f"spec.policy.protocol declares {STREAMS_GROUP_REFUSAL}"
+
+
+def declared_streams(previous: Mapping[str, Any]) -> EnforceWrite:
+    """spec.policy.protocol is streams: no sidecar can join a streams group (KIP-1071 has no
+    JoinGroup, and a visitor must never enter a Kafka Streams application's group), so none is
+    asked. Said once; Degraded EnforceUnsupported says why until the spec changes."""
+    if (
+        previous.get("lastStatus") == UNSUPPORTED
+        and previous.get("message") == DECLARED_STREAMS_REFUSAL
+    ):
+        return EnforceWrite()
+    return EnforceWrite(
+        enforcement={**previous, "lastStatus": UNSUPPORTED, "message": DECLARED_STREAMS_REFUSAL},
+        notices=(Notice(UNSUPPORTED_REASON, DECLARED_STREAMS_REFUSAL, warning=True),),
+        counted="unsupported",
+        wake_observer=True,
+    )
 
 
 def awaiting_follow_up(previous: Mapping[str, Any]) -> str | None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from rebalancer.planning.rollout_plans import Change, RolloutSetup, group_is_empty, group_members
 from rebalancer.planning.rollout_states import Mechanism, RolloutKind
+from rebalancer.planning.streams_observing import STREAMS_PROTOCOL
 from rebalancer.structs.plan_costs import (
     ArrivalPlan,
     ArrivalQuestion,
@@ -73,19 +74,27 @@ def chooses_arrival_plan(change: Change) -> bool:
     )
 
 
-def group_kind(
+def group_protocol(
     setup: RolloutSetup, workload: WorkloadView, group: GroupSnapshot | None
-) -> GroupKind:
-    """The coordinator the joining consumers will have: what the pod template sets them to,
+) -> str | None:
+    """The protocol the joining consumers will speak: what the pod template sets them to,
     else spec.policy.protocol, else what the broker says of a group that has members (an Empty
     or unknown group is described as classic whatever its consumers will speak)."""
     known = group if group is not None and not group_is_empty(group) else None
     declared = None if setup.protocol is ProtocolChoice.AUTO else setup.protocol.value
-    protocol = (
-        workload.group_protocol or declared or (known.protocol if known is not None else None)
-    )
-    if protocol == "consumer":
+    return workload.group_protocol or declared or (known.protocol if known is not None else None)
+
+
+def group_kind(
+    setup: RolloutSetup, workload: WorkloadView, group: GroupSnapshot | None
+) -> GroupKind:
+    """The coordinator the joining consumers will have (group_protocol). A streams group
+    (KIP-1071) has no JoinGroup barrier either: the model has no coordinator of its own for
+    it, so it is costed on KIP-848's, and the plan's reason says so."""
+    protocol = group_protocol(setup, workload, group)
+    if protocol in ("consumer", STREAMS_PROTOCOL):
         return GroupKind.KIP848
+    known = group if group is not None and not group_is_empty(group) else None
     assignor = workload.assignment_strategy or (known.assignor if known is not None else None)
     if assignor and "cooperative" in assignor:
         return GroupKind.COOPERATIVE
@@ -130,6 +139,7 @@ def arrival_question(
         start_ms=start,
         release_ms=RELEASE_MS,
         measured=measured,
+        streams=group_protocol(setup, workload, group) == STREAMS_PROTOCOL,
     )
 
 
@@ -164,6 +174,12 @@ def _reason(
         GroupKind.COOPERATIVE: "a cooperative classic group",
         GroupKind.EAGER: "an eager classic group",
     }[question.group]
+    if question.streams:
+        group = (
+            "a streams group (no join barrier), costed on the KIP-848 coordinator model: the "
+            "model has none of streams groups, so their initial delay and task warm-ups are "
+            "not counted"
+        )
     where = "an Empty group" if not question.members else f"{question.members} members"
     text = (
         f"{chosen.plan.value} for {question.joiners} pods joining {where}, {group}: "

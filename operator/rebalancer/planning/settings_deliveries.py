@@ -275,6 +275,7 @@ def _sidecar_inputs(target: SettingsTarget, body: Body, view: WorkloadView | Non
         pattern=target.pattern,
         staggered=target.staggered,
         park=target.park,
+        streams=target.protocol_choice is ProtocolChoice.STREAMS,
     )
 
 

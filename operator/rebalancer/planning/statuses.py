@@ -117,10 +117,12 @@ def observation_conditions(
     scaled_to_zero: str | None = None,
     workload_missing: str | None = None,
     topics_refused: Condition | None = None,
+    protocol_mismatch: Condition | None = None,
 ) -> list[Condition]:
     """observed_conditions, Degraded by what else the observation found: the workload missing
-    (`workload_missing` names it), else topics it may not describe (`topics_refused`, the
-    refusal's Degraded condition)."""
+    (`workload_missing` names it), else spec.policy.protocol disagreeing with the broker
+    (`protocol_mismatch`, planning.protocol_checks), else topics it may not describe
+    (`topics_refused`, the refusal's Degraded condition)."""
     conditions = observed_conditions(snapshot, scaled_to_zero=scaled_to_zero)
     if workload_missing is not None:
         message = f"{workload_missing} not found; create it or fix spec.workload.name"
@@ -128,6 +130,8 @@ def observation_conditions(
             ConditionType.DEGRADED, ConditionStatus.TRUE, "WorkloadNotFound", message
         )
         return set_condition(conditions, missing)
+    if protocol_mismatch is not None:
+        return set_condition(conditions, protocol_mismatch)
     if topics_refused is not None:
         return set_condition(conditions, topics_refused)
     return conditions

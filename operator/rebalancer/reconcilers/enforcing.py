@@ -24,6 +24,7 @@ from rebalancer.planning.enforcement_writes import (
     SidecarAnswer,
     answered,
     awaiting_follow_up,
+    declared_streams,
     no_sidecar,
     nothing_due,
     refused_pattern,
@@ -53,7 +54,7 @@ from rebalancer.structs.consumer_group import (
 from rebalancer.structs.enforce_policy import EnforceSpec
 from rebalancer.structs.enforcement import pattern_takes_control_topics
 from rebalancer.structs.problems import SpecInvalid
-from rebalancer.structs.specs import ConsumerGroupSpec, SecretKeyRef
+from rebalancer.structs.specs import ConsumerGroupSpec, ProtocolChoice, SecretKeyRef
 
 TOKEN_FIELD = "spec.policy.enforce.sidecar.tokenSecretRef"
 
@@ -164,11 +165,15 @@ async def _enforce(
     except SpecInvalid:
         return  # the change handler has reported it
     policy = parsed.policy.enforce
-    if not policy.enabled:
+    streams = parsed.policy.protocol is ProtocolChoice.STREAMS
+    if not policy.enabled and not streams:
         return
     if refusal_of(body, namespace, claims, deps.hub) is not None:
         return  # not this resource's group or workload to act on: the observer says so
     previous = dict(status.get("enforcement") or {})
+    if streams:
+        _write(deps, body, namespace, parsed.group_id, patch, declared_streams(previous))
+        return
     pattern = parsed.subscription.pattern
     if pattern and pattern_takes_control_topics(pattern, parsed.group_id):
         _write(deps, body, namespace, parsed.group_id, patch, refused_pattern(previous, pattern))

@@ -23,7 +23,11 @@ from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.librdkafka_config import build_client_config
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.resolving import SecretUnavailable, resolve_security
-from rebalancer.clients.streams_groups import StreamsGroupUnreadable, read_streams_group
+from rebalancer.clients.streams_groups import (
+    StreamsGroupUnreadable,
+    describe_streams_group,
+    read_streams_group,
+)
 from rebalancer.planning.backoff import backoff_delay
 from rebalancer.planning.consumer_settings_plans import settings_conditions
 from rebalancer.planning.enforce_conditions import enforcement_conditions
@@ -50,6 +54,7 @@ from rebalancer.planning.observing import (
 )
 from rebalancer.planning.permissions import REASON as PERMISSION_DENIED
 from rebalancer.planning.permissions import denial_conditions
+from rebalancer.planning.protocol_checks import ProtocolVerdict, judge_protocol, reads_as_streams
 from rebalancer.planning.rebalances import (
     REBALANCING_STATES,
     EventContext,
@@ -87,12 +92,13 @@ from rebalancer.structs.conditions import (
     merge_conditions,
 )
 from rebalancer.structs.consumer_group import read_consumer_group, written_status
+from rebalancer.structs.enforce_policy import enforcement_asked
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.kafka_properties import SettingsError
 from rebalancer.structs.problems import SpecInvalid
 from rebalancer.structs.reports import MemberReport, ReportBook
 from rebalancer.structs.snapshots import GroupSnapshot, moved_for_rollouts
-from rebalancer.structs.specs import ConsumerGroupSpec
+from rebalancer.structs.specs import ConsumerGroupSpec, ProtocolChoice
 from rebalancer.structs.streams_groups import StreamsGroupView
 from rebalancer.structs.times import format_rfc3339, read_rfc3339
 
@@ -134,6 +140,8 @@ class _Look:
     # The CoordinatorMoved message, when another node coordinates the group than last time.
     moved: str | None
     now: float
+    # spec.policy.protocol against the broker: Degraded ProtocolMismatch when they disagree.
+    protocol: ProtocolVerdict = field(default_factory=ProtocolVerdict)
 
 
 @dataclass
@@ -182,6 +190,8 @@ class Observer:
     streams_unreadable: str | None = None
     # A streams group's member ids seen so far: a new one is a join (its history record).
     streams_members: StreamsMemberWatch = field(default_factory=StreamsMemberWatch)
+    # The ProtocolMismatch message last told in an Event (told once per change).
+    mismatch_warned: str | None = None
 
     def release(self) -> None:
         if self.gateway_key is not None:
@@ -229,7 +239,7 @@ class Observer:
         # Remembered once told: an observation that fails before this tells it the next time.
         if snapshot.coordinator is not None:
             self.coordinator = snapshot.coordinator
-        conditions = self._conditions(body, spec, snapshot, replicas, look.refused)
+        conditions = self._conditions(body, spec, look, replicas)
         fields: dict[str, Any] = {"group": self._publish(spec, look, rollout, ready)}
         if spec.policy.learning.mode.value != "off" or written_status(body).get("learning"):
             fields["learning"], self.learning_applied_at = await learning_status(
@@ -262,8 +272,11 @@ class Observer:
             snapshot = combine_observation(view, reports, total, now)
         else:
             snapshot = streams_snapshot(streams, total, now)
+        verdict = judge_protocol(spec.policy.protocol, spec.group_id, view, streams is not None)
+        if verdict.shown is not None:
+            snapshot = replace(snapshot, protocol=verdict.shown)
         moved = await self._coordinator_move(gateway, snapshot.coordinator)
-        return _Look(gateway, book, reports, snapshot, streams, total, refused, moved, now)
+        return _Look(gateway, book, reports, snapshot, streams, total, refused, moved, now, verdict)
 
     def _detect_rebalances(
         self, spec: ConsumerGroupSpec, look: _Look, context: EventContext
@@ -371,16 +384,16 @@ class Observer:
         return group
 
     def _conditions(
-        self,
-        body: kopf.Body,
-        spec: ConsumerGroupSpec,
-        snapshot: GroupSnapshot,
-        replicas: int | None,
-        refused: KafkaRequestFailed | None,
+        self, body: kopf.Body, spec: ConsumerGroupSpec, look: _Look, replicas: int | None
     ) -> list[Condition]:
         """The observation's conditions (planning.statuses.observation_conditions, by type);
-        a refusal to describe topics warned of once per change, as report_failure warns once
-        per reason."""
+        a refusal to describe topics and a protocol mismatch warned of once per change, as
+        report_failure warns once per reason."""
+        snapshot, refused = look.snapshot, look.refused
+        mismatch = look.protocol.condition()
+        if mismatch is not None and mismatch.message != self.mismatch_warned:
+            kopf.warn(body, reason=mismatch.reason, message=mismatch.message)
+        self.mismatch_warned = None if mismatch is None else mismatch.message
         # Scaled to zero (KEDA, a pause, kubectl scale): an Empty group is what was asked for.
         at_zero = f"{spec.workload.kind.value} {spec.workload.name}" if replicas == 0 else None
         missing = None
@@ -399,7 +412,11 @@ class Observer:
         elif missing is None:
             self.refused_warned = None
         return observation_conditions(
-            snapshot, scaled_to_zero=at_zero, workload_missing=missing, topics_refused=refusal
+            snapshot,
+            scaled_to_zero=at_zero,
+            workload_missing=missing,
+            topics_refused=refusal,
+            protocol_mismatch=mismatch,
         )
 
     async def _read_kafka(
@@ -421,12 +438,18 @@ class Observer:
         self, spec: ConsumerGroupSpec, view: BrokerGroupView
     ) -> StreamsGroupView | None:
         """The group's StreamsGroupDescribe when the broker lists it as a streams group
-        (KIP-1071), which librdkafka describes as a Dead classic group with no members; None
-        for every other group, which is not asked about."""
-        if not may_be_a_streams_group(view):
+        (KIP-1071), which librdkafka describes as a Dead classic group with no members, or
+        straight away when spec.policy.protocol declares one; None for every other group."""
+        if spec.policy.protocol is ProtocolChoice.STREAMS:
+            if not reads_as_streams(spec.policy.protocol, view):
+                return None  # a live group of another protocol: ProtocolMismatch says so
+            read = describe_streams_group
+        elif may_be_a_streams_group(view):
+            read = read_streams_group
+        else:
             return None
         try:
-            return await read_streams_group(self.kafka_config, spec.group_id)
+            return await read(self.kafka_config, spec.group_id)
         except (StreamsGroupUnreadable, SettingsError, OSError) as error:
             # The reader is aiokafka's (no inline PEMs, no OAUTHBEARER): where it cannot read,
             # the group is observed as librdkafka saw it, as before streams groups were read.
@@ -545,7 +568,10 @@ class Observer:
             *conditions,
             *rollout_conditions(RolloutState.from_status(status.get("rollout"))),
             *settings_conditions(status.get("settings")),
-            *enforcement_conditions(status.get("enforcement")),
+            # An enforce block removed takes its refusal with it (its timer no longer runs).
+            *enforcement_conditions(
+                status.get("enforcement") if enforcement_asked(body.get("spec") or {}) else None
+            ),
             # Last: while a grant is missing, what needs it is not done, whatever else holds.
             *denial_conditions(self.deps.denials.of(self.namespace, self.name)),
         ]

@@ -21,6 +21,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from rebalancer.structs.brokers import BrokerProfile
 from rebalancer.structs.group_configs_spec import GroupConfigsSpec
+from rebalancer.structs.problems import FieldProblem
 from rebalancer.structs.rollout_spec import RolloutSpec
 from rebalancer.structs.spec_models import (
     Bool,
@@ -60,6 +61,7 @@ class ProtocolChoice(StrEnum):
     AUTO = "auto"
     CLASSIC = "classic"
     CONSUMER = "consumer"
+    STREAMS = "streams"  # KIP-1071 streams groups (Kafka Streams with group.protocol=streams)
 
 
 class LearningMode(StrEnum):
@@ -972,15 +974,82 @@ class HistorySpec(SpecModel):
     ] = True
 
 
-class GroupPolicySpec(SpecModel):
+# A streams group takes its session, heartbeat and assignment from the broker (its group
+# configs and the coordinator's task assignor), and Kafka Streams configures its own consumers.
+STREAMS_SETTINGS_MESSAGE = (
+    "spec.policy.settings delivers consumer client settings, which a Kafka Streams application "
+    "on the streams protocol does not take (spec.policy.protocol is streams): the broker owns "
+    "its session and heartbeat and assigns its tasks. Remove spec.policy.settings; set "
+    "spec.policy.groupConfigs.streams.sessionTimeoutMs and heartbeatIntervalMs instead"
+)
+CONSUMER_CONFIGS_MESSAGE = (
+    "spec.policy.groupConfigs.consumer holds KIP-848 consumer group configs, which a streams "
+    "group does not have (spec.policy.protocol is streams): set "
+    "spec.policy.groupConfigs.streams instead, or set spec.policy.protocol to consumer"
+)
+STREAMS_CONFIGS_MESSAGE = (
+    "spec.policy.groupConfigs.streams holds streams group configs (KIP-1071), which a classic "
+    "or KIP-848 group does not have (spec.policy.protocol is classic or consumer): set "
+    "spec.policy.protocol to streams for a Kafka Streams application on the streams protocol, "
+    "or remove spec.policy.groupConfigs.streams"
+)
+
+
+def streams_settings_problem(path: str) -> FieldProblem:
+    """spec.policy.settings of a declared streams group, told with its fix."""
+    return FieldProblem(
+        path,
+        "is not taken by a streams group (spec.policy.protocol: streams): a Kafka Streams "
+        "application configures its own consumers, and the broker owns their session and "
+        "heartbeat and assigns their tasks",
+        "remove spec.policy.settings; set spec.policy.groupConfigs.streams.sessionTimeoutMs "
+        "and heartbeatIntervalMs instead",
+    )
+
+
+class GroupPolicySpec(
+    SpecModel,
+    json_schema_extra={
+        "x-kubernetes-validations": [
+            cel(
+                "!has(self.settings) || !has(self.protocol) || self.protocol != 'streams'",
+                STREAMS_SETTINGS_MESSAGE,
+                field_path=".settings",
+                reason="FieldValueForbidden",
+            ),
+            cel(
+                (
+                    "!has(self.groupConfigs) || !has(self.groupConfigs.consumer) || "
+                    "!has(self.protocol) || self.protocol != 'streams'"
+                ),
+                CONSUMER_CONFIGS_MESSAGE,
+                field_path=".groupConfigs.consumer",
+                reason="FieldValueForbidden",
+            ),
+            cel(
+                (
+                    "!has(self.groupConfigs) || !has(self.groupConfigs.streams) || "
+                    "!has(self.protocol) || !(self.protocol in ['classic', 'consumer'])"
+                ),
+                STREAMS_CONFIGS_MESSAGE,
+                field_path=".groupConfigs.streams",
+                reason="FieldValueForbidden",
+            ),
+        ]
+    },
+):
     """How Rebalancer treats this group. Sections are added as features grow."""
 
     protocol: Annotated[
         ProtocolChoice,
         Field(
             description=(
-                "Group protocol the consumers use: classic (JoinGroup/SyncGroup) or consumer "
-                "(KIP-848). auto takes what the broker reports."
+                "Group protocol the members use: classic (JoinGroup/SyncGroup), consumer "
+                "(KIP-848) or streams (KIP-1071, Kafka Streams with group.protocol=streams, "
+                "Apache Kafka 4.2+). auto takes what the broker reports. streams reads the "
+                "group with StreamsGroupDescribe from the first look, refuses enforced "
+                "rebalances and spec.policy.settings, and takes groupConfigs.streams only; a "
+                "group the broker reports as another protocol is a Degraded ProtocolMismatch."
             )
         ),
     ] = ProtocolChoice.AUTO
@@ -994,6 +1063,36 @@ class GroupPolicySpec(SpecModel):
     learning: LearningSpec = Field(default_factory=LearningSpec, json_schema_extra={"default": {}})
     enforce: EnforcementSpec | None = None
     history: HistorySpec = Field(default_factory=HistorySpec, json_schema_extra={"default": {}})
+
+    def problems(self, path: str) -> list[FieldProblem]:
+        """The CEL rules above, told with their fix, for a cluster that has an older CRD."""
+        found: list[FieldProblem] = []
+        configs = self.group_configs
+        if self.protocol is ProtocolChoice.STREAMS and self.settings is not None:
+            found.append(streams_settings_problem(f"{path}.settings"))
+        if self.protocol is ProtocolChoice.STREAMS and configs and configs.consumer:
+            found.append(
+                FieldProblem(
+                    f"{path}.groupConfigs.consumer",
+                    "holds KIP-848 consumer group configs, which a streams group "
+                    "(spec.policy.protocol: streams) does not have",
+                    "set spec.policy.groupConfigs.streams instead, or set "
+                    "spec.policy.protocol to consumer",
+                )
+            )
+        declared = self.protocol in (ProtocolChoice.CLASSIC, ProtocolChoice.CONSUMER)
+        if declared and configs and configs.streams:
+            found.append(
+                FieldProblem(
+                    f"{path}.groupConfigs.streams",
+                    "holds streams group configs (KIP-1071), which a "
+                    f"{self.protocol.value} group (spec.policy.protocol: "
+                    f"{self.protocol.value}) does not have",
+                    "set spec.policy.protocol to streams for a Kafka Streams application on "
+                    "the streams protocol, or remove spec.policy.groupConfigs.streams",
+                )
+            )
+        return found
 
 
 class ResourceSpec(

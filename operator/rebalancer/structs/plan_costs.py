@@ -67,6 +67,9 @@ class ArrivalQuestion:
     # Whether arrivals_ms and start_ms were measured on this workload's past start-ups (False:
     # the planner's documented assumption).
     measured: bool = False
+    # A streams group (KIP-1071) asked about as KIP848 (`group`): the model has no coordinator
+    # of streams groups, and KIP-848's is the nearest (no join barrier, epochs).
+    streams: bool = False
 
 
 @dataclass(frozen=True)
