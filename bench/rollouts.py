@@ -31,6 +31,9 @@ lab.rebalancer.dev/start-jitter annotation of the template) before its first con
 Pods that are only set-up (the N of an update before its patch, the 2N before a scale-down)
 start without jitter, and the update's patch brings the jitter in with the new template: only
 what t0 starts is spread. A scale-down starts nothing, so its cells have no jitter.
+The strategies of one repeat of a cell draw the same delays (lab.rebalancer.dev/start-jitter-seed,
+one seed per cell and repeat): side by side they meet the same spread of starts, so a draw with
+a gap longer than Kafka's initial delay splits every strategy's group, not one of them.
 
 Strategies:
 - naive: Kubernetes' and the client's defaults, no operator: a StatefulSet's podManagementPolicy
@@ -119,6 +122,7 @@ import time
 import traceback
 import urllib.request
 import uuid
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from dataclasses import fields as dataclass_fields
@@ -157,7 +161,7 @@ from rebalancer.structs.gates import (
     INSTANCE_ID_FIELD_PATH,
     GateHold,
 )
-from rebalancer_lab.kubelet import JITTER_ANNOTATION
+from rebalancer_lab.kubelet import JITTER_ANNOTATION, JITTER_SEED_ANNOTATION
 from rebalancer_lab.ports import free_port
 from rebalancer_lab.producer import ensure_topic
 from rebalancer_lab.running import Lab, LabConfig
@@ -587,7 +591,12 @@ def consumer_env(
 
 
 def workload(
-    setup: Setup, name: str, env: list[dict[str, Any]], replicas: int, jitter: str
+    setup: Setup,
+    name: str,
+    env: list[dict[str, Any]],
+    replicas: int,
+    jitter: str,
+    draw_seed: int | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": 10,
@@ -608,7 +617,8 @@ def workload(
             spec["containers"][0]["volumeMounts"] = [join_gate_mount()]
             spec["containers"][0]["env"] = [*env, join_gate_env()]
     labels = {"app": name}
-    template = {"metadata": {"labels": labels, "annotations": {JITTER_ANNOTATION: jitter}}}
+    annotations = jitter_annotations(jitter, draw_seed)
+    template = {"metadata": {"labels": labels, "annotations": annotations}}
     body: dict[str, Any] = {
         "replicas": replicas,
         "selector": {"matchLabels": labels},
@@ -665,10 +675,24 @@ def consumer_group(lab: Lab, cell: Cell, setup: Setup, name: str) -> dict[str, A
     }
 
 
-def update_patch(jitter: str) -> dict[str, Any]:
+def jitter_annotations(jitter: str, draw_seed: int | None) -> dict[str, str]:
+    """The pods' start jitter; with a seed, the strategies of one repeat of a cell draw the
+    same delays (the lab's kubelet seeds a generator per owner with it)."""
+    annotations = {JITTER_ANNOTATION: jitter}
+    if draw_seed is not None:
+        annotations[JITTER_SEED_ANNOTATION] = str(draw_seed)
+    return annotations
+
+
+def draw_seed_of(cell: Cell, repeat: int) -> int:
+    """One seed per cell and repeat, the same for every strategy of it and in every sitting."""
+    return zlib.crc32(f"{cell.label}|{repeat}".encode())
+
+
+def update_patch(jitter: str, draw_seed: int | None = None) -> dict[str, Any]:
     """The rolling update: a new APP_VERSION, and the cell's jitter for the new pods."""
     container = {"name": "consumer", "env": [{"name": "APP_VERSION", "value": "2"}]}
-    template = {"metadata": {"annotations": {JITTER_ANNOTATION: jitter}}}
+    template = {"metadata": {"annotations": jitter_annotations(jitter, draw_seed)}}
     return {"spec": {"template": {**template, "spec": {"containers": [container]}}}}
 
 
@@ -895,6 +919,7 @@ class Bench:
         self.apps = client.AppsV1Api(lab.api_client)
         self.custom = client.CustomObjectsApi(lab.api_client)
         self.progress: Progress | None = None
+        self.draw_seed: int | None = None
         self.unsettled = False
 
     def create(self, body: dict[str, Any]) -> None:
@@ -998,6 +1023,7 @@ class Bench:
         # A fresh workload, ConsumerGroup and Kafka group per run, all of this name.
         name = f"{SHORT[cell.scenario]}-{strategy}-{uuid.uuid4().hex[:5]}"
         watcher = PodWatcher(self.core, name).start()
+        self.draw_seed = draw_seed_of(cell, planned.repeat)
         load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
         say(f"{cell.label} / {strategy}: {setup.kind} {name} (load average {load})")
         self.unsettled = False
@@ -1027,7 +1053,7 @@ class Bench:
         env = consumer_env(self.lab, cell, setup, name, self.tee.url)
         since = time.time()
         self.create(consumer_group(self.lab, cell, setup, name))
-        self.create(workload(setup, name, env, before, jitter))
+        self.create(workload(setup, name, env, before, jitter, self.draw_seed))
         timeout = self.timeout(setup, before, jitter)
         finished = self.completed(name, setup.managed, None)
         return self.wait_settled(watcher, (before, cell.partitions), since, finished, timeout)
@@ -1049,7 +1075,7 @@ class Bench:
         update = cell.scenario.endswith("-update")
         t0 = time.time()
         if update:
-            self.patch(setup.kind, name, update_patch(cell.jitter))
+            self.patch(setup.kind, name, update_patch(cell.jitter, self.draw_seed))
         else:
             self.patch(setup.kind, name, {"spec": {"replicas": after}})
         # The operator runs no rollout for a scale-down (see the module docstring).

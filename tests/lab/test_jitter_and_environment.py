@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from rebalancer_lab.kubelet import DELAY_ANNOTATION, Jitter
+from rebalancer_lab.kubelet import (
+    DELAY_ANNOTATION,
+    JITTER_ANNOTATION,
+    JITTER_SEED_ANNOTATION,
+    Jitter,
+)
 from rebalancer_lab.kubelet.environment import (
     ConfigMissing,
     command_line,
@@ -67,6 +72,22 @@ def test_jitter_samples_follow_their_distribution_and_repeat_with_the_seed() -> 
     assert min(cut.sample() for _ in range(500)) == 0.0, "negative delays are cut at 0"
 
     assert Jitter.parse("uniform(0,9)").delay_for({DELAY_ANNOTATION: "1.25"}) == 1.25
+
+
+def test_owners_naming_one_seed_draw_the_same_delays_and_others_their_own() -> None:
+    kubelet = Jitter()
+    paired = {JITTER_ANNOTATION: "uniform(0,20)", JITTER_SEED_ANNOTATION: "7"}
+    first = [kubelet.delay_for(paired, "statefulset-a") for _ in range(24)]
+    second = [kubelet.delay_for(paired, "statefulset-b") for _ in range(24)]
+    unseeded = {JITTER_ANNOTATION: "uniform(0,20)"}
+    shared = [kubelet.delay_for(unseeded, "statefulset-c") for _ in range(24)]
+    other_seed = {**paired, JITTER_SEED_ANNOTATION: "8"}
+
+    assert second == first
+    assert shared != first
+    assert [kubelet.delay_for(other_seed, "statefulset-a") for _ in range(24)] != first
+    # Without a seed every owner shares the kubelet's generator: draws go on, never repeat.
+    assert [kubelet.delay_for(unseeded, "statefulset-d") for _ in range(24)] != shared
 
 
 def test_a_cycle_gives_every_value_to_any_run_of_that_many_pods() -> None:

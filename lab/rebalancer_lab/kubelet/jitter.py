@@ -17,6 +17,10 @@ A pod annotated `lab.rebalancer.dev/start-delay-seconds: "2.5"` waits exactly th
 A pod annotated `lab.rebalancer.dev/start-jitter: "uniform(0,20)"` draws its delay from that
 distribution instead (one generator per distribution, seeded like the kubelet's), so workloads
 with different spreads can run on one lab; an annotation that does not parse is ignored.
+With `lab.rebalancer.dev/start-jitter-seed: "<integer>"` as well, the pods of one owner (a
+StatefulSet, a ReplicaSet) draw from a generator of their own seeded with it: two workloads
+with the same distribution and seed get the same delays, so strategies compared side by side
+meet the same spread of starts rather than two different draws.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 
 DELAY_ANNOTATION = "lab.rebalancer.dev/start-delay-seconds"
 JITTER_ANNOTATION = "lab.rebalancer.dev/start-jitter"
+JITTER_SEED_ANNOTATION = "lab.rebalancer.dev/start-jitter-seed"
 # The reason of the Event the kubelet records with each pod's delay once it has waited it.
 START_DELAY_REASON = "StartDelayed"
 
@@ -46,7 +51,7 @@ class Jitter:
     _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
     _drawn: int = field(init=False, repr=False, default=0)
     # The distributions pods named in JITTER_ANNOTATION (None: the text did not parse).
-    _named: dict[str, Jitter | None] = field(
+    _named: dict[tuple[str, str, str], Jitter | None] = field(
         init=False, repr=False, compare=False, default_factory=dict
     )
 
@@ -109,9 +114,9 @@ class Jitter:
                 return self._random.expovariate(1.0 / self.params[0])
             return max(0.0, self._random.gauss(*self.params))
 
-    def delay_for(self, annotations: dict[str, str] | None) -> float:
-        """The pod's own annotated delay, else a sample of its annotated distribution, else the
-        next sample."""
+    def delay_for(self, annotations: dict[str, str] | None, owner: str = "") -> float:
+        """The pod's own annotated delay, else a sample of its annotated distribution (of its
+        owner's seeded generator when it names a seed), else the next sample."""
         annotations = annotations or {}
         value = annotations.get(DELAY_ANNOTATION)
         if value is not None:
@@ -119,19 +124,28 @@ class Jitter:
                 return max(0.0, float(value))
             except ValueError:
                 pass
-        named = self._distribution(annotations.get(JITTER_ANNOTATION))
+        named = self._distribution(
+            annotations.get(JITTER_ANNOTATION), annotations.get(JITTER_SEED_ANNOTATION), owner
+        )
         return (named or self).sample()
 
-    def _distribution(self, text: str | None) -> Jitter | None:
+    def _distribution(self, text: str | None, seed_text: str | None, owner: str) -> Jitter | None:
         if text is None:
             return None
+        seed: int | None = self.seed
+        if seed_text is not None:
+            try:
+                seed = int(seed_text)
+            except ValueError:
+                seed_text = None  # not a seed: the shared generator, as without one
+        key = (text, seed_text or "", owner if seed_text else "")
         with self._lock:
-            if text not in self._named:
+            if key not in self._named:
                 try:
-                    self._named[text] = Jitter.parse(text, self.seed)
+                    self._named[key] = Jitter.parse(text, seed)
                 except ValueError:
-                    self._named[text] = None
-            return self._named[text]
+                    self._named[key] = None
+            return self._named[key]
 
 
 def _names() -> str:

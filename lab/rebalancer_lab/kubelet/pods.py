@@ -310,7 +310,9 @@ class PodWorker:
             self.terminating = True
 
     def _live(self) -> None:
-        delay = self.jitter.delay_for(self.pod["metadata"].get("annotations"))
+        meta = self.pod["metadata"]
+        owners = meta.get("ownerReferences") or [{}]
+        delay = self.jitter.delay_for(meta.get("annotations"), str(owners[0].get("uid") or ""))
         deadline = time.monotonic() + delay
         while not self.terminating and time.monotonic() < deadline:
             self._wake.wait(deadline - time.monotonic())
