@@ -125,8 +125,10 @@ def managed_group(lab: Lab, name: str, protocol: str) -> dict[str, Any]:
         },
     }
     if protocol == "streams":
-        # A streams group's session is the group's config, not the client's.
+        # A streams group's session is the group's config, not the client's; declared, the
+        # group is read as a streams group from the first look.
         body["spec"]["policy"]["groupConfigs"] = {"streams": {"sessionTimeoutMs": SESSION_MS}}
+        body["spec"]["policy"]["protocol"] = "streams"
     return body
 
 
@@ -167,6 +169,8 @@ def test_a_static_streams_statefulset_rolls_without_a_rebalance(lab: Lab, protoc
         # in place before its application's first start: the members it then finds are joins.
         apply(lab, managed_group(lab, name, protocol))
         eventually(lambda: observed_at(lab, name), 60, "a first observation", 1, context)
+        first = (get_cg(lab, name).get("status") or {}).get("group") or {}
+        assert first.get("protocol") == "streams", first  # declared, before any member
     apply(lab, fleet, managed_group(lab, name, protocol))
 
     def settled() -> dict[str, list[str]] | None:
