@@ -79,10 +79,14 @@ def load(paths: Sequence[Path]) -> list[Line]:
             if not text.strip():
                 continue
             try:
-                lines.append(json.loads(text))
+                line = json.loads(text)
             except json.JSONDecodeError:
                 # A sitting killed mid-write leaves half a line; the others still count.
                 print(f"{path}:{number}: not JSON, skipped", file=sys.stderr)
+                continue
+            # Other benches' results (chaos, closed loop) match bench/*results*.jsonl too.
+            if isinstance(line, dict) and {"cell", "strategy", "measured"} <= line.keys():
+                lines.append(line)
     return lines
 
 
