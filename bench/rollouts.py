@@ -221,11 +221,14 @@ class Cell:
     partitions: int
     assignor: str
     jitter: str  # the start jitter of the pods t0 starts
+    # tuned's and managed's heartbeat.interval.ms (--heartbeat-ms); None: the client's default
+    heartbeat_ms: int | None = None
 
     @property
     def label(self) -> str:
         jitter = "" if self.jitter == NO_JITTER else f" jitter {self.jitter}"
-        return f"{self.scenario} N={self.pods} P={self.partitions} {self.assignor}{jitter}"
+        beat = "" if self.heartbeat_ms is None else f" heartbeat {self.heartbeat_ms} ms"
+        return f"{self.scenario} N={self.pods} P={self.partitions} {self.assignor}{beat}{jitter}"
 
     @property
     def replicas(self) -> tuple[int, int]:
@@ -269,6 +272,8 @@ def setup_for(
     static = cell.scenario == "statefulset-update"
     session = static_session(cell.jitter, static_session_ms) if static else KAFKA_SESSION_MS
     careful = replace(naive, pod_management="Parallel", static=static, session_ms=session)
+    if cell.heartbeat_ms is not None:
+        careful = replace(careful, heartbeat_ms=cell.heartbeat_ms)
     if strategy == "managed" and kind == "Deployment":
         # Identity slots: each new pod takes over the group.instance.id of an old pod the
         # operator retires in the same step. maxUnavailable 0 leaves every old pod to the
@@ -347,7 +352,10 @@ def cells_of(args: argparse.Namespace) -> list[Cell]:
         for pods in args.pods:
             partitions = args.partitions or 2 * pods
             for assignor in args.assignors:
-                cells += [Cell(scenario, pods, partitions, assignor, j) for j in jitters]
+                cells += [
+                    Cell(scenario, pods, partitions, assignor, j, args.heartbeat_ms)
+                    for j in jitters
+                ]
     return cells
 
 
@@ -685,8 +693,9 @@ def jitter_annotations(jitter: str, draw_seed: int | None) -> dict[str, str]:
 
 
 def draw_seed_of(cell: Cell, repeat: int) -> int:
-    """One seed per cell and repeat, the same for every strategy of it and in every sitting."""
-    return zlib.crc32(f"{cell.label}|{repeat}".encode())
+    """One seed per cell and repeat, the same for every strategy of it and in every sitting,
+    and for the cell run with another heartbeat, so that heartbeats compare on the same starts."""
+    return zlib.crc32(f"{replace(cell, heartbeat_ms=None).label}|{repeat}".encode())
 
 
 def update_patch(jitter: str, draw_seed: int | None = None) -> dict[str, Any]:
@@ -1533,6 +1542,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         default=GateHold.POD.value,
         help="what the managed pods' gate holds: the pod (an init container) or only the join "
         "(a native sidecar; the consumers start at once and wait for its file)",
+    )
+    listed(
+        "--heartbeat-ms",
+        type=int,
+        default=None,
+        help="heartbeat.interval.ms of tuned's and managed's classic consumers, a cell of its own "
+        "(default: the client's, 3000; naive keeps it; a KIP-848 group's is the broker's)",
     )
     listed("--state-dir", type=Path, default=None, help="the lab's state and logs (default: tmp)")
     listed(

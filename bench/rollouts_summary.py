@@ -48,8 +48,13 @@ Line = dict[str, Any]
 
 
 def cell_key(line: Line) -> CellKey:
+    """A cell run with a heartbeat of its own (bench/rollouts.py --heartbeat-ms) is another
+    cell: its assignor names the heartbeat too."""
     cell = line["cell"]
-    return (cell["scenario"], cell["pods"], cell["partitions"], cell["assignor"], cell["jitter"])
+    assignor = cell["assignor"]
+    if cell.get("heartbeat_ms") is not None:
+        assignor += f" heartbeat {cell['heartbeat_ms']} ms"
+    return (cell["scenario"], cell["pods"], cell["partitions"], assignor, cell["jitter"])
 
 
 def cell_label(key: CellKey, short: bool = False) -> str:

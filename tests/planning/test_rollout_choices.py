@@ -236,6 +236,17 @@ def test_pods_opened_on_arrival_go_at_once_and_a_gathered_batch_together() -> No
     assert len(opens) == 1 and opens[0].together
 
 
+def test_a_gathered_scale_up_lets_each_gate_go_as_it_sees_its_patch() -> None:
+    """A scale-up joins a group that has members, whose rebalance holds the batch's joins
+    together; a common release moment would only wait for the slowest gate."""
+    world = with_pods(stair(0.5, replicas=3), T0)
+    world.scale_to(6, T0)
+    state, _ = drive(world, modelled(RolloutPolicy(arrival_plan=GATHER)), seconds=30, until=done)
+    assert state.kind is RolloutKind.SCALE_UP and state.plan == "Gather"
+    opens = [a for _, a in world.log if isinstance(a, OpenGate)]
+    assert len(opens) == 1 and len(opens[0].pods) == 3 and not opens[0].together
+
+
 def test_a_protocol_the_spec_declares_counts_where_the_template_says_none() -> None:
     world = World(protocol="classic", assignor="range", replicas=3)
     setup = replace(modelled(), protocol=ProtocolChoice.CONSUMER)

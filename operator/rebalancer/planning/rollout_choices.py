@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rebalancer.planning.rollout_plans import Change, RolloutSetup, group_is_empty, group_members
-from rebalancer.planning.rollout_states import Mechanism, RolloutKind
+from rebalancer.planning.rollout_states import Mechanism, RolloutKind, RolloutState
 from rebalancer.planning.streams_observing import STREAMS_PROTOCOL
 from rebalancer.structs.plan_costs import (
     ArrivalPlan,
@@ -265,3 +265,20 @@ def arrival_fields(
 
 def released_on_arrival(plan: str | None) -> bool:
     return plan == ArrivalPlan.ON_ARRIVAL.value
+
+
+def lets_go_together(state: RolloutState) -> bool:
+    """Whether a batch's gates let go at one common release moment, or each as soon as it sees
+    its patch.
+
+    The moment waits for the batch's slowest gate to be watching (rollout_actions
+    release_moment), which on the lab cost a gathered scale-up 0.4 to 0.9 s after its last pod
+    arrived. A scale-up's pods join a group that has members: the rebalance their first join
+    starts lasts until every member has rejoined (at its next heartbeat, classic protocol), or
+    is paced by heartbeats anyway (KIP-848), so joins a few tenths apart, as the concurrent
+    patches give, fall into it without a common moment. An Empty group keeps the moment: its
+    joins are what its first assignment waits for, and nothing else holds them together.
+    """
+    if released_on_arrival(state.plan):
+        return False
+    return state.kind is not RolloutKind.SCALE_UP

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rebalancer.planning.identity_slots import decode_slots
 from rebalancer.planning.rollout_actions import Action, OpenGate
-from rebalancer.planning.rollout_choices import released_on_arrival
+from rebalancer.planning.rollout_choices import lets_go_together, released_on_arrival
 from rebalancer.planning.rollout_phases.common import (
     Observation,
     Outcome,
@@ -205,8 +205,7 @@ def keep_released(state: RolloutState, now: float, workload: WorkloadView) -> li
         # A pod opened under an identity slot is opened again under the same one.
         remembered = decode_slots(state.slots)
         slots = tuple((name, remembered[name]) for name in late if name in remembered)
-        together = not released_on_arrival(state.plan)
-        actions.append(OpenGate(label(state), late, slots, together))
+        actions.append(OpenGate(label(state), late, slots, lets_go_together(state)))
     return actions
 
 

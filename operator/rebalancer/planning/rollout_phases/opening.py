@@ -20,7 +20,7 @@ from rebalancer.planning.rollout_actions import (
     ScaleWorkload,
     SetStatefulSetPartition,
 )
-from rebalancer.planning.rollout_choices import released_on_arrival
+from rebalancer.planning.rollout_choices import lets_go_together, released_on_arrival
 from rebalancer.planning.rollout_phases.common import (
     Observation,
     Outcome,
@@ -117,7 +117,8 @@ def open_gates(
         # pods join with these rather than in a rebalance of their own.
         return state, []
     chosen = tuple(pod.name for pod in waiting[:size])
-    return released(state, observation, now, chosen), [OpenGate(batch, chosen)]
+    opened = OpenGate(batch, chosen, together=lets_go_together(state))
+    return released(state, observation, now, chosen), [opened]
 
 
 def open_on_arrival(
