@@ -62,12 +62,18 @@ class _Group:
         self.clock_ms = max(self.clock_ms, now_ms)
 
     def assign(self) -> None:
-        """The uniform assignor's target: even shares, each member keeping what it can."""
-        names = sorted(self.members)
-        if not names:
+        """The uniform assignor's target: even shares, each member keeping what it can.
+
+        The shares one partition larger than the others go to the members that hold the most
+        already (Kafka's uniform assignor balances by moving as few partitions as it can): a
+        new member takes its share from the fullest, and the others keep theirs.
+        """
+        if not self.members:
             return
-        base, extra = divmod(self.partitions, len(names))
-        quota = {name: base + (1 if index < extra else 0) for index, name in enumerate(names)}
+        base, extra = divmod(self.partitions, len(self.members))
+        fullest = sorted(self.members, key=lambda name: (-len(self.members[name].target), name))
+        quota = {name: base + (1 if index < extra else 0) for index, name in enumerate(fullest)}
+        names = sorted(self.members)
         taken: set[int] = set()
         for name in names:
             member = self.members[name]
