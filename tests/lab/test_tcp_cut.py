@@ -127,8 +127,13 @@ def test_a_blackhole_accepts_and_forwards_nothing_until_healed(proxy: TcpCut, ec
 
 
 def test_a_server_that_is_down_fails_the_connection() -> None:
-    with TcpCut(HOST, [(free_port(), free_port())]) as proxy, connect(proxy) as connection:
-        assert closed(connection)
+    with TcpCut(HOST, [(free_port(), free_port())]) as proxy:
+        try:
+            connection = connect(proxy)
+        except ConnectionResetError:
+            return  # reset before connect() returned: on loopback the proxy can be that quick
+        with connection:
+            assert closed(connection)
 
 
 def test_an_unknown_mode_is_refused_by_name(proxy: TcpCut) -> None:
