@@ -8,28 +8,33 @@ min.insync.replicas 2, the producers waiting for every in-sync replica); Kuberne
 plane and the lab's kubelet running each pod as local processes; two `rebalancer operator
 --peering` replicas electing a leader (rebalancer_lab.operator_replicas), both talking to the
 API server through a proxy that can cut their watches and answer with errors
-(rebalancer_lab.api_faults). Two fleets of --fleet-size real consumer processes, each recording
-every message it processes before committing (rebalancer_lab.ledgers): a gated StatefulSet of
-static members (group.instance.id = pod name) with cooperative-sticky, and a gated Deployment
-whose consumers take the identity slot the operator writes; one numbered producer per fleet.
+(rebalancer_lab.api_faults), and to Kafka through TCP proxies that can cut them
+(rebalancer_lab.tcp_cut: each node has a listener of the operator's own, advertised at the
+proxies' ports, and the ConsumerGroups name the proxies as bootstrap servers). Two fleets of
+--fleet-size real consumer processes, each recording every message it processes before
+committing (rebalancer_lab.ledgers): a gated StatefulSet of static members (group.instance.id =
+pod name) with cooperative-sticky and the enforcement sidecar (`rebalancer sidecar`) in every pod,
+and a gated Deployment whose consumers take the identity slot the operator writes; one numbered
+producer per fleet. The consumers, sidecars and producers reach Kafka directly.
 
 A seeded scheduler makes changes (a template change, which is a rollout; a scale step, through
 the scale subresource as an HPA does or through spec.replicas as `kubectl scale` does) and
 injects faults, alone and overlapping: the operator's leader or follower SIGKILLed and started
 again, a Kafka node SIGKILLed (the coordinator of a fleet's group half the time) and started
 again, kube-apiserver restarted, etcd paused (SIGSTOP, then SIGCONT), the operators' watches cut,
-API errors answered to the operators' writes, a consumer process SIGKILLed. Then the faults and
-changes stop; the bench waits for the rollouts to finish and for status to agree with the
-broker, stops the producers, waits for every message to be processed.
+API errors answered to the operators' writes, a consumer process SIGKILLed, a sidecar process
+SIGKILLed (the kubelet starts it again), the network between the operators and Kafka cut for
+5-45 s (open connections dropped, new ones refused or blackholed). Then the faults and changes
+stop; the bench waits for the rollouts to finish and for status to agree with the broker, stops
+the producers, waits for every message to be processed.
 
 bench/chaos_checker.py checks the invariants on what the bench sampled (status, pods, gates, the
 broker, the operators' /proc) and computes the figures. One JSON line per seed is appended to
 --out; --png draws the faults, changes, rollouts and violations over time.
 
-Not injected (no part of the lab makes them yet): the enforcement sidecar killed and enforced
-rebalances (the fleets run no sidecar), a new topic matching a subscription pattern (the fleets
-subscribe by name), a slow broker behind a delaying proxy and a network cut between the operator
-and Kafka (the lab has no TCP proxy in front of the brokers).
+Not injected (no part of the lab makes them yet): enforced rebalances (the ConsumerGroups ask
+for none), a new topic matching a subscription pattern (the fleets subscribe by name), a slow
+broker behind a delaying proxy, a cut between the consumers and Kafka.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
 
 from chaos_checker import Checker, Event, Limits, Violation, table
+from rebalancer.planning.sidecar_templates import SIDECAR_CONTAINER, render_sidecar
+from rebalancer.structs.enforce_policy import SidecarPolicy
 from rebalancer.structs.gates import GATE_CONTAINER, GATE_HELD_ANNOTATION
 from rebalancer.structs.times import parse_rfc3339
 from rebalancer_lab.api_faults import FaultyApi
@@ -69,6 +76,7 @@ from rebalancer_lab.operator_replicas import PeeringReplica, prepare_peering
 from rebalancer_lab.ports import free_port
 from rebalancer_lab.processes import ChildProcess
 from rebalancer_lab.running import Lab, LabConfig
+from rebalancer_lab.tcp_cut import MODES, TcpCut
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = "default"
@@ -89,7 +97,13 @@ FAULTS = (
     "api-errors",
     "consumer-kill",
     "broker-pause",
+    "operator-kafka-cut",
+    "sidecar-kill",
 )
+# The Kafka listener only the operator replicas use, behind the cuttable proxies.
+OPERATOR_LISTENER = "OPERATOR"
+CUT_S = (5.0, 45.0)
+SIDECAR_SECRET, SIDECAR_TOKEN = "chaos-sidecar-token", "chaos-sidecar-token-value"
 CHANGES = ("rollout", "scale")
 
 
@@ -98,8 +112,11 @@ def say(text: str) -> None:
 
 
 class Fleet:
-    def __init__(self, name: str, kind: str, replicas: int, records: Path) -> None:
+    def __init__(
+        self, name: str, kind: str, replicas: int, records: Path, sidecar: bool = False
+    ) -> None:
         self.name, self.kind, self.replicas, self.records = name, kind, replicas, records
+        self.sidecar = sidecar  # the enforcement sidecar in every pod
         self.version = 1
         self.producer: ChildProcess | None = None
 
@@ -122,6 +139,7 @@ class Run:
         self.commit = commit()
         self.lab: Lab | None = None
         self.proxy: FaultyApi | None = None
+        self.kafka_cut: TcpCut | None = None
         self.replicas: list[PeeringReplica] = []
         self.fleets: list[Fleet] = []
         self.stop = threading.Event()
@@ -131,6 +149,7 @@ class Run:
             "broker": threading.Lock(),
             "plane": threading.Lock(),
             "operator": threading.Lock(),
+            "operator-kafka": threading.Lock(),
         }
         self.threads: list[threading.Thread] = []
         self.pods_seen: dict[str, dict[str, tuple[str, str]]] = {}
@@ -167,6 +186,7 @@ class Run:
                 prometheus_port=None,
                 brokers=3,
                 session_timeout_ms=SESSION_MS,
+                side_listener=OPERATOR_LISTENER,
             )
         )
         self.lab = lab
@@ -185,6 +205,9 @@ class Run:
         # answers, the broker fault is not over and no second node is killed (one of three down
         # keeps the KRaft quorum and min.insync.replicas).
         lab.broker.start_timeout = 300.0
+        # The operator replicas reach Kafka through these alone (the ConsumerGroups name them
+        # as bootstrap servers); the consumers, sidecars and producers go straight to it.
+        self.kafka_cut = TcpCut(lab.config.host, lab.broker.side_routes()).start()
         # Two replicas electing a leader instead of the lab's one, through the fault proxy.
         lab.operator.stop(grace=15)
         lab.operator = None
@@ -201,10 +224,11 @@ class Run:
         size = args.fleet_size
         partitions = 2 * size
         self.fleets = [
-            Fleet("chaos-sts", "StatefulSet", size, self.state / "records-sts"),
+            Fleet("chaos-sts", "StatefulSet", size, self.state / "records-sts", sidecar=True),
             Fleet("chaos-dep", "Deployment", size, self.state / "records-dep"),
         ]
         create_topics(lab, {fleet.name: partitions for fleet in self.fleets})
+        lab.apply([sidecar_secret()])
         for fleet in self.fleets:
             fleet.records.mkdir(parents=True, exist_ok=True)
             lab.apply([self.group_body(fleet), self.workload_body(fleet)])
@@ -224,7 +248,8 @@ class Run:
         assert self.lab is not None
         body = consumer_group(fleet.name, self.lab.bootstrap)
         spec = body["spec"]
-        spec["kafka"]["bootstrapServers"] = self.lab.bootstrap.split(",")
+        assert self.kafka_cut is not None
+        spec["kafka"]["bootstrapServers"] = self.kafka_cut.addresses.split(",")
         spec["kafka"]["profile"] = "apache-kafka"
         spec["workload"] = {"kind": fleet.kind, "name": fleet.workload}
         spec["policy"]["observe"]["intervalSeconds"] = OBSERVE_S
@@ -237,14 +262,23 @@ class Run:
 
     def workload_body(self, fleet: Fleet) -> dict[str, Any]:
         assert self.lab is not None
-        if fleet.kind == "Deployment":
-            return consumer_deployment(
+        body = (
+            consumer_deployment(
                 self.lab,
                 fleet.name,
                 fleet.replicas,
                 session_ms=SESSION_MS,
                 record_dir=fleet.records,
             )
+            if fleet.kind == "Deployment"
+            else self.statefulset_body(fleet)
+        )
+        if fleet.sidecar:
+            add_sidecar(body, fleet.name, self.lab.bootstrap)
+        return body
+
+    def statefulset_body(self, fleet: Fleet) -> dict[str, Any]:
+        assert self.lab is not None
         body = consumer_statefulset(
             self.lab, fleet.name, fleet.replicas, gated=True, record_dir=fleet.records
         )
@@ -285,6 +319,8 @@ class Run:
             replica.child.stop(grace=10)
         if self.proxy is not None:
             self.proxy.__exit__(None, None, None)
+        if self.kafka_cut is not None:
+            self.kafka_cut.stop()
         if self.lab is not None:
             self.lab.stop()
 
@@ -332,7 +368,7 @@ class Run:
         fresh = isinstance(observed, str) and now - parse_rfc3339(observed) <= OBSERVE_S + 3
         conditions = {c.get("type"): c for c in status.get("conditions") or []}
         degraded = conditions.get("Degraded") or {}
-        broker = self.broker_view(fleet) if self.quiet else None
+        broker, sidecars = self.broker_view(fleet) if self.quiet else (None, None)
         self.record(
             "group",
             fleet.name,
@@ -343,23 +379,28 @@ class Run:
             rebalances=group.get("rebalances"),
             degraded=degraded.get("status") == "True",
             reason=degraded.get("reason"),
+            sidecars=[sidecars, fleet.replicas] if fleet.sidecar and sidecars is not None else None,
         )
 
-    def broker_view(self, fleet: Fleet) -> list[Any] | None:
-        """(members, state) of the group as the broker says, asked only once the faults have
-        stopped (a client that loses a broker mid-request can abort its process)."""
+    def broker_view(self, fleet: Fleet) -> tuple[list[Any] | None, int | None]:
+        """(members, state) of the group as the broker says, and its sidecar members, asked
+        only once the faults have stopped (a client that loses a broker mid-request can abort
+        its process). Members are the application's: status.group counts no sidecar (client
+        id <pod>-sidecar), though each is a member on the broker."""
         assert self.lab is not None and self.lab.broker is not None
         admin = AdminClient({**self.lab.broker.admin_settings(), "log_level": "0"})
         try:
             future = admin.describe_consumer_groups([fleet.name], request_timeout=5)[fleet.name]
             described = future.result(timeout=10)
         except Exception:
-            return None
+            return None, None
         finally:
             del admin
         name = described.state.name if described.state is not None else "UNKNOWN"
+        sidecars = sum(1 for m in described.members if m.client_id.endswith("-sidecar"))
         # STABLE, PREPARING_REBALANCE, ...: as status.group writes them (Stable, ...).
-        return [len(described.members), "".join(p.title() for p in name.split("_"))]
+        state = "".join(p.title() for p in name.split("_"))
+        return [len(described.members) - sidecars, state], sidecars
 
     def proc_sampler(self) -> None:
         while not self.stop.wait(PROC_SAMPLE_S):
@@ -439,9 +480,7 @@ class Run:
     # -- faults -------------------------------------------------------------------------------
 
     def fault(self) -> None:
-        kind = self.rng.choice(self.args.faults)
-        # Drawn now, from the seeded generator, so a seed replays the same schedule.
-        draws = [self.rng.random() for _ in range(4)]
+        kind, draws = draw_fault(self.rng, self.args.faults)
         self.fault_id += 1
         thread = threading.Thread(
             target=self.inject, args=(kind, draws, self.fault_id), daemon=True
@@ -457,6 +496,7 @@ class Run:
             "etcd-pause": "plane",
             "operator-leader-kill": "operator",
             "operator-follower-kill": "operator",
+            "operator-kafka-cut": "operator-kafka",
         }.get(kind)
         guard = self.busy[lock] if lock else None
         if guard is not None and not guard.acquire(blocking=False):
@@ -587,6 +627,35 @@ class Run:
         begin(f"{pod} (pid {pid})")
         os.kill(pid, signal.SIGKILL)
 
+    def _operator_kafka_cut(self, draws: list[float], begin: Callable[[str], None]) -> None:
+        assert self.kafka_cut is not None
+        mode, seconds = cut_plan(draws)
+        begin(f"{mode} {seconds:.0f} s")
+        dropped = self.kafka_cut.cut(mode)
+        say(f"t={self.now():.0f}s   {dropped} operator connections to Kafka dropped")
+        try:
+            time.sleep(seconds)
+        finally:
+            self.kafka_cut.heal()
+
+    def _sidecar_kill(self, draws: list[float], begin: Callable[[str], None]) -> None:
+        assert self.lab is not None
+        fleets = [fleet for fleet in self.fleets if fleet.sidecar]
+        fleet = fleets[int(draws[0] * len(fleets))]
+        running = sorted(
+            p["metadata"]["name"]
+            for p in self.pods(fleet)
+            if (p.get("status") or {}).get("phase") == "Running"
+        )
+        if not running:
+            return
+        pod = running[int(draws[1] * len(running))]
+        pid = consumer_pid(self.lab, pod, container=SIDECAR_CONTAINER)
+        if pid is None:
+            return
+        begin(f"{pod} (pid {pid})")
+        os.kill(pid, signal.SIGKILL)
+
     # -- the run ------------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
@@ -707,6 +776,44 @@ class Run:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def draw_fault(rng: random.Random, faults: Sequence[str]) -> tuple[str, list[float]]:
+    """The next fault and its draws, taken now from the seeded generator so that a seed replays
+    the same schedule whenever the fault's thread runs."""
+    return rng.choice(list(faults)), [rng.random() for _ in range(4)]
+
+
+def cut_plan(draws: Sequence[float]) -> tuple[str, float]:
+    """How an operator-Kafka cut meets new connections (refused or blackholed) and how long."""
+    mode = MODES[min(int(draws[0] * len(MODES)), len(MODES) - 1)]
+    low, high = CUT_S
+    return mode, low + (high - low) * draws[1]
+
+
+def sidecar_secret() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": SIDECAR_SECRET, "namespace": NS},
+        "stringData": {"token": SIDECAR_TOKEN},
+    }
+
+
+def add_sidecar(workload: dict[str, Any], group_id: str, bootstrap: str) -> None:
+    """The enforcement sidecar in the workload's pods, as the operator would inject it, but
+    written in the manifest and bootstrapping straight at the brokers: injected, it would take
+    the ConsumerGroup's bootstrap servers, the operator's proxies, and a cut between the
+    operator and Kafka would cut the sidecars too."""
+    spec = workload["spec"]["template"]["spec"]
+    rendered = render_sidecar(
+        spec["containers"][0],
+        group_id=group_id,
+        bootstrap_servers=bootstrap.split(","),
+        policy=SidecarPolicy(token_secret=SIDECAR_SECRET),
+    )
+    spec["containers"].append(rendered.container)
+    spec.setdefault("volumes", []).append(rendered.volume)
 
 
 def wait_for(probe: Callable[[], bool], timeout: float, what: str) -> None:

@@ -17,7 +17,8 @@ Event kinds and their data:
 - group: {"status": (members, state) from status.group, "broker": (members, state) from the
   broker, "fresh": status.group.observedAt within an observe interval, "generation": status's,
   "rebalances": status's count of them, "degraded": Degraded condition True, "reason": its
-  reason};
+  reason, "sidecars": (sidecar members on the broker, pods) for a fleet that runs the
+  enforcement sidecar, once the faults have stopped, else None};
 - proc: {"replica": str, "pid": int, "rss": bytes, "fds": int};
 - ledger: {"produced", "lost", "unknown", "redeliveries", "failed_deliveries"} (once a fleet);
 - quiet: the faults and changes have stopped (no data).
@@ -107,6 +108,7 @@ class FleetState:
     broker_changed: float = 0.0
     generation: int | None = None
     rebalances: int = 0
+    sidecars: tuple[int, int] | None = None  # the last look after the faults stopped
 
 
 class Checker:
@@ -277,7 +279,14 @@ class Checker:
         else:
             fleet.degraded_since = None
             fleet.degraded_told = False
-        # Status against the broker, once the faults have stopped.
+        sidecars = event.data.get("sidecars")
+        if self.quiet_at is not None and sidecars is not None:
+            fleet.sidecars = (int(sidecars[0]), int(sidecars[1]))
+        return found + self._agreement(fleet, event)
+
+    def _agreement(self, fleet: FleetState, event: Event) -> list[Violation]:
+        """Status against the broker, once the faults have stopped."""
+        found: list[Violation] = []
         broker = event.data.get("broker")
         if broker != fleet.broker_view:
             fleet.broker_view = broker
@@ -349,6 +358,17 @@ class Checker:
                         name,
                         f"revision {pending.revision} (changed at t={pending.at:.0f}s) not rolled "
                         "out at the end",
+                    )
+                )
+            if fleet.sidecars is not None and fleet.sidecars[0] < fleet.sidecars[1]:
+                seen, pods = fleet.sidecars
+                found.append(
+                    Violation(
+                        t,
+                        "sidecar-missing",
+                        name,
+                        f"{seen} sidecars members of the group for {pods} pods at the last look "
+                        "after the faults stopped",
                     )
                 )
         for (replica, pid), samples in sorted(self.procs.items()):

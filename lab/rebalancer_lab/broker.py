@@ -31,6 +31,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
@@ -111,6 +112,10 @@ def _ask_coordinator(settings: Mapping[str, str], group_id: str) -> int | None:
     return int(answer) if done.returncode == 0 and answer.isdigit() else None
 
 
+# The listener names the lab's nodes use already.
+_LISTENER_NAMES = frozenset({"PLAINTEXT", "CONTROLLER", "SASL_PLAINTEXT", "SASL_SSL"})
+
+
 class BrokerStartError(RuntimeError):
     """The broker did not start or did not answer; the message quotes the end of its log."""
 
@@ -135,6 +140,16 @@ def _tail(path: Path, lines: int = 20) -> str:
     return "\n".join(text[-lines:]) or "(empty log)"
 
 
+@dataclass(frozen=True)
+class SideListener:
+    """A second PLAINTEXT listener of a node, `name` on `port`, advertised at `advertised_port`
+    of the same host, where something else (a proxy in front of `port`) listens."""
+
+    name: str
+    port: int
+    advertised_port: int
+
+
 class KafkaNode:
     """One combined broker and controller: its config, its data folder, its JVM."""
 
@@ -150,6 +165,7 @@ class KafkaNode:
         security: BrokerSecurity | None = None,
         tls_port: int | None = None,
         tls: TlsFiles | None = None,
+        side: SideListener | None = None,
     ) -> None:
         self.node_id = node_id
         self.host = host
@@ -161,6 +177,7 @@ class KafkaNode:
         self.security = security
         self.tls_port = tls_port
         self.tls = tls
+        self.side = side
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -202,11 +219,22 @@ class KafkaNode:
             return listener_settings(
                 self.security, self.host, self.port, self.controller_port, self.tls_port, keystore
             )
+        listeners = f"PLAINTEXT://{self.bootstrap},CONTROLLER://{self.controller_address}"
+        advertised = f"PLAINTEXT://{self.bootstrap}"
+        protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        side = self.side
+        if side is not None:
+            # A broker answers a client's metadata request with the addresses of the listener
+            # the request came in on: a client bootstrapped on the advertised ports is told of
+            # those ports alone, for every node.
+            listeners += f",{side.name}://{self.host}:{side.port}"
+            advertised += f",{side.name}://{self.host}:{side.advertised_port}"
+            protocols += f",{side.name}:PLAINTEXT"
         return {
-            "listeners": f"PLAINTEXT://{self.bootstrap},CONTROLLER://{self.controller_address}",
-            "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
+            "listeners": listeners,
+            "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": protocols,
             "inter.broker.listener.name": "PLAINTEXT",
         }
 
@@ -242,6 +270,7 @@ class KafkaNode:
 
     def spawn(self, classpath: str) -> None:
         ports = (self.port, self.controller_port, *([self.tls_port] if self.tls_port else []))
+        ports += (self.side.port,) if self.side is not None else ()
         for port in ports:
             if port_taken(self.host, port):
                 raise BrokerStartError(
@@ -316,6 +345,7 @@ class KafkaCluster:
         start_timeout: float = 90.0,
         version: str = KAFKA_VERSION,
         security: BrokerSecurity | None = None,
+        side_listener: str | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError("a Kafka cluster needs at least one node")
@@ -323,6 +353,10 @@ class KafkaCluster:
             raise ValueError("a fixed port is for a single node; a cluster picks free ports")
         if initial_rebalance_delay_ms < 0:
             raise ValueError("initial_rebalance_delay_ms must not be negative")
+        if side_listener is not None and security is not None:
+            raise ValueError("side_listener is for a cluster without security; drop one of them")
+        if side_listener is not None and side_listener.upper() in _LISTENER_NAMES:
+            raise ValueError(f"side_listener {side_listener!r} is taken; name it e.g. 'OPERATOR'")
         self.host = host
         self.size = nodes
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
@@ -334,6 +368,7 @@ class KafkaCluster:
         self._extra = dict(extra_config or {})
         self._heap = heap
         self.security = security
+        self.side_listener = side_listener
         self._tls: TlsFiles | None = None
         self._nodes: list[KafkaNode] = []
         self._lock = threading.Lock()
@@ -362,6 +397,20 @@ class KafkaCluster:
         if not self._nodes:
             return self._requested_port
         return self._nodes[0].port
+
+    @property
+    def side_bootstrap(self) -> str:
+        """The advertised addresses of the side listener (started with `side_listener`)."""
+        sides = [node.side for node in self._nodes if node.side is not None]
+        if not sides:
+            raise RuntimeError("this broker has no side listener: start it with side_listener")
+        return ",".join(f"{self.host}:{side.advertised_port}" for side in sides)
+
+    def side_routes(self) -> list[tuple[int, int]]:
+        """(advertised port, listening port) of each node's side listener: what a proxy in
+        front of them listens on and forwards to."""
+        sides = [node.side for node in self._nodes if node.side is not None]
+        return [(side.advertised_port, side.port) for side in sides]
 
     @property
     def tls_bootstrap(self) -> str:
@@ -471,9 +520,15 @@ class KafkaCluster:
                     security=self.security,
                     tls_port=free_port(self.host) if secured else None,
                     tls=self._tls,
+                    side=self._side(),
                 )
             )
         return nodes
+
+    def _side(self) -> SideListener | None:
+        if self.side_listener is None:
+            return None
+        return SideListener(self.side_listener, free_port(self.host), free_port(self.host))
 
     def _quorum(self, nodes: list[KafkaNode]) -> dict[str, str]:
         if self.size == 1:
@@ -671,6 +726,7 @@ class KafkaBroker(KafkaCluster):
         start_timeout: float = 60.0,
         version: str = KAFKA_VERSION,
         security: BrokerSecurity | None = None,
+        side_listener: str | None = None,
     ) -> None:
         super().__init__(
             1,
@@ -683,6 +739,7 @@ class KafkaBroker(KafkaCluster):
             start_timeout=start_timeout,
             version=version,
             security=security,
+            side_listener=side_listener,
         )
 
 

@@ -135,15 +135,17 @@ def consumer_deployment(
     }
 
 
-def consumer_pid(lab: Lab, pod: str) -> int | None:
-    """The pid of the consumer container the lab's kubelet runs for `pod` now."""
+def consumer_pid(lab: Lab, pod: str, container: str | None = None) -> int | None:
+    """The pid of the consumer container the lab's kubelet runs for `pod` now (its first
+    container), or of the container named `container` (a sidecar next to it)."""
     kubelet = lab.cluster.kubelet if lab.cluster is not None else None
     assert kubelet is not None, "the lab runs no kubelet"
     for worker in list(kubelet.workers.values()):
         if worker.name != pod or worker.terminating:
             continue
-        for container in worker.containers:
-            process = container.process
-            if container.kind == "main" and container.running and process is not None:
-                return process.pid
+        mains = [c for c in worker.containers if c.kind == "main"]
+        named = [c for c in mains if c.name == container] if container is not None else mains[:1]
+        for found in named:
+            if found.running and found.process is not None:
+                return found.process.pid
     return None

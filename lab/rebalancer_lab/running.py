@@ -64,6 +64,10 @@ class LabConfig:
     control_plane_flags: Mapping[str, tuple[str, ...]] | None = None
     # More flags for `rebalancer operator` (`("--rollout-resting-poll-seconds", "600")`).
     operator_flags: tuple[str, ...] = ()
+    # A second listener of this name on each Kafka node, advertised at ports a proxy in front
+    # of it listens on (KafkaCluster's side_listener; rebalancer_lab.tcp_cut): clients given
+    # its addresses reach Kafka through the proxy alone.
+    side_listener: str | None = None
 
 
 @dataclass
@@ -208,6 +212,7 @@ class Lab:
                 config.broker_port,
                 log_dir=folder,
                 initial_rebalance_delay_ms=config.initial_rebalance_delay_ms,
+                side_listener=config.side_listener,
             )
         else:
             self.broker = KafkaCluster(
@@ -215,6 +220,7 @@ class Lab:
                 config.host,
                 log_dir=folder,
                 initial_rebalance_delay_ms=config.initial_rebalance_delay_ms,
+                side_listener=config.side_listener,
             )
         self.broker.start()
         logger.info(

@@ -155,6 +155,23 @@ def test_a_broker_change_restarts_the_allowance() -> None:
     assert checker.violations == []
 
 
+def test_every_sidecar_back_in_the_group_at_the_end() -> None:
+    back = Checker()
+    back.feed(group(5, [3, "Stable"], None, sidecars=None))  # during faults: not looked at
+    back.feed(ev(10, "quiet", ""))
+    back.feed(group(12, [3, "Stable"], [3, "Stable"], sidecars=[2, 3]))  # one still rejoining
+    back.feed(group(14, [3, "Stable"], [3, "Stable"], sidecars=[3, 3]))
+    back.finish(20)
+    assert back.violations == []
+    missing = Checker()
+    missing.feed(ev(10, "quiet", ""))
+    missing.feed(group(12, [3, "Stable"], [3, "Stable"], sidecars=[3, 3]))
+    missing.feed(group(14, [3, "Stable"], [3, "Stable"], sidecars=[2, 3]))
+    missing.finish(20)
+    assert rules(missing) == ["sidecar-missing"]
+    assert "2 sidecars members of the group for 3 pods" in missing.violations[0].what
+
+
 def test_degraded_after_its_cause_is_gone() -> None:
     checker = Checker(Limits(degraded_grace_s=60))
     checker.feed(ev(0, "fault", "", fault="broker-kill", phase="start", id=1))
