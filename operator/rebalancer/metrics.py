@@ -170,6 +170,14 @@ STATUS_WRITES = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+STATUS_FIELDS_DROPPED = Counter(
+    "rebalancer_status_fields_dropped",
+    "Status fields left out of a write because the status model (the CRD's schema) does not "
+    "declare them or declares another type, by field path without list indexes; the operator "
+    "logs an error naming each. Anything above zero is a defect of the operator.",
+    ["field"],
+    registry=REGISTRY,
+)
 KUBERNETES_REQUESTS = Counter(
     "rebalancer_kubernetes_requests",
     "Requests the operator's Kubernetes client sent to kube-apiserver, by HTTP verb and "
@@ -470,6 +478,12 @@ def record_observation_duration(seconds: float, *, succeeded: bool) -> None:
 
 def record_status_write(reason: str) -> None:
     STATUS_WRITES.labels(reason).inc()
+
+
+def record_status_field_dropped(field: str) -> None:
+    """Count one status field left out of a write; `field` is bounded by the operator's own
+    writers (a path the code writes, list indexes and map keys taken out)."""
+    STATUS_FIELDS_DROPPED.labels(field).inc()
 
 
 def record_kubernetes_request(verb: str, resource: str) -> None:
