@@ -5,8 +5,8 @@ process (kopf, the Kubernetes client) adds series to the scrape; the standard pr
 Python runtime collectors are added to it on purpose. Names follow Prometheus conventions: the
 `rebalancer_` prefix, base units, counters ending in `_total`. Labels are only the
 ConsumerGroup's namespace, name and Kafka group id (one per resource) and small fixed sets
-(cause, state, reason, outcome, phase): never anything a member report or a broker sends,
-because those are unbounded.
+(cause, state, reason, outcome, phase), or a status field path the operator's own code writes:
+never anything a member report or a broker sends, because those are unbounded.
 docs/metrics.md describes every metric.
 """
 

@@ -157,7 +157,10 @@ def test_a_map_of_blocks_is_checked_entry_by_entry() -> None:
         }
     }
     (violation,) = check.violations
-    assert violation.path == "status.settings.perGroupConfigs.configs[consumer.session.timeout.ms].sorce"
+    assert (
+        violation.path
+        == "status.settings.perGroupConfigs.configs[consumer.session.timeout.ms].sorce"
+    )
     assert violation.field == "status.settings.perGroupConfigs.configs.sorce"
 
 

@@ -120,7 +120,11 @@ def _check_value(
         if not _fits(_list_adapter(model, name), value, path, out):
             return None
         return _check_items(inner, value, path, out)
-    return value if _fits(_leaf_adapter(model, name), _without_null_entries(value), path, out) else None
+    return (
+        value
+        if _fits(_leaf_adapter(model, name), _without_null_entries(value), path, out)
+        else None
+    )
 
 
 def _check_map(
@@ -141,7 +145,10 @@ def _check_map(
 
 
 def _check_items(
-    model: type[BaseModel], items: list[Any] | tuple[Any, ...], path: str, out: list[StatusViolation]
+    model: type[BaseModel],
+    items: list[Any] | tuple[Any, ...],
+    path: str,
+    out: list[StatusViolation],
 ) -> list[object]:
     kept: list[object] = []
     for index, item in enumerate(items):
@@ -151,7 +158,8 @@ def _check_items(
             continue
         block = _check_block(model, item, where, out)
         missing = [
-            alias for alias, (_, info) in _fields_by_alias(model).items()
+            alias
+            for alias, (_, info) in _fields_by_alias(model).items()
             if info.is_required() and block.get(alias) is None
         ]
         if missing:
