@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator, Mapping
 
 import pytest
+from tests.status_blocks import watch_status_builders
 
 from rebalancer.clients import patching
 from rebalancer.clients.patching import STRICT_STATUS_VARIABLE
@@ -32,7 +33,8 @@ os.environ.setdefault(STRICT_STATUS_VARIABLE, "1")
 def status_writes(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[list[StatusCheck]]:
-    """Every status patch the test's code sends through clients/patching, checked.
+    """Every status patch the test's code sends through clients/patching, and every status
+    block a pure decision builds (tests/status_blocks.py), checked.
 
     The strict mode's exception may be swallowed by a retrying daemon; this fails the test in
     any case, naming each field. A test that writes a bad status on purpose is marked
@@ -45,6 +47,7 @@ def status_writes(
         return check
 
     monkeypatch.setattr(patching, "check_status_patch", recording)
+    watch_status_builders(monkeypatch, checks)
     yield checks
     if request.node.get_closest_marker("status_violations_expected") is None:
         undeclared = [str(violation) for check in checks for violation in check.violations]
