@@ -5,8 +5,8 @@ process (kopf, the Kubernetes client) adds series to the scrape; the standard pr
 Python runtime collectors are added to it on purpose. Names follow Prometheus conventions: the
 `rebalancer_` prefix, base units, counters ending in `_total`. Labels are only the
 ConsumerGroup's namespace, name and Kafka group id (one per resource) and small fixed sets
-(cause, state, reason, outcome, phase): never anything a member report or a broker sends,
-because those are unbounded.
+(cause, state, reason, outcome, phase), or a status field path the operator's own code writes:
+never anything a member report or a broker sends, because those are unbounded.
 docs/metrics.md describes every metric.
 """
 
@@ -168,6 +168,14 @@ STATUS_WRITES = Counter(
     "ConsumerGroup status PATCHes by the observers, by reason: forced (a rebalance, a failure), "
     "changed (something a user would see), refresh (the freshness stamp only).",
     ["reason"],
+    registry=REGISTRY,
+)
+STATUS_FIELDS_DROPPED = Counter(
+    "rebalancer_status_fields_dropped",
+    "Status fields left out of a write because the status model (the CRD's schema) does not "
+    "declare them or declares another type, by field path without list indexes; the operator "
+    "logs an error naming each. Anything above zero is a defect of the operator.",
+    ["field"],
     registry=REGISTRY,
 )
 KUBERNETES_REQUESTS = Counter(
@@ -470,6 +478,12 @@ def record_observation_duration(seconds: float, *, succeeded: bool) -> None:
 
 def record_status_write(reason: str) -> None:
     STATUS_WRITES.labels(reason).inc()
+
+
+def record_status_field_dropped(field: str) -> None:
+    """Count one status field left out of a write; `field` is bounded by the operator's own
+    writers (a path the code writes, list indexes and map keys taken out)."""
+    STATUS_FIELDS_DROPPED.labels(field).inc()
 
 
 def record_kubernetes_request(verb: str, resource: str) -> None:

@@ -1,22 +1,56 @@
-"""Write ConsumerGroup status with JSON patches (a merge patch would replace the whole list)."""
+"""Write ConsumerGroup status with JSON patches (a merge patch would replace the whole list).
+
+Every status write passes `checked_status` first: the API server prunes, silently, a field the
+CRD's schema does not declare, so what the status model does not declare is left out here, with
+an error logged and counted (rebalancer_status_fields_dropped_total), rather than lost unseen.
+With REBALANCER_STRICT_STATUS=1 (the test suite sets it) such a write raises instead.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from collections.abc import Mapping
 
 from kubernetes.client.exceptions import ApiException
 
+from rebalancer import metrics
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
 from rebalancer.structs.errors import RebalancerError
+from rebalancer.structs.status_patches import StatusUndeclared, check_status_patch
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 
 
+STRICT_STATUS_VARIABLE = "REBALANCER_STRICT_STATUS"
+
+logger = logging.getLogger(__name__)
+
+
 class ResourceGone(RebalancerError):
     """The ConsumerGroup was deleted while we were working on it."""
+
+
+def checked_status(
+    namespace: str, name: str, new_fields: Mapping[str, object]
+) -> dict[str, object]:
+    """`new_fields` without what the status model does not declare (structs/status_patches.py).
+
+    A write is not refused for one bad key: the rest of it is what users and a restarted
+    operator read. Each key left out is logged as an error naming its path and counted; in
+    strict mode (REBALANCER_STRICT_STATUS=1) the write raises StatusUndeclared instead."""
+    check = check_status_patch(new_fields)
+    if not check.violations:
+        return check.fields
+    if os.environ.get(STRICT_STATUS_VARIABLE) == "1":
+        raise StatusUndeclared(check.violations)
+    for violation in check.violations:
+        logger.error("%s/%s: status field not written: %s", namespace, name, violation)
+        metrics.record_status_field_dropped(violation.field)
+    return check.fields
 
 
 def status_patch_ops(
@@ -63,6 +97,9 @@ async def patch_status(
     current_status: Mapping[str, object] | None,
     new_fields: Mapping[str, object],
 ) -> None:
+    new_fields = checked_status(namespace, name, new_fields)
+    if not new_fields:
+        return
     # Field by field even when our snapshot has no status: the create handler and the observer
     # both start from the new resource's empty status, and whichever added /status whole last
     # wiped the other's fields (status.group was missing for one observe interval on 22 of 50

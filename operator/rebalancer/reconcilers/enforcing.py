@@ -18,6 +18,7 @@ from rebalancer.clients.enforcing import (
 from rebalancer.clients.kafka_errors import KafkaGatewayError
 from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.librdkafka_config import build_client_config
+from rebalancer.clients.patching import checked_status
 from rebalancer.clients.resolving import SecretUnavailable, read_secret_key, resolve_security
 from rebalancer.planning.enforcement_writes import (
     EnforceWrite,
@@ -263,7 +264,10 @@ def _write(
     if write.expectation_dropped:
         deps.hub.take_expected(group_id, float("inf"))
     if write.enforcement is not None:
-        patch.status["enforcement"] = write.enforcement
+        # kopf sends this patch; it passes the same check as every other status write.
+        patch.status.update(
+            checked_status(namespace, str(body.metadata.name), {"enforcement": write.enforcement})
+        )
     if write.wake_observer:
         deps.hub.wakeup(group_id).set()  # the observer writes the condition
     if write.retry is not None:

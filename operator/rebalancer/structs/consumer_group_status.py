@@ -2,7 +2,8 @@
 
 The operator writes the status as patches of plain mappings; these classes are the one place its
 fields, types and descriptions are defined, so that the CRD (and `kubectl explain`) says what the
-operator writes. Every field is optional: a status is filled in as the operator learns.
+operator writes, and every patch is checked against them before it is sent
+(structs/status_patches.py). Every field is optional: a status is filled in as the operator learns.
 """
 
 from __future__ import annotations
