@@ -147,6 +147,25 @@ def test_the_model_never_leaves_a_cheaper_plan_on_the_table(
     assert "no start-up history" in str(fields["plan_reason"])
 
 
+def test_a_cooperative_scale_up_is_told_what_a_shorter_heartbeat_would_save() -> None:
+    """Its members hear of each rebalance at their next heartbeat; a KIP-848 group's heartbeat
+    is the broker's, and a group already at 1 s has nothing to gain."""
+
+    def reason(protocol: str, assignor: str, setup: RolloutSetup) -> str:
+        world = with_pods(World(protocol=protocol, assignor=assignor, replicas=24), T0)
+        group = world.group(T0 + 200)
+        fields = arrival_fields(setup, world.workload(T0), group, SCALE_UP, joiners=24)
+        return str(fields["plan_reason"])
+
+    told = reason("classic", "cooperative-sticky", modelled())
+    assert "with heartbeat.interval.ms 1000" in told and "spec.policy.settings" in told
+    assert "heartbeat.interval.ms" not in reason("consumer", "uniform", modelled())
+    setup = modelled()
+    consumers = replace(setup.policy.consumers, heartbeat_interval_ms=1000)
+    fast = replace(setup, policy=replace(setup.policy, consumers=consumers))
+    assert "heartbeat.interval.ms" not in reason("classic", "cooperative-sticky", fast)
+
+
 # -- carried out ----------------------------------------------------------------------------
 
 
@@ -296,6 +315,7 @@ def test_a_gate_that_holds_only_the_join_is_asked_about_with_the_start_up_taken_
     held = replace(world.workload(T0), gate_holds_join=True)
     pod_fields = arrival_fields(setup, world.workload(T0), None, COLD_START, joiners=6)
     join_fields = arrival_fields(setup, held, None, COLD_START, joiners=6)
+    asked = [q for q in asked if q.heartbeat_ms == 3000]  # not what a shorter one would save
     assert asked[1].start_ms < asked[0].start_ms / 5
     assert "1.5 s after their gates open" in str(pod_fields["plan_reason"])
     assert "0.2 s after their gates open" in str(join_fields["plan_reason"])
