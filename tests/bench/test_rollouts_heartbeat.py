@@ -17,7 +17,8 @@ FAST = replace(DEFAULT, heartbeat_ms=1000)
 
 
 def test_tuned_and_managed_take_the_cells_heartbeat_and_naive_keeps_the_default() -> None:
-    beats = {s: rollouts.setup_for(FAST, s, None).heartbeat_ms for s in ("naive", "tuned", "managed")}
+    strategies = ("naive", "tuned", "managed")
+    beats = {s: rollouts.setup_for(FAST, s, None).heartbeat_ms for s in strategies}
     assert beats == {"naive": 3000, "tuned": 1000, "managed": 1000}
     assert rollouts.setup_for(DEFAULT, "tuned", None).heartbeat_ms == 3000
 
