@@ -610,17 +610,21 @@ class Run:
         time.sleep(10)
         self.proxy.clear()
 
-    def _consumer_kill(self, draws: list[float], begin: Callable[[str], None]) -> None:
-        assert self.lab is not None
-        fleet = self.fleets[int(draws[0] * len(self.fleets))]
+    def _running_pod(self, fleet: Fleet, draw: float) -> str | None:
+        """One of the fleet's Running pods, picked by the draw (None: none is running)."""
         running = sorted(
             p["metadata"]["name"]
             for p in self.pods(fleet)
             if (p.get("status") or {}).get("phase") == "Running"
         )
-        if not running:
+        return running[int(draw * len(running))] if running else None
+
+    def _consumer_kill(self, draws: list[float], begin: Callable[[str], None]) -> None:
+        assert self.lab is not None
+        fleet = self.fleets[int(draws[0] * len(self.fleets))]
+        pod = self._running_pod(fleet, draws[1])
+        if pod is None:
             return
-        pod = running[int(draws[1] * len(running))]
         pid = consumer_pid(self.lab, pod)
         if pid is None:
             return
@@ -642,14 +646,9 @@ class Run:
         assert self.lab is not None
         fleets = [fleet for fleet in self.fleets if fleet.sidecar]
         fleet = fleets[int(draws[0] * len(fleets))]
-        running = sorted(
-            p["metadata"]["name"]
-            for p in self.pods(fleet)
-            if (p.get("status") or {}).get("phase") == "Running"
-        )
-        if not running:
+        pod = self._running_pod(fleet, draws[1])
+        if pod is None:
             return
-        pod = running[int(draws[1] * len(running))]
         pid = consumer_pid(self.lab, pod, container=SIDECAR_CONTAINER)
         if pid is None:
             return
