@@ -13,7 +13,9 @@ its history by planning.startup_history) when enough of them were recorded; else
 documented assumption, which the plan's reason then states.
 
 The cost is what the user loses: partition-seconds without an owner plus stop-the-world
-partition-seconds, weighted by spec.policy.rollout.costWeights. Plans within TIE_SHARE of each
+partition-seconds plus, in a scale-up, the partition-seconds its joiners' partitions wait for
+them (the work the old members were scaled up for not keeping up with), weighted by
+spec.policy.rollout.costWeights. Plans within TIE_SHARE of each
 other are a tie. A rebalance's own cost is in those partition-seconds already; what a tie leaves
 for the user is how long the new consumers wait for work (a scale-up is made because the group
 is behind), so a tie goes to the plan Stable sooner by more than SOONER_S, and between plans
@@ -218,9 +220,10 @@ def _reason(
 
 
 def _costs(cost: PlanCost) -> str:
+    waiting = f", {cost.waiting_ps:.0f} waiting for the new members" if cost.waiting_ps else ""
     return (
         f"{cost.unowned_ps:.0f} unowned and {cost.stop_the_world_ps:.0f} stop-the-world "
-        f"partition-s, {cost.rebalances} rebalances, Stable after {cost.stable_s:.1f} s"
+        f"partition-s{waiting}, {cost.rebalances} rebalances, Stable after {cost.stable_s:.1f} s"
     )
 
 

@@ -5,6 +5,12 @@ KIP-848 groups on kip848_groups' model. Every plan is played on the same arrival
 starts each consumer `start_ms` after its pod reaches its gate, GATHER starts them all
 `start_ms` after the last one does. A scale-up's group is formed first (all its members at
 once) and its cost taken away, so only what the change adds is counted.
+
+A scale-up's members heartbeat in step (each restarts its heartbeat when its rebalance
+completes, and they complete together), so a rebalance the joiners start ends at the members'
+next common heartbeat. Where the change falls between two of those is not known, and decides
+whether a late joiner makes the rebalance or starts another: each seed plays the change at its
+own point of the heartbeat interval, and the mean over them is the estimate.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from rebalancer.structs.plan_costs import ArrivalPlan, ArrivalQuestion, GroupKin
 # Heartbeat phases and rejoin gaps are drawn from the seed: the mean of a few runs is the
 # estimate, so one lucky draw does not decide.
 SEEDS = (1, 2, 3)
+# A scale-up is played at this many points of the members' heartbeat interval, each with
+# every seed.
+HEARTBEAT_PHASES = 8
 # The members of a scale-up's group are formed this long before the change (long after
 # their own formation has settled).
 FORMED_BEFORE_MS = 120_000.0
@@ -59,14 +68,29 @@ def _estimate(question: ArrivalQuestion, plan: ArrivalPlan) -> PlanCost:
     if question.group is GroupKind.KIP848:
         runs = [_kip848(question, joins, seed) for seed in SEEDS]
     else:
-        runs = [_classic(question, joins, seed) for seed in SEEDS]
+        phases = HEARTBEAT_PHASES if question.members else 1
+        runs = [
+            _classic(question, joins, seed, phase=index / phases)
+            for index in range(phases)
+            for seed in SEEDS
+        ]
+    stable_s = statistics.fmean(run.stable_s for run in runs)
     return PlanCost(
         plan=plan,
         unowned_ps=round(statistics.fmean(run.unowned_ps for run in runs), 1),
         stop_the_world_ps=round(statistics.fmean(run.stop_the_world_ps for run in runs), 1),
         rebalances=round(statistics.median(run.rebalances for run in runs)),
-        stable_s=round(statistics.fmean(run.stable_s for run in runs), 2),
+        stable_s=round(stable_s, 2),
+        waiting_ps=round(joiners_share(question) * stable_s, 1),
     )
+
+
+def joiners_share(question: ArrivalQuestion) -> float:
+    """How many of a scale-up's partitions its joiners take (a cold start's are all unowned,
+    counted as such)."""
+    if not question.members:
+        return 0.0
+    return question.partitions * question.joiners / (question.members + question.joiners)
 
 
 def _kip848(question: ArrivalQuestion, joins: Sequence[float], seed: int) -> RunCost:
@@ -79,15 +103,18 @@ def _kip848(question: ArrivalQuestion, joins: Sequence[float], seed: int) -> Run
     )
 
 
-def _classic(question: ArrivalQuestion, joins: Sequence[float], seed: int) -> RunCost:
-    """The classic coordinator's run of `joins`, as the change's own cost."""
+def _classic(
+    question: ArrivalQuestion, joins: Sequence[float], seed: int, *, phase: float = 0.0
+) -> RunCost:
+    """The classic coordinator's run of `joins`, as the change's own cost; a scale-up's change
+    falls `phase` of a heartbeat interval later than the formed group's heartbeats."""
     consumer = ConsumerSettings(
         session_timeout_ms=question.session_ms,
         heartbeat_interval_ms=min(question.heartbeat_ms, question.session_ms / 3),
         assignor=_ASSIGNORS[question.group],
     )
     coordinator = CoordinatorSettings(initial_rebalance_delay_ms=question.initial_delay_ms)
-    shift = FORMED_BEFORE_MS if question.members else 0.0
+    shift = FORMED_BEFORE_MS + phase * consumer.heartbeat_interval_ms if question.members else 0.0
     existing = tuple(
         MemberPlan(name=f"member-{index}", start_ms=0.0) for index in range(question.members)
     )

@@ -41,6 +41,11 @@ class CostWeights:
     # Extra for a partition that had an owner and lost it (revoked, or its owner gone): a
     # consumer that stops mid-stream, as opposed to one that has not started.
     stop_the_world: float = 1.0
+    # A partition a scale-up's joining members will take, from the change until they have it.
+    # A group is scaled up because its members fall behind: until the move, each such partition
+    # is the work the old members cannot keep up with (with the new size just enough, the old
+    # members' shortfall is exactly as many partitions as move to the joiners).
+    waiting: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,12 @@ class PlanCost:
     rebalances: int
     # From the change until the group is Stable with every joiner in it.
     stable_s: float
+    # A scale-up's partitions bound for its joiners, times the wait for them (CostWeights.waiting).
+    waiting_ps: float = 0.0
 
     def score(self, weights: CostWeights) -> float:
-        return weights.unowned * self.unowned_ps + weights.stop_the_world * self.stop_the_world_ps
+        return (
+            weights.unowned * self.unowned_ps
+            + weights.stop_the_world * self.stop_the_world_ps
+            + weights.waiting * self.waiting_ps
+        )

@@ -119,6 +119,7 @@ def policy_of(spec: RolloutSpec, bypass_default: int = DEFAULT_BYPASS_SECONDS) -
         cost_weights=CostWeights(
             unowned=float(spec.cost_weights.unowned_partition_seconds),
             stop_the_world=float(spec.cost_weights.stop_the_world_partition_seconds),
+            waiting=float(spec.cost_weights.waiting_partition_seconds),
         ),
         arrival_plan=(
             None

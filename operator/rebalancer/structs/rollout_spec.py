@@ -109,8 +109,9 @@ class CostWeightsSpec(
     },
 ):
     """What the planner minimises when it chooses an arrival plan: the weighted sum of
-    partition-seconds without an owner and stop-the-world partition-seconds (those that had an
-    owner and lost it). Rebalances break ties within 5 %."""
+    partition-seconds without an owner, stop-the-world partition-seconds (those that had an
+    owner and lost it) and, in a scale-up, partition-seconds waiting for the new members.
+    Within 5 %, the plan Stable sooner by more than a second wins, then fewer rebalances."""
 
     unowned_partition_seconds: Annotated[
         Number,
@@ -128,6 +129,20 @@ class CostWeightsSpec(
             le=1000,
             description=(
                 "Extra weight of a partition-second whose owner stopped consuming it (default 1)."
+            ),
+        ),
+        Wording(fix=WEIGHT_FIX),
+    ] = 1
+    waiting_partition_seconds: Annotated[
+        Number,
+        Field(
+            ge=0,
+            le=1000,
+            description=(
+                "Weight of a partition-second a scale-up's new members wait for: the "
+                "partitions they will take, from the change until they have them (default 1; "
+                "0 weighs only rebalances' stops, and gathers a scale-up whenever that saves "
+                "any)."
             ),
         ),
         Wording(fix=WEIGHT_FIX),
