@@ -23,6 +23,7 @@ from rebalancer.metric_registries import registry_with_process_collectors
 from rebalancer.planning.rebalances import GroupTracking
 from rebalancer.planning.rollout_progress import batches_done
 from rebalancer.planning.rollout_states import RolloutPhase, RolloutState
+from rebalancer.structs.brokers import GroupState
 from rebalancer.structs.conditions import Condition, ConditionStatus, ConditionType
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.snapshots import GroupSnapshot
@@ -32,19 +33,9 @@ REGISTRY = registry_with_process_collectors()
 # resource, so the label adds no series; it lets queries and alerts name the Kafka group).
 GROUP_LABELS = ("namespace", "consumergroup", "group_id")
 
-# Kafka's wire names for classic and KIP-848 groups; anything else a broker sends is folded
-# into "Unknown" so a misbehaving broker cannot create series.
-GROUP_STATES = (
-    "Empty",
-    "PreparingRebalance",
-    "CompletingRebalance",
-    "Stable",
-    "Assigning",
-    "Reconciling",
-    "NotReady",
-    "Dead",
-    "Unknown",
-)
+# Kafka's wire names for classic, KIP-848 and streams groups; anything else a broker sends is
+# folded into "Unknown" so a misbehaving broker cannot create series.
+GROUP_STATES = tuple(state.value for state in GroupState)
 REPORT_REJECTIONS = ("unauthorized", "too_large", "not_json", "invalid", "other")
 OBSERVATION_OUTCOMES = ("success", "failure")
 ROLLOUT_PHASES = tuple(phase.value for phase in RolloutPhase)

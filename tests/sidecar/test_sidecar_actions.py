@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import pytest
 
-from rebalancer.planning.group_levers import Lever
-from rebalancer.sidecar.agent import InFlight, SidecarAgent
+from rebalancer.clients.group_visiting import GroupVisitor
+from rebalancer.planning.group_levers import Lever, LeverChoice
+from rebalancer.sidecar.actor import Actor, Changes, GroupStates, InFlight
 from rebalancer.sidecar.ledger import Action, RequestEntry
 from rebalancer.sidecar.settings import load_settings
 from rebalancer.structs.enforcement import EnforceOutcome, EnforceRequest, EnforceStatus
@@ -37,11 +39,22 @@ class Member:
         self.flips += 1
 
 
-def agent() -> tuple[SidecarAgent, Writer, Member]:
-    sidecar = SidecarAgent(load_settings(env=ENV))
+def no_visitor() -> GroupVisitor:
+    raise AssertionError("these actions make no visit")
+
+
+def agent(lever: Lever = Lever.REJOIN) -> tuple[Actor, Writer, Member]:
     writer, member = Writer(), Member()
-    sidecar._writer = writer  # type: ignore[assignment]
-    sidecar._member = member  # type: ignore[assignment]
+    sidecar = Actor(
+        load_settings(env=ENV),
+        member,  # type: ignore[arg-type]
+        LeverChoice(lever),
+        writer=writer,  # type: ignore[arg-type]
+        changes=Changes(asyncio.get_running_loop()),
+        # Asked by the actor's loop only, which these tests do not run.
+        states=GroupStates(None, "orders"),  # type: ignore[arg-type]
+        visiting=no_visitor,
+    )
     return sidecar, writer, member
 
 
@@ -88,8 +101,7 @@ async def test_enforcing_rejoins_and_keeps_the_request_in_flight() -> None:
 
 
 async def test_a_visit_names_no_generation_and_does_not_rejoin() -> None:
-    sidecar, writer, member = agent()
-    sidecar._lever = type("Choice", (), {"lever": Lever.VISIT})()  # type: ignore[assignment]
+    sidecar, writer, member = agent(Lever.VISIT)
     visits: list[str] = []
 
     async def visit(entry: RequestEntry, lever: Any) -> None:

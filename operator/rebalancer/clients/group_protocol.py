@@ -4,23 +4,20 @@ FindCoordinator v4 (KIP-699: many keys), DescribeGroups v5 (many groups, with st
 instance ids), ConsumerGroupDescribe v0 (API key 69, KIP-848 groups) and OffsetFetch v8 (many
 groups). aiokafka 0.14 stops at FindCoordinator v1, DescribeGroups v3 and OffsetFetch v3, one key
 or group each, and has no ConsumerGroupDescribe, so the schemas are written here from Kafka's
-message definitions (common/message/*.json in kafka-clients 4.4.0), as clients/streams_groups.py
-does. aiokafka has no type hints mypy reads, hence the ignores on the classes built on its types.
+message definitions (common/message/*.json in kafka-clients 4.4.0), with the types and parts
+clients/kafka_wire.py declares for them and clients/streams_groups.py. aiokafka has no type hints
+mypy reads, hence the ignores on the classes built on its types.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
-from io import BytesIO
 
-from aiokafka.protocol.abstract import AbstractType
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (
     Boolean,
     CompactArray,
     CompactBytes,
-    CompactString,
     Int8,
     Int16,
     Int32,
@@ -29,23 +26,21 @@ from aiokafka.protocol.types import (
     TaggedFields,
 )
 
+from rebalancer.clients.kafka_wire import (
+    EPOCH_GROUP_HEAD,
+    TEXT,
+    DescribeByIds,
+    Uuid,
+    describe_by_ids,
+    described_groups,
+)
+
 FIND_COORDINATOR = 10
 DESCRIBE_GROUPS = 15
 OFFSET_FETCH = 9
 CONSUMER_GROUP_DESCRIBE = 69
 # FindCoordinator's key type of a consumer group (1 is a transactional id).
 GROUP_KEY_TYPE = 0
-_TEXT = CompactString("utf-8")
-
-
-class _Uuid(AbstractType[uuid.UUID]):  # type: ignore[misc]
-    @classmethod
-    def encode(cls, value: uuid.UUID) -> bytes:
-        return value.bytes
-
-    @classmethod
-    def decode(cls, data: BytesIO) -> uuid.UUID:
-        return uuid.UUID(bytes=data.read(16))
 
 
 class FindCoordinatorResponseV4(Response):  # type: ignore[misc]
@@ -56,12 +51,12 @@ class FindCoordinatorResponseV4(Response):  # type: ignore[misc]
         (
             "coordinators",
             CompactArray(
-                ("key", _TEXT),
+                ("key", TEXT),
                 ("node_id", Int32),
-                ("host", _TEXT),
+                ("host", TEXT),
                 ("port", Int32),
                 ("error_code", Int16),
-                ("error_message", _TEXT),
+                ("error_message", TEXT),
                 ("tags", TaggedFields),
             ),
         ),
@@ -76,7 +71,7 @@ class FindCoordinatorRequestV4(RequestStruct):  # type: ignore[misc]
     RESPONSE_TYPE = FindCoordinatorResponseV4
     SCHEMA = Schema(
         ("key_type", Int8),
-        ("coordinator_keys", CompactArray(_TEXT)),
+        ("coordinator_keys", CompactArray(TEXT)),
         ("tags", TaggedFields),
     )
 
@@ -96,33 +91,24 @@ class FindGroupCoordinators(Request[FindCoordinatorRequestV4]):  # type: ignore[
 class DescribeGroupsResponseV5(Response):  # type: ignore[misc]
     API_KEY = DESCRIBE_GROUPS
     API_VERSION = 5
-    SCHEMA = Schema(
-        ("throttle_time_ms", Int32),
+    SCHEMA = described_groups(
+        ("error_code", Int16),
+        ("group_id", TEXT),
+        ("group_state", TEXT),
+        ("protocol_type", TEXT),
+        ("protocol_data", TEXT),
         (
-            "groups",
+            "members",
             CompactArray(
-                ("error_code", Int16),
-                ("group_id", _TEXT),
-                ("group_state", _TEXT),
-                ("protocol_type", _TEXT),
-                ("protocol_data", _TEXT),
-                (
-                    "members",
-                    CompactArray(
-                        ("member_id", _TEXT),
-                        ("group_instance_id", _TEXT),
-                        ("client_id", _TEXT),
-                        ("client_host", _TEXT),
-                        ("member_metadata", CompactBytes),
-                        ("member_assignment", CompactBytes),
-                        ("tags", TaggedFields),
-                    ),
-                ),
-                ("authorized_operations", Int32),
+                ("member_id", TEXT),
+                ("group_instance_id", TEXT),
+                ("client_id", TEXT),
+                ("client_host", TEXT),
+                ("member_metadata", CompactBytes),
+                ("member_assignment", CompactBytes),
                 ("tags", TaggedFields),
             ),
         ),
-        ("tags", TaggedFields),
     )
 
 
@@ -131,29 +117,19 @@ class DescribeGroupsRequestV5(RequestStruct):  # type: ignore[misc]
     API_KEY = DESCRIBE_GROUPS
     API_VERSION = 5
     RESPONSE_TYPE = DescribeGroupsResponseV5
-    SCHEMA = Schema(
-        ("groups", CompactArray(_TEXT)),
-        ("include_authorized_operations", Boolean),
-        ("tags", TaggedFields),
-    )
+    SCHEMA = describe_by_ids("groups")
 
 
-class DescribeClassicGroups(Request[DescribeGroupsRequestV5]):  # type: ignore[misc]
+class DescribeClassicGroups(DescribeByIds[DescribeGroupsRequestV5]):
     API_KEY = DESCRIBE_GROUPS
-
-    def __init__(self, group_ids: Sequence[str]) -> None:
-        self._group_ids = list(group_ids)
-
-    def build(self, request_struct_class: type[DescribeGroupsRequestV5]) -> RequestStruct:
-        return request_struct_class(self._group_ids, False, {})
 
 
 _ASSIGNMENT = Schema(
     (
         "topic_partitions",
         CompactArray(
-            ("topic_id", _Uuid),
-            ("topic_name", _TEXT),
+            ("topic_id", Uuid),
+            ("topic_name", TEXT),
             ("partitions", CompactArray(Int32)),
             ("tags", TaggedFields),
         ),
@@ -165,39 +141,25 @@ _ASSIGNMENT = Schema(
 class ConsumerGroupDescribeResponseV0(Response):  # type: ignore[misc]
     API_KEY = CONSUMER_GROUP_DESCRIBE
     API_VERSION = 0
-    SCHEMA = Schema(
-        ("throttle_time_ms", Int32),
+    SCHEMA = described_groups(
+        *EPOCH_GROUP_HEAD,
+        ("assignor_name", TEXT),
         (
-            "groups",
+            "members",
             CompactArray(
-                ("error_code", Int16),
-                ("error_message", _TEXT),
-                ("group_id", _TEXT),
-                ("group_state", _TEXT),
-                ("group_epoch", Int32),
-                ("assignment_epoch", Int32),
-                ("assignor_name", _TEXT),
-                (
-                    "members",
-                    CompactArray(
-                        ("member_id", _TEXT),
-                        ("instance_id", _TEXT),
-                        ("rack_id", _TEXT),
-                        ("member_epoch", Int32),
-                        ("client_id", _TEXT),
-                        ("client_host", _TEXT),
-                        ("subscribed_topic_names", CompactArray(_TEXT)),
-                        ("subscribed_topic_regex", _TEXT),
-                        ("assignment", _ASSIGNMENT),
-                        ("target_assignment", _ASSIGNMENT),
-                        ("tags", TaggedFields),
-                    ),
-                ),
-                ("authorized_operations", Int32),
+                ("member_id", TEXT),
+                ("instance_id", TEXT),
+                ("rack_id", TEXT),
+                ("member_epoch", Int32),
+                ("client_id", TEXT),
+                ("client_host", TEXT),
+                ("subscribed_topic_names", CompactArray(TEXT)),
+                ("subscribed_topic_regex", TEXT),
+                ("assignment", _ASSIGNMENT),
+                ("target_assignment", _ASSIGNMENT),
                 ("tags", TaggedFields),
             ),
         ),
-        ("tags", TaggedFields),
     )
 
 
@@ -206,21 +168,11 @@ class ConsumerGroupDescribeRequestV0(RequestStruct):  # type: ignore[misc]
     API_KEY = CONSUMER_GROUP_DESCRIBE
     API_VERSION = 0
     RESPONSE_TYPE = ConsumerGroupDescribeResponseV0
-    SCHEMA = Schema(
-        ("group_ids", CompactArray(_TEXT)),
-        ("include_authorized_operations", Boolean),
-        ("tags", TaggedFields),
-    )
+    SCHEMA = describe_by_ids()
 
 
-class DescribeConsumerGroups(Request[ConsumerGroupDescribeRequestV0]):  # type: ignore[misc]
+class DescribeConsumerGroups(DescribeByIds[ConsumerGroupDescribeRequestV0]):
     API_KEY = CONSUMER_GROUP_DESCRIBE
-
-    def __init__(self, group_ids: Sequence[str]) -> None:
-        self._group_ids = list(group_ids)
-
-    def build(self, request_struct_class: type[ConsumerGroupDescribeRequestV0]) -> RequestStruct:
-        return request_struct_class(self._group_ids, False, {})
 
 
 class OffsetFetchResponseV8(Response):  # type: ignore[misc]
@@ -231,18 +183,18 @@ class OffsetFetchResponseV8(Response):  # type: ignore[misc]
         (
             "groups",
             CompactArray(
-                ("group_id", _TEXT),
+                ("group_id", TEXT),
                 (
                     "topics",
                     CompactArray(
-                        ("name", _TEXT),
+                        ("name", TEXT),
                         (
                             "partitions",
                             CompactArray(
                                 ("partition_index", Int32),
                                 ("committed_offset", Int64),
                                 ("committed_leader_epoch", Int32),
-                                ("metadata", _TEXT),
+                                ("metadata", TEXT),
                                 ("error_code", Int16),
                                 ("tags", TaggedFields),
                             ),
@@ -267,11 +219,11 @@ class OffsetFetchRequestV8(RequestStruct):  # type: ignore[misc]
         (
             "groups",
             CompactArray(
-                ("group_id", _TEXT),
+                ("group_id", TEXT),
                 (
                     "topics",
                     CompactArray(
-                        ("name", _TEXT),
+                        ("name", TEXT),
                         ("partition_indexes", CompactArray(Int32)),
                         ("tags", TaggedFields),
                     ),

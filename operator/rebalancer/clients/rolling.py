@@ -23,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from rebalancer.clients.autoscaling import pause_scaled_object, resume_scaled_object
 from rebalancer.clients.kubernetes_api import KubernetesApi, PermissionDenied
+from rebalancer.clients.workload_patching import stored_workload
 from rebalancer.planning.gate_templates import GateOptions, render_gate_patch
 from rebalancer.planning.rollout_actions import (
     Action,
@@ -91,18 +92,9 @@ async def read_workload(
     api: KubernetesApi, namespace: str, kind: WorkloadKind, name: str
 ) -> WorkloadView | None:
     """The workload with its pods (and a Deployment's ReplicaSets), or None if it is absent."""
-    read = (
-        api.apps.read_namespaced_stateful_set
-        if kind is WorkloadKind.STATEFULSET
-        else api.apps.read_namespaced_deployment
-    )
-    try:
-        body = await _called_for_json(read, name, namespace)
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-    body.setdefault("kind", kind.value)
+    body = await stored_workload(api, namespace, kind, name)
+    if body is None:
+        return None
     selector = selector_string((body.get("spec") or {}).get("selector"))
     pods = await _listed(api.core.list_namespaced_pod, namespace, selector)
     replica_sets: list[Body] = []

@@ -6,26 +6,22 @@ UNKNOWN is refused locally), its list_consumer_groups leaves streams groups out,
 describe_consumer_groups answers for a live streams group with a Dead classic group and no
 members (measured on Apache Kafka 4.4 with a running Kafka Streams 4.4 application). So the two
 requests are sent here with aiokafka's connection (security as for the group visitor), from
-their schemas in Kafka's message definitions (common/message/*.json in kafka-clients 4.4.0).
-aiokafka has no type hints mypy reads, hence the ignores on the classes built on its types.
+their schemas in Kafka's message definitions (common/message/*.json in kafka-clients 4.4.0), with
+the types and parts clients/kafka_wire.py declares. aiokafka has no type hints mypy reads, hence
+the ignores on the classes built on its types.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping, Sequence
-from io import BytesIO
 from typing import Any, TypeAlias
 
 from aiokafka.client import AIOKafkaClient, CoordinationType
 from aiokafka.errors import KafkaError
-from aiokafka.protocol.abstract import AbstractType
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (
     Boolean,
     CompactArray,
-    CompactString,
-    Int8,
     Int16,
     Int32,
     Int64,
@@ -34,6 +30,15 @@ from aiokafka.protocol.types import (
 )
 
 from rebalancer.clients.group_visiting import client_options
+from rebalancer.clients.kafka_wire import (
+    EPOCH_GROUP_HEAD,
+    TEXT,
+    DescribeByIds,
+    Nullable,
+    UInt16,
+    describe_by_ids,
+    described_groups,
+)
 from rebalancer.structs.errors import RebalancerError
 from rebalancer.structs.streams_groups import (
     STREAMS_GROUP_TYPE,
@@ -61,7 +66,8 @@ _PASSING = {14, 15, 16}
 # StreamsGroupDescribe's answer for a group id that has no streams group: none at all, or a
 # classic or KIP-848 group ("Group g is not a streams group.").
 GROUP_ID_NOT_FOUND = 69
-_TEXT = CompactString("utf-8")
+STREAMS_GROUP_DESCRIBE = 89
+LIST_GROUPS = 16
 
 
 class StreamsGroupUnreadable(RebalancerError):
@@ -75,45 +81,19 @@ class StreamsGroupUnreadable(RebalancerError):
         self.code = code
 
 
-class _UInt16(AbstractType[int]):  # type: ignore[misc]
-    @classmethod
-    def encode(cls, value: int) -> bytes:
-        return struct.pack(">H", value)
-
-    @classmethod
-    def decode(cls, data: BytesIO) -> int:
-        (value,) = struct.unpack(">H", data.read(2))
-        return int(value)
-
-
-class _Nullable(Schema):  # type: ignore[misc]
-    """A nullable struct of a flexible version: an int8 marker (-1 null, 1 present) first."""
-
-    def encode(self, item: Sequence[Any] | None) -> bytes:
-        if item is None:
-            return bytes(Int8.encode(-1))
-        encoded: bytes = super().encode(item)
-        return bytes(Int8.encode(1)) + encoded
-
-    def decode(self, data: BytesIO) -> Any:
-        if Int8.decode(data) < 0:
-            return None
-        return super().decode(data)
-
-
-_KEY_VALUE = CompactArray(("key", _TEXT), ("value", _TEXT), ("tags", TaggedFields))
+_KEY_VALUE = CompactArray(("key", TEXT), ("value", TEXT), ("tags", TaggedFields))
 _TOPIC_INFO = CompactArray(
-    ("name", _TEXT),
+    ("name", TEXT),
     ("partitions", Int32),
     ("replication_factor", Int16),
     ("topic_configs", _KEY_VALUE),
     ("tags", TaggedFields),
 )
 _TASK_IDS = CompactArray(
-    ("subtopology_id", _TEXT), ("partitions", CompactArray(Int32)), ("tags", TaggedFields)
+    ("subtopology_id", TEXT), ("partitions", CompactArray(Int32)), ("tags", TaggedFields)
 )
 _TASK_OFFSETS = CompactArray(
-    ("subtopology_id", _TEXT),
+    ("subtopology_id", TEXT),
     ("partition", Int32),
     ("offset", Int64),
     ("tags", TaggedFields),
@@ -125,23 +105,23 @@ _ASSIGNMENT = Schema(
     ("tags", TaggedFields),
 )
 _SUBTOPOLOGIES = CompactArray(
-    ("subtopology_id", _TEXT),
-    ("source_topics", CompactArray(_TEXT)),
-    ("repartition_sink_topics", CompactArray(_TEXT)),
+    ("subtopology_id", TEXT),
+    ("source_topics", CompactArray(TEXT)),
+    ("repartition_sink_topics", CompactArray(TEXT)),
     ("state_changelog_topics", _TOPIC_INFO),
     ("repartition_source_topics", _TOPIC_INFO),
     ("tags", TaggedFields),
 )
 _MEMBERS = CompactArray(
-    ("member_id", _TEXT),
+    ("member_id", TEXT),
     ("member_epoch", Int32),
-    ("instance_id", _TEXT),
-    ("rack_id", _TEXT),
-    ("client_id", _TEXT),
-    ("client_host", _TEXT),
+    ("instance_id", TEXT),
+    ("rack_id", TEXT),
+    ("client_id", TEXT),
+    ("client_host", TEXT),
     ("topology_epoch", Int32),
-    ("process_id", _TEXT),
-    ("user_endpoint", _Nullable(("host", _TEXT), ("port", _UInt16), ("tags", TaggedFields))),
+    ("process_id", TEXT),
+    ("user_endpoint", Nullable(("host", TEXT), ("port", UInt16), ("tags", TaggedFields))),
     ("client_tags", _KEY_VALUE),
     ("task_offsets", _TASK_OFFSETS),
     ("task_end_offsets", _TASK_OFFSETS),
@@ -153,62 +133,32 @@ _MEMBERS = CompactArray(
 
 
 class StreamsGroupDescribeResponseV0(Response):  # type: ignore[misc]
-    API_KEY = 90
+    API_KEY = STREAMS_GROUP_DESCRIBE
     API_VERSION = 0
-    SCHEMA = Schema(
-        ("throttle_time_ms", Int32),
+    SCHEMA = described_groups(
+        *EPOCH_GROUP_HEAD,
         (
-            "groups",
-            CompactArray(
-                ("error_code", Int16),
-                ("error_message", _TEXT),
-                ("group_id", _TEXT),
-                ("group_state", _TEXT),
-                ("group_epoch", Int32),
-                ("assignment_epoch", Int32),
-                (
-                    "topology",
-                    _Nullable(
-                        ("epoch", Int32),
-                        ("subtopologies", _SUBTOPOLOGIES),
-                        ("tags", TaggedFields),
-                    ),
-                ),
-                ("members", _MEMBERS),
-                ("authorized_operations", Int32),
-                ("tags", TaggedFields),
-            ),
+            "topology",
+            Nullable(("epoch", Int32), ("subtopologies", _SUBTOPOLOGIES), ("tags", TaggedFields)),
         ),
-        ("tags", TaggedFields),
+        ("members", _MEMBERS),
     )
 
 
 class StreamsGroupDescribeRequestV0(RequestStruct):  # type: ignore[misc]
     FLEXIBLE_VERSION = True
-    API_KEY = 89
+    API_KEY = STREAMS_GROUP_DESCRIBE
     API_VERSION = 0
     RESPONSE_TYPE = StreamsGroupDescribeResponseV0
-    SCHEMA = Schema(
-        ("group_ids", CompactArray(_TEXT)),
-        ("include_authorized_operations", Boolean),
-        ("tags", TaggedFields),
-    )
+    SCHEMA = describe_by_ids()
 
 
-class StreamsGroupDescribeRequest(Request[StreamsGroupDescribeRequestV0]):  # type: ignore[misc]
-    API_KEY = 89
-
-    def __init__(self, group_ids: Sequence[str]) -> None:
-        self._group_ids = list(group_ids)
-
-    def build(
-        self, request_struct_class: type[StreamsGroupDescribeRequestV0]
-    ) -> StreamsGroupDescribeRequestV0:
-        return request_struct_class(self._group_ids, False, {})
+class StreamsGroupDescribeRequest(DescribeByIds[StreamsGroupDescribeRequestV0]):
+    API_KEY = STREAMS_GROUP_DESCRIBE
 
 
 class ListGroupsResponseV5(Response):  # type: ignore[misc]
-    API_KEY = 16
+    API_KEY = LIST_GROUPS
     API_VERSION = 5
     SCHEMA = Schema(
         ("throttle_time_ms", Int32),
@@ -216,10 +166,10 @@ class ListGroupsResponseV5(Response):  # type: ignore[misc]
         (
             "groups",
             CompactArray(
-                ("group_id", _TEXT),
-                ("protocol_type", _TEXT),
-                ("group_state", _TEXT),
-                ("group_type", _TEXT),
+                ("group_id", TEXT),
+                ("protocol_type", TEXT),
+                ("group_state", TEXT),
+                ("group_type", TEXT),
                 ("tags", TaggedFields),
             ),
         ),
@@ -229,12 +179,12 @@ class ListGroupsResponseV5(Response):  # type: ignore[misc]
 
 class ListGroupsRequestV5(RequestStruct):  # type: ignore[misc]
     FLEXIBLE_VERSION = True
-    API_KEY = 16
+    API_KEY = LIST_GROUPS
     API_VERSION = 5
     RESPONSE_TYPE = ListGroupsResponseV5
     SCHEMA = Schema(
-        ("states_filter", CompactArray(_TEXT)),
-        ("types_filter", CompactArray(_TEXT)),
+        ("states_filter", CompactArray(TEXT)),
+        ("types_filter", CompactArray(TEXT)),
         ("tags", TaggedFields),
     )
 
@@ -242,7 +192,7 @@ class ListGroupsRequestV5(RequestStruct):  # type: ignore[misc]
 class ListGroupsByTypeRequest(Request[ListGroupsRequestV5]):  # type: ignore[misc]
     """ListGroups v5 (KIP-848): a types filter, and each group's type in the answer."""
 
-    API_KEY = 16
+    API_KEY = LIST_GROUPS
 
     def __init__(self, types: Sequence[str]) -> None:
         self._types = list(types)

@@ -125,10 +125,11 @@ async def apply_configmap(api: KubernetesApi, body: Mapping[str, Any]) -> Config
     return ConfigMapOutcome.REPLACED
 
 
-async def read_workload_body(
+async def stored_workload(
     api: KubernetesApi, namespace: str, kind: WorkloadKind, name: str
 ) -> Body | None:
-    """The StatefulSet or Deployment as stored (None if absent), for the template patch."""
+    """The StatefulSet or Deployment as stored, its kind set; None if absent. Any other refusal
+    is the client's ApiException."""
     reader = (
         api.apps.read_namespaced_stateful_set
         if kind is WorkloadKind.STATEFULSET
@@ -139,9 +140,19 @@ async def read_workload_body(
     except ApiException as error:
         if error.status == 404:
             return None
-        raise _failed(f"reading {kind.value} {namespace}/{name}", error) from None
+        raise
     body.setdefault("kind", kind.value)
     return body
+
+
+async def read_workload_body(
+    api: KubernetesApi, namespace: str, kind: WorkloadKind, name: str
+) -> Body | None:
+    """The StatefulSet or Deployment as stored (None if absent), for the template patch."""
+    try:
+        return await stored_workload(api, namespace, kind, name)
+    except ApiException as error:
+        raise _failed(f"reading {kind.value} {namespace}/{name}", error) from None
 
 
 async def patch_workload(

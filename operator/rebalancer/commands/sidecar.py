@@ -78,12 +78,10 @@ async def serve(settings: SidecarSettings) -> int:
             file=sys.stderr,
         )
         return 2
-    agent = SidecarAgent(settings)
     try:
-        await agent.start()
+        agent = await SidecarAgent.start(settings)
     except KafkaGatewayError as error:
         print(f"rebalancer sidecar: cannot prepare the control topics: {error}", file=sys.stderr)
-        await agent.stop()
         return 1
     app = build_app(agent, tokens, RateLimiter(settings.rate_per_minute, settings.burst))
     runner = web.AppRunner(app, access_log=None)

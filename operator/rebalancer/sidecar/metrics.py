@@ -9,6 +9,7 @@ from __future__ import annotations
 from prometheus_client import Counter, Gauge, Histogram
 
 from rebalancer.metric_registries import registry_with_process_collectors
+from rebalancer.structs.brokers import GroupState
 
 # process_* and python_*: the sidecar's own CPU, memory and restarts next to the consumer's.
 REGISTRY = registry_with_process_collectors()
@@ -25,16 +26,8 @@ ANSWERS = (
     "unsupported",
 )
 OUTCOMES = ("enforced", "in-progress", "failed", "expired")
-STATES = (
-    "Empty",
-    "PreparingRebalance",
-    "CompletingRebalance",
-    "Stable",
-    "Assigning",
-    "Reconciling",
-    "Dead",
-    "Unknown",
-)
+# A streams group's NotReady is left out: the sidecar joins no streams group.
+STATES = tuple(state.value for state in GroupState if state is not GroupState.NOT_READY)
 
 REQUESTS = Counter(
     "rebalancer_sidecar_requests",

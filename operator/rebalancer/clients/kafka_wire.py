@@ -1,0 +1,119 @@
+"""Pieces of Kafka's wire format that aiokafka 0.14 lacks, for the requests written here.
+
+clients/group_protocol.py (the batched group reads) and clients/streams_groups.py (KIP-1071
+streams groups) write their schemas from Kafka's message definitions (common/message/*.json in
+kafka-clients 4.4.0); the types and the parts those schemas share are declared once, here.
+aiokafka has no type hints mypy reads, hence the ignores on the classes built on its types.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Sequence
+from io import BytesIO
+from typing import Any, TypeVar
+
+from aiokafka.protocol.abstract import AbstractType
+from aiokafka.protocol.api import Request, RequestStruct
+from aiokafka.protocol.types import (
+    Boolean,
+    CompactArray,
+    CompactString,
+    Int8,
+    Int16,
+    Int32,
+    Schema,
+    TaggedFields,
+)
+
+TEXT = CompactString("utf-8")
+
+
+class Uuid(AbstractType[uuid.UUID]):  # type: ignore[misc]
+    @classmethod
+    def encode(cls, value: uuid.UUID) -> bytes:
+        return value.bytes
+
+    @classmethod
+    def decode(cls, data: BytesIO) -> uuid.UUID:
+        return uuid.UUID(bytes=data.read(16))
+
+
+class UInt16(AbstractType[int]):  # type: ignore[misc]
+    @classmethod
+    def encode(cls, value: int) -> bytes:
+        return struct.pack(">H", value)
+
+    @classmethod
+    def decode(cls, data: BytesIO) -> int:
+        (value,) = struct.unpack(">H", data.read(2))
+        return int(value)
+
+
+class Nullable(Schema):  # type: ignore[misc]
+    """A nullable struct of a flexible version: an int8 marker (-1 null, 1 present) first."""
+
+    def encode(self, item: Sequence[Any] | None) -> bytes:
+        if item is None:
+            return bytes(Int8.encode(-1))
+        encoded: bytes = super().encode(item)
+        return bytes(Int8.encode(1)) + encoded
+
+    def decode(self, data: BytesIO) -> Any:
+        if Int8.decode(data) < 0:
+            return None
+        return super().decode(data)
+
+
+# How a group's entry begins in the answers of ConsumerGroupDescribe (KIP-848) and
+# StreamsGroupDescribe (KIP-1071).
+EPOCH_GROUP_HEAD = (
+    ("error_code", Int16),
+    ("error_message", TEXT),
+    ("group_id", TEXT),
+    ("group_state", TEXT),
+    ("group_epoch", Int32),
+    ("assignment_epoch", Int32),
+)
+
+
+def described_groups(*fields: tuple[str, Any]) -> Schema:
+    """The answer of a Describe request of many groups (DescribeGroups v5, ConsumerGroupDescribe,
+    StreamsGroupDescribe): an entry of `fields` a group, then its authorized operations."""
+    return Schema(
+        ("throttle_time_ms", Int32),
+        (
+            "groups",
+            CompactArray(*fields, ("authorized_operations", Int32), ("tags", TaggedFields)),
+        ),
+        ("tags", TaggedFields),
+    )
+
+
+def describe_by_ids(ids_field: str = "group_ids") -> Schema:
+    """The matching request: the group ids (under the name Kafka gives them), and whether the
+    answer names the authorized operations."""
+    return Schema(
+        (ids_field, CompactArray(TEXT)),
+        ("include_authorized_operations", Boolean),
+        ("tags", TaggedFields),
+    )
+
+
+RequestT = TypeVar("RequestT", bound=RequestStruct)
+
+
+class DescribeByIds(Request[RequestT]):  # type: ignore[misc]
+    """A Describe request of many groups, its authorized operations not asked for; a subclass
+    names the API key and, as the type argument, its request structs."""
+
+    # aiokafka wants a key on every Request class; this one is never sent itself.
+    API_KEY = -1
+
+    def __init__(self, group_ids: Sequence[str]) -> None:
+        self._group_ids = list(group_ids)
+
+    def build(self, request_struct_class: type[RequestT]) -> RequestT:
+        built: RequestT = request_struct_class(self._group_ids, False, {})
+        return built
