@@ -8,6 +8,7 @@ import pytest
 
 from rebalancer.simulation import estimate_arrival_plans
 from rebalancer.simulation.kip848_groups import _Group, _Member, run_kip848
+from rebalancer.simulation.plan_costs import join_offsets_ms
 from rebalancer.structs.plan_costs import ArrivalPlan, ArrivalQuestion, GroupKind, PlanCost
 
 
@@ -136,3 +137,30 @@ def test_a_scale_up_counts_the_partitions_its_joiners_take_while_they_wait() -> 
         assert cost.waiting_ps == pytest.approx(24 * cost.stable_s, rel=0.01)
     for cost in estimate_arrival_plans(question(GroupKind.COOPERATIVE)):
         assert cost.waiting_ps == 0  # a cold start's partitions are unowned, counted as such
+
+
+def test_opened_ahead_the_early_pods_join_as_the_last_ones_arrive() -> None:
+    """The last pod expected at 6 s and an open of 1 s: the pods there by 5 s are opened
+    together (joining at 5 + 1 + 1.5 s), later ones as they come (arrival + 1.5 s)."""
+    q = replace(
+        question(GroupKind.EAGER, joiners=6, members=6),
+        arrivals_ms=(0.0, 500.0, 1000.0, 5500.0, 5800.0, 6000.0),
+    )
+    assert q.open_ahead_ms == 5000.0
+    joins = join_offsets_ms(q, ArrivalPlan.OPEN_AHEAD)
+    assert joins == (7500.0, 7500.0, 7500.0, 7000.0, 7300.0, 7500.0)
+    assert join_offsets_ms(q, ArrivalPlan.GATHER) == (8500.0,) * 6
+
+
+def test_an_eager_scale_up_opened_ahead_makes_one_rebalance_sooner_than_gathered() -> None:
+    costs = by_plan(question(GroupKind.EAGER, joiners=24, members=24))
+    ahead, gather = costs[ArrivalPlan.OPEN_AHEAD], costs[ArrivalPlan.GATHER]
+    assert ahead.rebalances == gather.rebalances == 1
+    assert ahead.stable_s < gather.stable_s - 1.0
+    assert ahead.stop_the_world_ps <= gather.stop_the_world_ps * 1.1
+
+
+def test_only_a_classic_scale_up_is_offered_the_plan_opened_ahead() -> None:
+    assert ArrivalPlan.OPEN_AHEAD in question(GroupKind.COOPERATIVE, members=6).plans()
+    assert ArrivalPlan.OPEN_AHEAD not in question(GroupKind.COOPERATIVE).plans()
+    assert ArrivalPlan.OPEN_AHEAD not in question(GroupKind.KIP848, members=6).plans()

@@ -1,7 +1,9 @@
 """Which arrival plan a cold start or scale-up takes: the cheapest on the coordinator model.
 
-A batch of pods can be let through their gates as each arrives (ArrivalPlan.ON_ARRIVAL) or
-gathered and opened together (GATHER). Neither always wins: on Apache Kafka an Empty group's
+A batch of pods can be let through their gates as each arrives (ArrivalPlan.ON_ARRIVAL),
+gathered and opened together (GATHER), or, in a classic group's scale-up, gathered until its
+last pod is expected less the operator's open and then opened, later pods as they come
+(OPEN_AHEAD). None always wins: on Apache Kafka an Empty group's
 initial delay, restarted by every join (KIP-134), already gathers pods that start close together,
 so gathering them at the gate only adds the early pods' wait; a Stable group has no such delay,
 so each pod joining on its own costs a rebalance (all partitions stopped, on the eager protocol);
@@ -157,7 +159,10 @@ def choose_plan(
 ) -> PlanChoice:
     """The cheapest of `costs` (see the module docstring), with the runner-up and why."""
     weights = setup.policy.cost_weights
-    ranked = sorted(costs, key=lambda cost: cost.score(weights))
+    candidates = question.plans()
+    ranked = sorted(
+        (cost for cost in costs if cost.plan in candidates), key=lambda cost: cost.score(weights)
+    )
     best = ranked[0]
     tied = [c for c in ranked if c.score(weights) <= best.score(weights) * (1 + TIE_SHARE)]
     soonest = min(cost.stable_s for cost in tied)
@@ -235,11 +240,13 @@ def arrival_fields(
     joiners: int,
     *,
     hpa_window: bool = False,
+    now: float = 0.0,
 ) -> dict[str, object]:
     """The RolloutState fields that record a change's arrival plan (all None for a change that
-    has none: rolling updates, ungated steps). `hpa_window`: an HPA scales the workload and
-    spec.policy.rollout.autoscalerWindowSeconds asks for its quick steps to be gathered, so a
-    scale-up is gathered whatever the model prefers."""
+        has none: rolling updates, ungated steps). `hpa_window`: an HPA scales the workload and
+        spec.policy.rollout.autoscalerWindowSeconds asks for its quick steps to be gathered, so a
+        scale-up is gathered whatever the model prefers. `now`: the change's moment, from which
+    an OpenAhead plan's gather ends (its gather_until)."""
     fields: dict[str, object] = dict.fromkeys(
         ("plan", "plan_cost", "runner_up", "runner_up_cost", "plan_reason")
     )
@@ -259,10 +266,10 @@ def arrival_fields(
         said = "an HPA scales the workload and spec.policy.rollout.autoscalerWindowSeconds"
     else:
         said = "spec.policy.rollout.arrivalPlan"
-    if forced is not None and forced is not chosen.plan:
-        runner_up = chosen
-        chosen = next(cost for cost in costs if cost.plan is forced)
-        reason = f"{forced.value}, as {said} says; the model would take {reason}"
+    named = next((cost for cost in costs if cost.plan is forced), None)
+    if named is not None and named is not chosen:
+        runner_up, chosen = chosen, named
+        reason = f"{named.plan.value}, as {said} says; the model would take {reason}"
     advice = heartbeat_advice(question, chosen.score(weights), setup)
     if advice:
         reason = f"{reason}; {advice}"
@@ -273,6 +280,13 @@ def arrival_fields(
         runner_up_cost=round(runner_up.score(weights)) if runner_up else None,
         plan_reason=reason,
     )
+    if chosen.plan is ArrivalPlan.OPEN_AHEAD:
+        fields["gather_until"] = now + question.open_ahead_ms / 1000
+        reason = (
+            f"{reason}; OpenAhead opens the pods waiting {question.open_ahead_ms / 1000:.1f} s "
+            "after the change together, and later ones as they come"
+        )
+        fields["plan_reason"] = reason
     return fields
 
 
@@ -298,6 +312,12 @@ def heartbeat_advice(question: ArrivalQuestion, score: float, setup: RolloutSetu
 
 def released_on_arrival(plan: str | None) -> bool:
     return plan == ArrivalPlan.ON_ARRIVAL.value
+
+
+def opens_late_arrivals(plan: str | None) -> bool:
+    """Whether pods of a released batch that reach their gates later are opened as they come
+    (rather than the batch waiting for them as a gathered one does)."""
+    return plan in (ArrivalPlan.ON_ARRIVAL.value, ArrivalPlan.OPEN_AHEAD.value)
 
 
 def lets_go_together(state: RolloutState) -> bool:

@@ -38,7 +38,7 @@ from rebalancer.planning.rollout_actions import (
     RecordProgress,
     Wait,
 )
-from rebalancer.planning.rollout_choices import released_on_arrival
+from rebalancer.planning.rollout_choices import opens_late_arrivals, released_on_arrival
 from rebalancer.planning.rollout_phases.common import (
     PENDING_REVISION,
     POLICY_PROBLEM,
@@ -269,9 +269,9 @@ def _quick(state: RolloutState, observation: Observation) -> bool:
 
 
 def _arriving(state: RolloutState) -> bool:
-    """Whether a batch released on arrival still has pods to open as they appear."""
+    """Whether a released batch that opens late pods as they come still has some to open."""
     size = state.sizes[state.batch - 1] if 0 < state.batch <= len(state.sizes) else 0
-    return released_on_arrival(state.plan) and len(state.opened) < size
+    return opens_late_arrivals(state.plan) and len(state.opened) < size
 
 
 def _next_wake(state: RolloutState, observation: Observation, now: float) -> float | None:

@@ -3,8 +3,10 @@
 Classic groups are played on the discrete-event model of Kafka's GroupCoordinator (simulate);
 KIP-848 groups on kip848_groups' model. Every plan is played on the same arrivals: ON_ARRIVAL
 starts each consumer `start_ms` after its pod reaches its gate, GATHER starts them all
-`start_ms` after the last one does. A scale-up's group is formed first (all its members at
-once) and its cost taken away, so only what the change adds is counted.
+`start_ms` after the last one does; OPEN_AHEAD starts those at their gates by the last one's
+expected arrival less the operator's open as GATHER would at that moment, and later ones as
+ON_ARRIVAL does. A scale-up's group is formed first (all its members at once) and its cost
+taken away, so only what the change adds is counted.
 
 A scale-up's members heartbeat in step (each restarts its heartbeat when its rebalance
 completes, and they complete together), so a rebalance the joiners start ends at the members'
@@ -60,6 +62,13 @@ def join_offsets_ms(question: ArrivalQuestion, plan: ArrivalPlan) -> tuple[float
     if plan is ArrivalPlan.GATHER:
         released = max(question.arrivals_ms) + question.release_ms
         return tuple(released + question.start_ms for _ in question.arrivals_ms)
+    if plan is ArrivalPlan.OPEN_AHEAD:
+        ahead = question.open_ahead_ms
+        released = ahead + question.release_ms
+        return tuple(
+            (released if arrival <= ahead else arrival) + question.start_ms
+            for arrival in question.arrivals_ms
+        )
     return tuple(arrival + question.start_ms for arrival in question.arrivals_ms)
 
 

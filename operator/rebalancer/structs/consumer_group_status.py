@@ -299,8 +299,9 @@ class RolloutProgressStatus(StatusModel):
         Str | None,
         Field(
             description=(
-                "The arrival plan of a cold start or scale-up (OnArrival or Gather), the cheapest"
-                " on the coordinator model unless spec.policy.rollout.arrivalPlan names one."
+                "The arrival plan of a cold start or scale-up (OnArrival, Gather or OpenAhead), "
+                "the cheapest on the coordinator model unless spec.policy.rollout.arrivalPlan "
+                "names one."
             )
         ),
     ] = None

@@ -21,6 +21,12 @@ class ArrivalPlan(StrEnum):
     # The batch waits at its gates until every pod of it is there, then all open together:
     # one join of many members, bought with the time the early pods wait.
     GATHER = "Gather"
+    # A scale-up of a classic group: the batch gathers until its last pod is expected less the
+    # operator's open (ArrivalQuestion.release_ms), then whoever waits opens together and later
+    # pods as they come. The open's own delay and the consumers' start overlap the last
+    # arrivals, and the rebalance the first joins start lasts until the members' next
+    # heartbeat, which the last joiners make.
+    OPEN_AHEAD = "OpenAhead"
 
 
 class GroupKind(StrEnum):
@@ -75,6 +81,19 @@ class ArrivalQuestion:
     # A streams group (KIP-1071) asked about as KIP848 (`group`): the model has no coordinator
     # of streams groups, and KIP-848's is the nearest (no join barrier, epochs).
     streams: bool = False
+
+    @property
+    def open_ahead_ms(self) -> float:
+        """When ArrivalPlan.OPEN_AHEAD opens the pods that wait, from the change."""
+        return max(max(self.arrivals_ms, default=0.0) - self.release_ms, 0.0)
+
+    def plans(self) -> tuple[ArrivalPlan, ...]:
+        """The plans the planner chooses among for this question. OPEN_AHEAD is for a classic
+        group that has members: a KIP-848 group has no rebalance for late joiners to make, and
+        an Empty classic group's initial delay already waits for them."""
+        if self.members and self.group is not GroupKind.KIP848:
+            return tuple(ArrivalPlan)
+        return (ArrivalPlan.ON_ARRIVAL, ArrivalPlan.GATHER)
 
 
 @dataclass(frozen=True)

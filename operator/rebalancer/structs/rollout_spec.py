@@ -40,6 +40,7 @@ class ArrivalPlanChoice(StrEnum):
     AUTO = "Auto"  # the cheapest on the coordinator model (planning.rollout_choices)
     ON_ARRIVAL = "OnArrival"
     GATHER = "Gather"
+    OPEN_AHEAD = "OpenAhead"
 
 
 class ConsumerTimingsSpec(
@@ -386,7 +387,11 @@ class RolloutSpec(
             Auto (the default): the plan the coordinator model finds cheapest for this group (by
             costWeights), written with its cost and the runner-up's to status.rollout.plan.
             OnArrival: each pod's gate opens as soon as the pod exists. Gather: the batch waits
-            until all its pods are at their gates, then all open together."""
+            until all its pods are at their gates, then all open together. OpenAhead: the batch
+            waits until its last pod is expected less the operator's open, then the pods there
+            open together and later ones as they come (a scale-up of a classic group: the
+            rebalance the first joins start waits for the members' next heartbeat, and the
+            last joiners make it)."""
         ),
     ] = ArrivalPlanChoice.AUTO
     cost_weights: CostWeightsSpec = Field(default_factory=CostWeightsSpec)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rebalancer.planning.identity_slots import decode_slots
 from rebalancer.planning.rollout_actions import Action, OpenGate
-from rebalancer.planning.rollout_choices import lets_go_together, released_on_arrival
+from rebalancer.planning.rollout_choices import lets_go_together, opens_late_arrivals
 from rebalancer.planning.rollout_phases.common import (
     Observation,
     Outcome,
@@ -195,7 +195,7 @@ def keep_released(state: RolloutState, now: float, workload: WorkloadView) -> li
             for pod in workload.live_pods
             if pod.name in opened and pod.gate is GateState.WAITING
         )
-        if released_on_arrival(state.plan):
+        if opens_late_arrivals(state.plan):
             room = max(batch_size(state) - len(opened), 0)
             arrived = [pod.name for pod in held_pods(workload) if pod.name not in opened]
             late += tuple(arrived[:room])

@@ -17,6 +17,7 @@ from rebalancer.planning.rollout_phases.common import (
 from rebalancer.planning.rollout_phases.stopped import fail
 from rebalancer.planning.rollout_plans import classify, plan_rollout
 from rebalancer.planning.rollout_states import Mechanism, RolloutState
+from rebalancer.structs.plan_costs import ArrivalPlan
 from rebalancer.structs.rollout_policy import RolloutPolicy
 from rebalancer.structs.workloads import WorkloadView
 
@@ -61,6 +62,7 @@ def planning(
             change,
             sum(plan.sizes),
             hpa_window=autoscaled(observation) and setup.policy.autoscaler_window_seconds > 0,
+            now=now,
         ),
     )
     planned = target(workload, fresh)
@@ -85,14 +87,18 @@ def planning(
 def begin_batch(
     state: RolloutState, policy: RolloutPolicy, now: float, number: int
 ) -> RolloutState:
-    """Batch `number` starts at BatchOpening, its timers set."""
+    """Batch `number` starts at BatchOpening, its timers set. An OpenAhead plan's first batch
+    gathers until the moment its plan set (rollout_choices.arrival_fields)."""
+    gather_until = now + policy.gather_seconds
+    if number == 1 and state.plan == ArrivalPlan.OPEN_AHEAD.value and state.gather_until:
+        gather_until = min(gather_until, state.gather_until)
     return state.moved(
         phase=Phase.BATCH_OPENING,
         batch=number,
         opened=(),
         phase_since=now,
         opened_at=None,
-        gather_until=now + policy.gather_seconds,
+        gather_until=gather_until,
         deadline=now + policy.batch_deadline_seconds,
         settle_until=None,
     )

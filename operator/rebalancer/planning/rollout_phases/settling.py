@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rebalancer.planning.rollout_actions import Action, ResumeDeployment
-from rebalancer.planning.rollout_choices import released_on_arrival
+from rebalancer.planning.rollout_choices import opens_late_arrivals
 from rebalancer.planning.rollout_phases.common import (
     Observation,
     Outcome,
@@ -92,7 +92,7 @@ def settled(state: RolloutState, observation: Observation, workload: WorkloadVie
     batch = [live[name] for name in batch_names(state, workload) if name in live]
     if not all(pod.ready and pod.updated and pod.gate.through for pod in batch):
         return False
-    if released_on_arrival(state.plan) and len(state.opened) < batch_size(state):
+    if opens_late_arrivals(state.plan) and len(state.opened) < batch_size(state):
         return False  # pods of the batch are still to arrive
     if state.mechanism is Mechanism.STATEFULSET_REPLACE:
         by_ordinal = {pod.ordinal for pod in workload.live_pods if pod.updated}
