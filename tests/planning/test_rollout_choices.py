@@ -82,28 +82,33 @@ def test_stop_the_world_seconds_weigh_on_top_and_the_weights_are_the_users() -> 
     assert chosen_for(setup)["plan"] == "OnArrival"  # 100 against 150
 
 
-def scale_up_plan(assignor: str, weights: CostWeights | None = None) -> str:
+def scale_up_plan(
+    assignor: str, weights: CostWeights | None = None, arrival_plan: ArrivalPlan | None = None
+) -> str:
     """The plan of 24 pods joining a classic group of 24 on 48 partitions, on the model."""
     world = with_pods(World(assignor=assignor, replicas=24), T0)
     group = replace(world.group(T0 + 200), total_partitions=48, assigned_partitions=48)
-    setup = modelled(RolloutPolicy(cost_weights=weights or CostWeights()))
+    policy = RolloutPolicy(cost_weights=weights or CostWeights(), arrival_plan=arrival_plan)
+    setup = modelled(policy)
     fields = arrival_fields(setup, world.workload(T0), group, SCALE_UP, joiners=24)
     return str(fields["plan"])
 
 
-def test_a_classic_scale_up_opens_ahead_of_its_last_pod() -> None:
-    """Gathered to the last pod, the joiners' partitions wait for it and then for the
-    operator's open and the consumers' start (measured on Kafka, N=24: 12.8 s against 10.1 s
-    on arrival, cooperative; 9.8 s against 6.8 s, eager); opened on arrival, each eager join
-    stops every partition. Opened ahead, the open and the starts overlap the last arrivals."""
-    assert scale_up_plan("cooperative-sticky") == "OpenAhead"
-    assert scale_up_plan("range") == "OpenAhead"
+def test_a_cooperative_scale_up_opens_on_arrival_as_gathering_only_delays_the_joiners() -> None:
+    """Both plans move the same partitions, one at a time; gathered, the joiners' partitions
+    wait for the last pod (measured on Kafka: 12.8 s against 10.1 s on arrival, N=24)."""
+    assert scale_up_plan("cooperative-sticky") == "OnArrival"
 
 
 def test_the_weight_of_waiting_partitions_is_the_users() -> None:
-    """Weighing only the stops, the eager scale-up is gathered to its last pod: opened ahead,
-    a joiner that misses the rebalance would stop every partition once more."""
-    assert scale_up_plan("range", CostWeights(waiting=0.0)) == "Gather"
+    """An eager scale-up opened on arrival stops every partition at each of its rebalances:
+    by default the model gathers it, and a user to whom the joiners' wait matters more says so."""
+    assert scale_up_plan("range") == "Gather"
+    assert scale_up_plan("range", CostWeights(waiting=10.0)) == "OnArrival"
+
+
+def test_the_plan_opened_ahead_is_taken_only_when_the_spec_names_it() -> None:
+    assert scale_up_plan("range", arrival_plan=ArrivalPlan.OPEN_AHEAD) == "OpenAhead"
 
 
 def test_a_tie_goes_to_fewer_rebalances() -> None:
@@ -165,7 +170,7 @@ def test_the_model_never_leaves_a_cheaper_plan_on_the_table(
         RolloutKind.SCALE_UP if members else RolloutKind.COLD_START, Mechanism.GATE_QUEUE, False
     )
     fields = arrival_fields(setup, world.workload(T0), world.group(T0 + 200), change, joiners=6)
-    assert fields["plan"] in ("OnArrival", "Gather", "OpenAhead")
+    assert fields["plan"] in ("OnArrival", "Gather")
     assert isinstance(fields["plan_cost"], int) and isinstance(fields["runner_up_cost"], int)
     assert fields["plan_cost"] <= fields["runner_up_cost"] * (1 + TIE_SHARE) + 1
     assert "no start-up history" in str(fields["plan_reason"])
@@ -252,7 +257,8 @@ def test_a_scale_up_opened_ahead_opens_who_waits_at_its_moment_and_the_rest_as_t
 
     world = with_pods(World(replicas=6, start_delay=start_delay), T0)
     world.scale_to(12, T0)
-    state, _ = drive(world, modelled(RolloutPolicy(settle_seconds=2)), seconds=200, until=done)
+    policy = RolloutPolicy(settle_seconds=2, arrival_plan=ArrivalPlan.OPEN_AHEAD)
+    state, _ = drive(world, modelled(policy), seconds=200, until=done)
     assert state.phase is RolloutPhase.COMPLETED
     assert state.plan == "OpenAhead"
     opens = [(at, a) for at, a in world.log if isinstance(a, OpenGate)]

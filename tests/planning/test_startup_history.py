@@ -167,10 +167,10 @@ def test_a_measured_history_is_what_the_model_is_asked_about() -> None:
 
 def test_slow_spread_starts_cost_the_runner_up_more_and_the_reason_says_why() -> None:
     default, measured = scale_up_fields(None), scale_up_fields(slow_and_spread())
-    assert (default["plan"], measured["plan"]) == ("OpenAhead", "OpenAhead")
+    assert (default["plan"], measured["plan"]) == ("Gather", "Gather")
     assert isinstance(measured["runner_up_cost"], int)
     assert isinstance(default["runner_up_cost"], int)
-    # The joiners' partitions wait for pods arriving over 17.5 s, not over 6 s.
+    # Pods joining one by one over 17.5 s stop every partition more often than over 6 s.
     assert measured["runner_up_cost"] > default["runner_up_cost"] * 1.5
     reason = str(measured["plan_reason"])
     assert "no start-up history" not in reason

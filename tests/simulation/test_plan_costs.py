@@ -158,9 +158,3 @@ def test_an_eager_scale_up_opened_ahead_makes_one_rebalance_sooner_than_gathered
     assert ahead.rebalances == gather.rebalances == 1
     assert ahead.stable_s < gather.stable_s - 1.0
     assert ahead.stop_the_world_ps <= gather.stop_the_world_ps * 1.1
-
-
-def test_only_a_classic_scale_up_is_offered_the_plan_opened_ahead() -> None:
-    assert ArrivalPlan.OPEN_AHEAD in question(GroupKind.COOPERATIVE, members=6).plans()
-    assert ArrivalPlan.OPEN_AHEAD not in question(GroupKind.COOPERATIVE).plans()
-    assert ArrivalPlan.OPEN_AHEAD not in question(GroupKind.KIP848, members=6).plans()

@@ -1,15 +1,16 @@
 """Which arrival plan a cold start or scale-up takes: the cheapest on the coordinator model.
 
-A batch of pods can be let through their gates as each arrives (ArrivalPlan.ON_ARRIVAL),
-gathered and opened together (GATHER), or, in a classic group's scale-up, gathered until its
-last pod is expected less the operator's open and then opened, later pods as they come
-(OPEN_AHEAD). None always wins: on Apache Kafka an Empty group's
-initial delay, restarted by every join (KIP-134), already gathers pods that start close together,
-so gathering them at the gate only adds the early pods' wait; a Stable group has no such delay,
-so each pod joining on its own costs a rebalance (all partitions stopped, on the eager protocol);
-a KIP-848 group has no join barrier at all, so gathered pods leave every partition unowned while
-they wait. The planner asks the model (RolloutSetup.estimate, the simulation layer's
-estimate_arrival_plans) what each plan costs this group with these pods and takes the cheapest.
+A batch of pods can be let through their gates as each arrives (ArrivalPlan.ON_ARRIVAL) or
+gathered and opened together (GATHER); a spec may name a third, OPEN_AHEAD (gathered until its
+last pod is expected less the operator's open, later pods opened as they come), which the
+planner does not take by itself (structs.plan_costs.CHOSEN_PLANS). Neither always wins: on
+Apache Kafka an Empty group's initial delay, restarted by every join (KIP-134), already gathers
+pods that start close together, so gathering them at the gate only adds the early pods' wait;
+a Stable group has no such delay, so each pod joining on its own costs a rebalance (all
+partitions stopped, on the eager protocol); a KIP-848 group has no join barrier at all, so
+gathered pods leave every partition unowned while they wait. The planner asks the model
+(RolloutSetup.estimate, the simulation layer's estimate_arrival_plans) what each plan costs this
+group with these pods and takes the cheapest.
 The pods arrive and start as this workload's did before (RolloutSetup.startups, measured from
 its history by planning.startup_history) when enough of them were recorded; else as a
 documented assumption, which the plan's reason then states.
@@ -17,11 +18,11 @@ documented assumption, which the plan's reason then states.
 The cost is what the user loses: partition-seconds without an owner plus stop-the-world
 partition-seconds plus, in a scale-up, the partition-seconds its joiners' partitions wait for
 them (the work the old members were scaled up for not keeping up with), weighted by
-spec.policy.rollout.costWeights. Plans within TIE_SHARE of each
-other are a tie. A rebalance's own cost is in those partition-seconds already; what a tie leaves
-for the user is how long the new consumers wait for work (a scale-up is made because the group
-is behind), so a tie goes to the plan Stable sooner by more than SOONER_S, and between plans
-closer than that to fewer rebalances.
+spec.policy.rollout.costWeights. Plans within TIE_SHARE of each other are a tie. A
+rebalance's own cost is in those partition-seconds already; what a tie leaves for the user is
+how long the new consumers wait for work (a scale-up is made because the group is behind), so a
+tie goes to the plan Stable sooner by more than SOONER_S, and between plans closer than that to
+fewer rebalances.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from rebalancer.planning.rollout_plans import Change, RolloutSetup, group_is_emp
 from rebalancer.planning.rollout_states import Mechanism, RolloutKind, RolloutState
 from rebalancer.planning.streams_observing import STREAMS_PROTOCOL
 from rebalancer.structs.plan_costs import (
+    CHOSEN_PLANS,
     ArrivalPlan,
     ArrivalQuestion,
     GroupKind,
@@ -159,9 +161,8 @@ def choose_plan(
 ) -> PlanChoice:
     """The cheapest of `costs` (see the module docstring), with the runner-up and why."""
     weights = setup.policy.cost_weights
-    candidates = question.plans()
     ranked = sorted(
-        (cost for cost in costs if cost.plan in candidates), key=lambda cost: cost.score(weights)
+        (cost for cost in costs if cost.plan in CHOSEN_PLANS), key=lambda cost: cost.score(weights)
     )
     best = ranked[0]
     tied = [c for c in ranked if c.score(weights) <= best.score(weights) * (1 + TIE_SHARE)]

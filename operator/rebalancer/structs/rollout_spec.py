@@ -390,8 +390,8 @@ class RolloutSpec(
             until all its pods are at their gates, then all open together. OpenAhead: the batch
             waits until its last pod is expected less the operator's open, then the pods there
             open together and later ones as they come (a scale-up of a classic group: the
-            rebalance the first joins start waits for the members' next heartbeat, and the
-            last joiners make it)."""
+            rebalance the first joins start waits for the members' next heartbeat, which the
+            last joiners make if they come in time); Auto never takes it."""
         ),
     ] = ArrivalPlanChoice.AUTO
     cost_weights: CostWeightsSpec = Field(default_factory=CostWeightsSpec)
