@@ -1,0 +1,286 @@
+"""Shard Leases' I/O: the loop that keeps this replica's share of ConsumerGroups current.
+
+Each shard is a coordination.k8s.io/v1 Lease `<prefix>-shard-<i>` in the operator's namespace,
+held by one replica (holderIdentity, its pod's name). Every replica also keeps a Lease
+`<prefix>-member-<identity>` that says it is live, so the others know the fair share.
+Every write of a Lease that exists carries the resourceVersion this replica read: of two
+replicas taking or renewing the same Lease, one write wins and the other gets a conflict, so a
+shard never has two holders. A replica acts on a shard only until its last renewal plus the
+lease duration minus a margin (planning.shards.serving_deadline), so it lets go before any
+other replica may take the Lease, even when its renewals stop getting through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.metrics import record_shards
+from rebalancer.operator_settings import ShardingSettings
+from rebalancer.planning.shards import (
+    LeaseView,
+    ShardMoves,
+    member_lease_name,
+    plan_shards,
+    serving_deadline,
+    shard_lease_name,
+    shard_of_lease,
+)
+from rebalancer.structs.times import read_rfc3339
+
+logger = logging.getLogger(__name__)
+# Every shard and member Lease carries it, so one list finds them all.
+SHARDS_LABEL = "rebalancer.dev/shards"
+# A crashed replica's member Lease is deleted once it has been expired for this long.
+STALE_MEMBER_SECONDS = 60.0
+
+
+def _micro_time(moment: float) -> str:
+    value = datetime.datetime.fromtimestamp(moment, tz=datetime.UTC)
+    return value.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def lease_view(lease: Mapping[str, Any]) -> LeaseView:
+    spec = lease.get("spec") or {}
+    renewed = read_rfc3339(spec.get("renewTime")) or read_rfc3339(spec.get("acquireTime"))
+    return LeaseView(
+        holder=str(spec.get("holderIdentity") or ""),
+        renewed_at=renewed or 0.0,
+        duration_seconds=float(spec.get("leaseDurationSeconds") or 0),
+    )
+
+
+@dataclass
+class LeaseBook:
+    """One list of the Leases: each shard's and each member's, as read."""
+
+    shards: dict[int, dict[str, Any]] = field(default_factory=dict)
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class ShardHolder:
+    """Which shards this replica serves, kept current by `run`; read by the handlers."""
+
+    def __init__(self, api: KubernetesApi, settings: ShardingSettings) -> None:
+        self.api = api
+        self.settings = settings
+        self.leases = client.CoordinationV1Api(api.api_client)
+        # Shard -> until when this replica acts on it (its own clock, planning.shards).
+        self._deadlines: dict[int, float] = {}
+        self._changed = asyncio.Event()
+
+    @property
+    def identity(self) -> str:
+        return self.settings.identity
+
+    def serves(self, shard: int, now: float | None = None) -> bool:
+        deadline = self._deadlines.get(shard)
+        return deadline is not None and (time.time() if now is None else now) < deadline
+
+    def held(self) -> frozenset[int]:
+        now = time.time()
+        return frozenset(shard for shard in self._deadlines if self.serves(shard, now))
+
+    async def wait_change(self, seconds: float) -> None:
+        """Until the held set changes (a round took or gave up a shard) or `seconds` pass."""
+        changed = self._changed
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(changed.wait(), seconds)
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def run(self) -> None:
+        """Forever: one round every renew_seconds. Stopped (cancelled), it gives its shards
+        back and removes its member Lease, so the others take them at once."""
+        try:
+            while True:
+                try:
+                    await self.step()
+                except (ApiException, OSError, ValueError) as error:
+                    # Kept trying; what is held lapses by its deadline meanwhile.
+                    logger.warning("shard Leases in %s: %s", self.settings.namespace, error)
+                    self._expire(time.time())
+                await asyncio.sleep(self.settings.renew_seconds)
+        finally:
+            await asyncio.shield(self.release_all())
+
+    async def step(self) -> ShardMoves:
+        """Read the Leases, keep this replica's member Lease, then renew, take and give back
+        shards as planning.shards decides."""
+        book = await self._read()
+        started = time.time()
+        await self._keep_member(book, started)
+        members = [
+            identity for identity, lease in book.members.items() if lease_view(lease).live(started)
+        ]
+        views = {shard: lease_view(lease) for shard, lease in book.shards.items()}
+        moves = plan_shards(self.identity, self.settings.shards, views, members, started)
+        before = self.held()
+        for shard in moves.release:
+            self._deadlines.pop(shard, None)  # stop acting before another may take it
+            await self._write(shard, book.shards.get(shard), started, holder=None)
+        for shard in moves.renew + moves.take:
+            if await self._write(shard, book.shards.get(shard), started, holder=self.identity):
+                self._deadlines[shard] = serving_deadline(started, self.settings.lease_seconds)
+            else:
+                self._deadlines.pop(shard, None)
+        await self._drop_stale_members(book, started)
+        self._report(before, moves)
+        return moves
+
+    def _report(self, before: frozenset[int], moves: ShardMoves) -> None:
+        after = self.held()
+        taken = sorted(after - before)
+        lost = sorted(before - after - set(moves.release))
+        released = sorted(before & set(moves.release))
+        record_shards(len(after), len(taken), len(released), len(lost))
+        if taken or lost or released:
+            logger.info(
+                "replica %s serves shards %s of %d (took %s, gave back %s, lost %s)",
+                self.identity,
+                sorted(after),
+                self.settings.shards,
+                taken,
+                released,
+                lost,
+            )
+            self._notify()
+
+    def _expire(self, now: float) -> None:
+        before = frozenset(self._deadlines)
+        self._deadlines = {shard: end for shard, end in self._deadlines.items() if now < end}
+        if frozenset(self._deadlines) != before:
+            self._report(before, ShardMoves(renew=(), take=(), release=()))
+
+    async def _read(self) -> LeaseBook:
+        response = await asyncio.to_thread(
+            self.leases.list_namespaced_lease,
+            self.settings.namespace,
+            label_selector=f"{SHARDS_LABEL}={self.settings.prefix}",
+            _preload_content=False,
+        )
+        book = LeaseBook()
+        for lease in json.loads(response.data).get("items") or []:
+            name = str((lease.get("metadata") or {}).get("name") or "")
+            shard = shard_of_lease(self.settings.prefix, name)
+            if shard is not None and shard < self.settings.shards:
+                book.shards[shard] = lease
+            elif name.startswith(f"{self.settings.prefix}-member-"):
+                holder = lease_view(lease).holder
+                if holder:
+                    book.members[holder] = lease
+        return book
+
+    async def _keep_member(self, book: LeaseBook, now: float) -> None:
+        name = member_lease_name(self.settings.prefix, self.identity)
+        current = book.members.get(self.identity)
+        await self._put(name, current, now, holder=self.identity)
+
+    async def _write(
+        self, shard: int, current: dict[str, Any] | None, now: float, holder: str | None
+    ) -> bool:
+        """Set the shard Lease's holder (None gives it back); False when another replica's
+        write came first (a conflict) or the Lease is gone."""
+        return await self._put(shard_lease_name(self.settings.prefix, shard), current, now, holder)
+
+    async def _put(
+        self, name: str, current: dict[str, Any] | None, now: float, holder: str | None
+    ) -> bool:
+        body = _lease_body(name, self.settings, current, now, holder)
+        try:
+            if current is None:
+                await asyncio.to_thread(
+                    self.leases.create_namespaced_lease, self.settings.namespace, body
+                )
+            else:
+                await asyncio.to_thread(
+                    self.leases.replace_namespaced_lease, name, self.settings.namespace, body
+                )
+        except ApiException as error:
+            if error.status in (404, 409):
+                return False
+            raise
+        return True
+
+    async def _drop_stale_members(self, book: LeaseBook, now: float) -> None:
+        for identity, lease in book.members.items():
+            view = lease_view(lease)
+            if identity == self.identity or now < view.renewed_at + view.duration_seconds:
+                continue
+            if now < view.renewed_at + view.duration_seconds + STALE_MEMBER_SECONDS:
+                continue
+            name = str(lease["metadata"]["name"])
+            try:
+                await asyncio.to_thread(
+                    self.leases.delete_namespaced_lease, name, self.settings.namespace
+                )
+            except ApiException as error:
+                if error.status not in (404, 409):
+                    raise
+
+    async def release_all(self) -> None:
+        """Give back every held shard and remove the member Lease (a clean stop)."""
+        held = sorted(self._deadlines)
+        self._deadlines.clear()
+        self._notify()
+        try:
+            book = await self._read()
+            now = time.time()
+            for shard in held:
+                lease = book.shards.get(shard)
+                if lease is not None and lease_view(lease).holder == self.identity:
+                    await self._write(shard, lease, now, holder=None)
+            member = book.members.get(self.identity)
+            if member is not None:
+                await asyncio.to_thread(
+                    self.leases.delete_namespaced_lease,
+                    str(member["metadata"]["name"]),
+                    self.settings.namespace,
+                )
+        except (ApiException, OSError, ValueError) as error:
+            logger.warning("could not give back shards %s: %s (they expire)", held, error)
+        record_shards(0, 0, len(held), 0)
+
+
+def _lease_body(
+    name: str,
+    settings: ShardingSettings,
+    current: Mapping[str, Any] | None,
+    now: float,
+    holder: str | None,
+) -> dict[str, Any]:
+    """The Lease to write: renewed when the holder stays, acquired when it changes, with the
+    resourceVersion read so that the write fails if another replica wrote in between."""
+    metadata: dict[str, Any] = {"name": name, "labels": {SHARDS_LABEL: settings.prefix}}
+    spec: dict[str, Any] = dict((current or {}).get("spec") or {})
+    if current is not None:
+        metadata["resourceVersion"] = current["metadata"]["resourceVersion"]
+    if holder is None:
+        for key in ("holderIdentity", "renewTime", "acquireTime"):
+            spec.pop(key, None)
+    else:
+        if spec.get("holderIdentity") != holder:
+            spec["acquireTime"] = _micro_time(now)
+            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+        spec["holderIdentity"] = holder
+        spec["renewTime"] = _micro_time(now)
+    spec["leaseDurationSeconds"] = settings.lease_seconds
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": spec,
+    }
