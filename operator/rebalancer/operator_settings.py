@@ -57,6 +57,11 @@ class ShardingSettings:
     # A Lease not renewed for this long is free for another replica to take.
     lease_seconds: int = 10
     renew_seconds: float = 3.0
+    # Where the other replicas pass member reports on to this one (its member Lease says it).
+    reports_url: str | None = None
+    # The pod labelled rebalancer.dev/active while it holds shard 0; None outside a pod.
+    pod_namespace: str | None = None
+    pod_name: str | None = None
 
 
 @dataclass(frozen=True)

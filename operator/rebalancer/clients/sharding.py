@@ -26,7 +26,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from rebalancer.clients.kubernetes_api import KubernetesApi
-from rebalancer.metrics import record_shards
+from rebalancer.clients.leading import ACTIVE_LABEL, MERGE_PATCH
+from rebalancer.metrics import record_leader, record_shards
 from rebalancer.operator_settings import ShardingSettings
 from rebalancer.planning.shards import (
     LeaseView,
@@ -42,6 +43,12 @@ from rebalancer.structs.times import read_rfc3339
 logger = logging.getLogger(__name__)
 # Every shard and member Lease carries it, so one list finds them all.
 SHARDS_LABEL = "rebalancer.dev/shards"
+# A member Lease's address of its replica's report endpoint (clients.forwarding).
+REPORTS_URL_ANNOTATION = "rebalancer.dev/reports-url"
+# The shard whose holder leads the cluster-wide parts (docs/sharding.md).
+LEADING_SHARD = 0
+# How often the leading replica's label is checked against the held shards.
+FOLLOW_SECONDS = 1.0
 # A crashed replica's member Lease is deleted once it has been expired for this long.
 STALE_MEMBER_SECONDS = 60.0
 
@@ -79,6 +86,7 @@ class ShardHolder:
         # Shard -> until when this replica acts on it (its own clock, planning.shards).
         self._deadlines: dict[int, float] = {}
         self._changed = asyncio.Event()
+        self._members: dict[str, dict[str, Any]] = {}
 
     @property
     def identity(self) -> str:
@@ -87,6 +95,21 @@ class ShardHolder:
     def serves(self, shard: int, now: float | None = None) -> bool:
         deadline = self._deadlines.get(shard)
         return deadline is not None and (time.time() if now is None else now) < deadline
+
+    def peer_urls(self) -> list[str]:
+        """The report endpoints of the other live replicas, as of the last round."""
+        now = time.time()
+        urls = []
+        for identity, lease in self._members.items():
+            annotations = (lease.get("metadata") or {}).get("annotations") or {}
+            url = annotations.get(REPORTS_URL_ANNOTATION)
+            if identity != self.identity and url and lease_view(lease).live(now):
+                urls.append(str(url).rstrip("/"))
+        return urls
+
+    def seconds_left(self, shard: int) -> float:
+        """How long this replica still acts on `shard` without another renewal (0: not held)."""
+        return max(self._deadlines.get(shard, 0.0) - time.time(), 0.0)
 
     def held(self) -> frozenset[int]:
         now = time.time()
@@ -121,6 +144,7 @@ class ShardHolder:
         """Read the Leases, keep this replica's member Lease, then renew, take and give back
         shards as planning.shards decides."""
         book = await self._read()
+        self._members = book.members
         started = time.time()
         await self._keep_member(book, started)
         members = [
@@ -187,7 +211,7 @@ class ShardHolder:
     async def _keep_member(self, book: LeaseBook, now: float) -> None:
         name = member_lease_name(self.settings.prefix, self.identity)
         current = book.members.get(self.identity)
-        await self._put(name, current, now, holder=self.identity)
+        await self._put(name, current, now, holder=self.identity, member=True)
 
     async def _write(
         self, shard: int, current: dict[str, Any] | None, now: float, holder: str | None
@@ -197,9 +221,14 @@ class ShardHolder:
         return await self._put(shard_lease_name(self.settings.prefix, shard), current, now, holder)
 
     async def _put(
-        self, name: str, current: dict[str, Any] | None, now: float, holder: str | None
+        self,
+        name: str,
+        current: dict[str, Any] | None,
+        now: float,
+        holder: str | None,
+        member: bool = False,
     ) -> bool:
-        body = _lease_body(name, self.settings, current, now, holder)
+        body = _lease_body(name, self.settings, current, now, holder, member)
         try:
             if current is None:
                 await asyncio.to_thread(
@@ -261,10 +290,13 @@ def _lease_body(
     current: Mapping[str, Any] | None,
     now: float,
     holder: str | None,
+    member: bool = False,
 ) -> dict[str, Any]:
     """The Lease to write: renewed when the holder stays, acquired when it changes, with the
     resourceVersion read so that the write fails if another replica wrote in between."""
     metadata: dict[str, Any] = {"name": name, "labels": {SHARDS_LABEL: settings.prefix}}
+    if member and settings.reports_url:
+        metadata["annotations"] = {REPORTS_URL_ANNOTATION: settings.reports_url}
     spec: dict[str, Any] = dict((current or {}).get("spec") or {})
     if current is not None:
         metadata["resourceVersion"] = current["metadata"]["resourceVersion"]
@@ -284,3 +316,40 @@ def _lease_body(
         "metadata": metadata,
         "spec": spec,
     }
+
+
+async def follow_shard_leadership(holder: ShardHolder) -> None:
+    """Forever: the holder of shard 0 leads; on a change relabel this pod (the Services
+    select rebalancer.dev/active=true), set rebalancer_leader and log it."""
+    leading: bool | None = None
+    while True:
+        now_leading = holder.serves(LEADING_SHARD)
+        if now_leading != leading:
+            try:
+                settings = holder.settings
+                await _label_pod(holder.api, settings.pod_name, settings.pod_namespace, now_leading)
+            except (ApiException, OSError) as error:
+                logger.warning("could not label this replica's pod: %s", error)
+                await holder.wait_change(FOLLOW_SECONDS)
+                continue
+            record_leader(now_leading)
+            logger.info(
+                "replica %s %s",
+                holder.identity,
+                "holds shard 0: it leads and takes member reports"
+                if now_leading
+                else "does not hold shard 0: it serves its shards only",
+            )
+            leading = now_leading
+        await holder.wait_change(FOLLOW_SECONDS)
+
+
+async def _label_pod(
+    api: KubernetesApi, pod_name: str | None, pod_namespace: str | None, active: bool
+) -> None:
+    if pod_name is None or pod_namespace is None:
+        return
+    patch = {"metadata": {"labels": {ACTIVE_LABEL: "true" if active else "false"}}}
+    await asyncio.to_thread(
+        api.core.patch_namespaced_pod, pod_name, pod_namespace, patch, _content_type=MERGE_PATCH
+    )
