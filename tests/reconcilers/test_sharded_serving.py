@@ -94,7 +94,9 @@ async def test_the_daemon_loop_runs_while_the_shard_is_held() -> None:
     deps = sharded_deps(set())
     holder = deps.shards
     assert holder is not None
-    body = {"metadata": {"labels": {}}, "status": {"servedBy": f"pod-a (shard {SHARD} of 4)"}}
+    # Already marked as served here: no status write (no API server in this test).
+    status = {"servedBy": f"pod-a (shard {SHARD} of 4)"}
+    body: Any = {"metadata": {"labels": {}}, "status": status}
     runs: list[str] = []
 
     async def loop(stop: Stopping) -> None:
@@ -105,7 +107,7 @@ async def test_the_daemon_loop_runs_while_the_shard_is_held() -> None:
 
     stopped = Stopped()
     daemon = asyncio.create_task(
-        sharding.while_served(deps, body, NS, NAME, stopped, loop)  # type: ignore[arg-type]
+        sharding.while_served(deps, body, NS, NAME, stopped, loop, marks=True)
     )
     await asyncio.sleep(0.2)
     assert runs == []  # not held: waits

@@ -40,4 +40,4 @@ async def observe(
     # Unfiltered, on every replica: it waits for the group's shard (reconcilers.sharding).
     ns = namespace or "default"
     run = functools.partial(observing.observe, memo.deps, body, ns, name, claims=claims)
-    await sharding.while_served(memo.deps, body, ns, name, stopped, run)
+    await sharding.while_served(memo.deps, body, ns, name, stopped, run, marks=True)

@@ -94,9 +94,12 @@ async def while_served(
     name: str,
     stopped: Stopping,
     run: Callable[[Stopping], Awaitable[None]],
+    *,
+    marks: bool = False,
 ) -> None:
     """Run a daemon's loop (`run`) whenever this replica serves the group, until kopf stops
-    the daemon; without sharding, once, as before."""
+    the daemon; without sharding, once, as before. The daemon that `marks` (the observer's,
+    one per group) writes status.servedBy first."""
     holder = deps.shards
     if holder is None:
         await run(stopped)
@@ -107,10 +110,11 @@ async def while_served(
         if not holder.serves(shard):
             await _either(stopped.wait(holder.settings.renew_seconds), holder.wait_change(60.0))
             continue
-        try:
-            await mark_served(deps, body, namespace, name, shard, problem)
-        except ResourceGone:
-            return
+        if marks:
+            try:
+                await mark_served(deps, body, namespace, name, shard, problem)
+            except ResourceGone:
+                return
         await run(ShardStop(stopped, holder, shard))
         if holder.serves(shard):
             await stopped.wait(RETURNED_PAUSE_SECONDS)
