@@ -9,6 +9,7 @@ import pytest
 from rebalancer.planning.shards import (
     SHARD_LABEL,
     LeaseView,
+    Member,
     ShardLabelInvalid,
     fair_share,
     hashed_shard,
@@ -19,6 +20,7 @@ from rebalancer.planning.shards import (
     shard_of,
     shard_of_lease,
     target_holders,
+    waits_for,
 )
 
 NOW = 1_800_000_000.0
@@ -165,3 +167,14 @@ def test_targets_give_each_replica_its_share_and_keep_most_shards_in_place() -> 
     assert Counter(after.values()) == {"a": 3, "b": 3, "c": 3, "d": 3}
     moved = [shard for shard in range(12) if before[shard] != after[shard]]
     assert len(moved) <= 6  # a full reshuffle would move about 9
+
+
+def test_a_replica_with_a_new_shard_count_waits_for_the_older_count_to_go() -> None:
+    old = [Member("a", 8, 100.0), Member("b", 8, 101.0)]
+    new = Member("c", 12, 200.0)
+    assert waits_for("c", 12, [*old, new]) == ["a", "b"]
+    # The older count does not wait for the newer, and does not count it as a member.
+    assert waits_for("a", 8, [*old, new]) == []
+    assert waits_for("c", 12, [new, Member("d", 12, 201.0)]) == []
+    # A Lease that does not say its count is not waited for.
+    assert waits_for("c", 12, [Member("x", None, 1.0), new]) == []

@@ -31,12 +31,14 @@ from rebalancer.metrics import record_leader, record_shards
 from rebalancer.operator_settings import ShardingSettings
 from rebalancer.planning.shards import (
     LeaseView,
+    Member,
     ShardMoves,
     member_lease_name,
     plan_shards,
     serving_deadline,
     shard_lease_name,
     shard_of_lease,
+    waits_for,
 )
 from rebalancer.structs.times import read_rfc3339
 
@@ -45,6 +47,8 @@ logger = logging.getLogger(__name__)
 SHARDS_LABEL = "rebalancer.dev/shards"
 # A member Lease's address of its replica's report endpoint (clients.forwarding).
 REPORTS_URL_ANNOTATION = "rebalancer.dev/reports-url"
+# A member Lease's --shards: replicas of another count wait (planning.shards.waits_for).
+SHARD_COUNT_ANNOTATION = "rebalancer.dev/shard-count"
 # The shard whose holder leads the cluster-wide parts (docs/sharding.md).
 LEADING_SHARD = 0
 # How often the leading replica's label is checked against the held shards.
@@ -68,6 +72,17 @@ def lease_view(lease: Mapping[str, Any]) -> LeaseView:
     )
 
 
+def member_of(lease: Mapping[str, Any]) -> Member:
+    metadata = lease.get("metadata") or {}
+    count = str((metadata.get("annotations") or {}).get(SHARD_COUNT_ANNOTATION) or "")
+    joined = read_rfc3339((lease.get("spec") or {}).get("acquireTime"))
+    return Member(
+        identity=lease_view(lease).holder,
+        shards=int(count) if count.isdigit() else None,
+        joined_at=joined if joined is not None else float("inf"),
+    )
+
+
 @dataclass
 class LeaseBook:
     """One list of the Leases: each shard's and each member's, as read."""
@@ -87,6 +102,7 @@ class ShardHolder:
         self._deadlines: dict[int, float] = {}
         self._changed = asyncio.Event()
         self._members: dict[str, dict[str, Any]] = {}
+        self._waiting: list[str] = []
 
     @property
     def identity(self) -> str:
@@ -147,11 +163,7 @@ class ShardHolder:
         self._members = book.members
         started = time.time()
         await self._keep_member(book, started)
-        members = [
-            identity for identity, lease in book.members.items() if lease_view(lease).live(started)
-        ]
-        views = {shard: lease_view(lease) for shard, lease in book.shards.items()}
-        moves = plan_shards(self.identity, self.settings.shards, views, members, started)
+        moves = self._plan(book, started)
         before = self.held()
         for shard in moves.release:
             self._deadlines.pop(shard, None)  # stop acting before another may take it
@@ -164,6 +176,27 @@ class ShardHolder:
         await self._drop_stale_members(book, started)
         self._report(before, moves)
         return moves
+
+    def _plan(self, book: LeaseBook, now: float) -> ShardMoves:
+        shards = self.settings.shards
+        live = [member_of(lease) for lease in book.members.values() if lease_view(lease).live(now)]
+        waiting = waits_for(self.identity, shards, live)
+        if waiting != self._waiting:
+            if waiting:
+                logger.warning(
+                    "replica %s holds no shard while %s, started before it, run with another "
+                    "--shards: a group's shard depends on the count, and two counts would serve "
+                    "some groups twice; it takes shards once they are gone",
+                    self.identity,
+                    ", ".join(waiting),
+                )
+            self._waiting = waiting
+        if waiting:
+            return ShardMoves(renew=(), take=(), release=tuple(sorted(self._deadlines)))
+        # Replicas of another count that joined later wait for this one: not counted.
+        members = [member.identity for member in live if member.shards in (None, shards)]
+        views = {shard: lease_view(lease) for shard, lease in book.shards.items()}
+        return plan_shards(self.identity, shards, views, members, now)
 
     def _report(self, before: frozenset[int], moves: ShardMoves) -> None:
         after = self.held()
@@ -295,8 +328,10 @@ def _lease_body(
     """The Lease to write: renewed when the holder stays, acquired when it changes, with the
     resourceVersion read so that the write fails if another replica wrote in between."""
     metadata: dict[str, Any] = {"name": name, "labels": {SHARDS_LABEL: settings.prefix}}
-    if member and settings.reports_url:
-        metadata["annotations"] = {REPORTS_URL_ANNOTATION: settings.reports_url}
+    if member:
+        metadata["annotations"] = {SHARD_COUNT_ANNOTATION: str(settings.shards)}
+        if settings.reports_url:
+            metadata["annotations"][REPORTS_URL_ANNOTATION] = settings.reports_url
     spec: dict[str, Any] = dict((current or {}).get("spec") or {})
     if current is not None:
         metadata["resourceVersion"] = current["metadata"]["resourceVersion"]

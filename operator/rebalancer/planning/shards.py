@@ -163,3 +163,30 @@ STOP_MARGIN_SECONDS = 2.0
 def serving_deadline(renewed_at: float, duration_seconds: float) -> float:
     """Until when a replica acts on a shard it last renewed at `renewed_at` (its own clock)."""
     return renewed_at + duration_seconds - STOP_MARGIN_SECONDS
+
+
+@dataclass(frozen=True)
+class Member:
+    """A live replica as its member Lease tells it."""
+
+    identity: str
+    shards: int | None  # its --shards; None from a Lease that does not say
+    joined_at: float  # its member Lease's acquireTime
+
+
+def waits_for(identity: str, shards: int, members: Iterable[Member]) -> list[str]:
+    """The live replicas that count shards differently and joined before this one: while one
+    lives, this replica holds no shard. A group's shard depends on the count, so replicas of two
+    counts would serve some groups twice; the older count keeps serving until its last replica
+    is gone (a rolling update of sharding.shards), then the newer takes over."""
+    found = list(members)
+    own = [member for member in found if member.identity == identity]
+    joined = own[0].joined_at if own else float("inf")
+    return sorted(
+        member.identity
+        for member in found
+        if member.identity != identity
+        and member.shards is not None
+        and member.shards != shards
+        and (member.joined_at, member.identity) < (joined, identity)
+    )

@@ -136,3 +136,30 @@ async def test_two_replicas_racing_for_the_same_shards_never_both_hold_one(
     finally:
         for api in apis:
             api.close()
+
+
+async def test_a_replica_of_a_new_shard_count_waits_for_the_old_ones(
+    cluster: SharedCluster, ns: str
+) -> None:
+    """A rolling update of sharding.shards: the replica started with the new count holds
+    nothing while one of the old count lives (a group's shard depends on the count), and
+    takes every shard of the new count once the last old one has stopped."""
+    apis = [connect(cluster.kubeconfig) for _ in range(2)]
+    old = holder(apis[0], ns, "old")
+    settings = ShardingSettings(shards=6, namespace=ns, prefix="rebalancer", identity="new")
+    new = ShardHolder(apis[1], settings)
+    try:
+        async with running(asyncio.create_task(old.run())) as old_task:
+            await eventually_async(lambda: len(old.held()) == SHARDS, "the old count holds all", 20)
+            async with running(asyncio.create_task(new.run())):
+                for _ in range(3):  # three rounds of each
+                    await asyncio.sleep(old.settings.renew_seconds)
+                    assert new.held() == frozenset()
+                    assert len(old.held()) == SHARDS  # the newer count is not counted
+                old_task.cancel()
+                await eventually_async(
+                    lambda: new.held() == frozenset(range(6)), "the new count takes over", 20
+                )
+    finally:
+        for api in apis:
+            api.close()
