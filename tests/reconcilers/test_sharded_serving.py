@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import kopf
+import pytest
 from kubernetes import client
 from tests.stopping import Stopped
 
@@ -90,7 +91,11 @@ def test_a_label_that_names_no_shard_falls_back_to_the_name_and_says_why() -> No
     assert problem is not None and SHARD_LABEL in problem and "0 to 3" in problem
 
 
-async def test_the_daemon_loop_runs_while_the_shard_is_held() -> None:
+async def test_the_daemon_loop_runs_while_the_shard_is_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sharding, "SERVING_LOOK_SECONDS", 0.1)
+    monkeypatch.setattr(sharding, "LOOK_SECONDS", 0.1)
     deps = sharded_deps(set())
     holder = deps.shards
     assert holder is not None
@@ -120,6 +125,13 @@ async def test_the_daemon_loop_runs_while_the_shard_is_held() -> None:
     hold(holder, {SHARD}, seconds=0.5)  # held, then its renewals stop: it lapses by itself
     await asyncio.sleep(1.0)
     assert runs == ["started", "stopped", "started", "stopped"]
+    hold(holder, {SHARD})
+    await asyncio.sleep(0.3)
+    assert runs[-1] == "started"
+    # The label moves the group to a shard this replica does not hold: the loop stops.
+    body["metadata"]["labels"] = {SHARD_LABEL: str((SHARD + 1) % SHARDS)}
+    await asyncio.sleep(0.5)
+    assert runs[-1] == "stopped"
+    assert len(runs) == 6
     stopped.event.set()
     await asyncio.wait_for(daemon, 2)
-    assert runs[-1] == "stopped"

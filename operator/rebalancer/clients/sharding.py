@@ -18,7 +18,7 @@ import datetime
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,6 +101,8 @@ class ShardHolder:
         # Shard -> until when this replica acts on it (its own clock, planning.shards).
         self._deadlines: dict[int, float] = {}
         self._changed = asyncio.Event()
+        # One per shard a daemon waits on: a change of one shard wakes its groups' daemons only.
+        self._shard_changed: dict[int, asyncio.Event] = {}
         self._members: dict[str, dict[str, Any]] = {}
         self._waiting: list[str] = []
 
@@ -131,15 +133,24 @@ class ShardHolder:
         now = time.time()
         return frozenset(shard for shard in self._deadlines if self.serves(shard, now))
 
-    async def wait_change(self, seconds: float) -> None:
-        """Until the held set changes (a round took or gave up a shard) or `seconds` pass."""
-        changed = self._changed
+    async def wait_change(self, seconds: float, shard: int | None = None) -> None:
+        """Until the held set changes (a round took or gave up a shard; only `shard`, given
+        one) or `seconds` pass."""
+        if shard is None:
+            changed = self._changed
+        else:
+            changed = self._shard_changed.setdefault(shard, asyncio.Event())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(changed.wait(), seconds)
 
-    def _notify(self) -> None:
+    def _notify(self, shards: Iterable[int] | None = None) -> None:
+        """Wake the waiters of these shards (every shard: None) and of any change."""
         self._changed.set()
         self._changed = asyncio.Event()
+        for shard in list(self._shard_changed) if shards is None else shards:
+            event = self._shard_changed.pop(shard, None)
+            if event is not None:
+                event.set()
 
     async def run(self) -> None:
         """Forever: one round every renew_seconds. Stopped (cancelled), it gives its shards
@@ -214,7 +225,7 @@ class ShardHolder:
                 released,
                 lost,
             )
-            self._notify()
+            self._notify([*taken, *released, *lost])
 
     def _expire(self, now: float) -> None:
         before = frozenset(self._deadlines)

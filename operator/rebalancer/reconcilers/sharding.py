@@ -30,6 +30,11 @@ logger = logging.getLogger(__name__)
 # A daemon whose loop returned while its shard is still held (its resource going) looks again
 # this long after.
 RETURNED_PAUSE_SECONDS = 1.0
+# A daemon waiting for its group's shard looks again this often without a wake-up: a label
+# moved to a held shard is then served (kopf's Body is updated in place by the watch).
+LOOK_SECONDS = 30.0
+# A serving daemon's waits end at least this often to read the group's label again.
+SERVING_LOOK_SECONDS = 10.0
 
 
 def group_shard(
@@ -64,26 +69,32 @@ async def _either(*waits: Awaitable[object]) -> None:
 
 
 class ShardStop:
-    """kopf's `stopped`, also true once this replica no longer serves `shard`."""
+    """kopf's `stopped`, also true once this replica no longer serves `shard`, or the group's
+    label has moved it to another shard (`current()`)."""
 
-    def __init__(self, stopped: Stopping, holder: ShardHolder, shard: int) -> None:
+    def __init__(
+        self, stopped: Stopping, holder: ShardHolder, shard: int, current: Callable[[], int]
+    ) -> None:
         self.stopped = stopped
         self.holder = holder
         self.shard = shard
+        self.current = current
 
     def __bool__(self) -> bool:
-        return bool(self.stopped) or not self.holder.serves(self.shard)
+        return (
+            bool(self.stopped) or not self.holder.serves(self.shard) or self.current() != self.shard
+        )
 
     async def wait(self, timeout: float | None = None) -> object:  # noqa: ASYNC109  (kopf's)
         end = None if timeout is None else time.monotonic() + timeout
         while not self:
             # Held until its deadline unless a round says otherwise: look again by then.
-            step = max(self.holder.seconds_left(self.shard), 0.05)
+            step = max(min(self.holder.seconds_left(self.shard), SERVING_LOOK_SECONDS), 0.05)
             if end is not None:
                 step = min(step, end - time.monotonic())
                 if step <= 0:
                     break
-            await _either(self.stopped.wait(step), self.holder.wait_change(step))
+            await _either(self.stopped.wait(step), self.holder.wait_change(step, self.shard))
         return bool(self)
 
 
@@ -104,18 +115,27 @@ async def while_served(
     if holder is None:
         await run(stopped)
         return
+    count = holder.settings.shards
+
+    def current() -> int:
+        # kopf's Body follows the watch: a label changed meanwhile is read here.
+        return group_shard(count, namespace, name, body.get("metadata", {}).get("labels"))[0]
+
     while not stopped:
         labels = body.get("metadata", {}).get("labels")
-        shard, problem = group_shard(holder.settings.shards, namespace, name, labels)
+        shard, problem = group_shard(count, namespace, name, labels)
         if not holder.serves(shard):
-            await _either(stopped.wait(holder.settings.renew_seconds), holder.wait_change(60.0))
+            # Woken by the round that takes the shard, or a change of the group's label (kopf
+            # sets `stopped` and starts the daemon again only when it goes; a label is seen
+            # here at the next look).
+            await _either(stopped.wait(LOOK_SECONDS), holder.wait_change(LOOK_SECONDS, shard))
             continue
         if marks:
             try:
                 await mark_served(deps, body, namespace, name, shard, problem)
             except ResourceGone:
                 return
-        await run(ShardStop(stopped, holder, shard))
+        await run(ShardStop(stopped, holder, shard, current))
         if holder.serves(shard):
             await stopped.wait(RETURNED_PAUSE_SECONDS)
 
