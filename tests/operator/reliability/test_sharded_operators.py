@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import socket
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,10 +56,26 @@ def consumer_group(ns: str, name: str, shard: int) -> dict[str, object]:
     }
 
 
+class Replica(ChildProcess):
+    port: int = 0
+
+    def gauge(self, name: str) -> float | None:
+        """A gauge of the replica's /metrics; None while it does not answer."""
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                text = response.read().decode()
+        except OSError:
+            return None
+        values = [line.split()[-1] for line in text.splitlines() if line.startswith(f"{name} ")]
+        return float(values[0]) if values else None
+
+
 @pytest.fixture
-def replicas(cluster: SharedCluster, ns: str, tmp_path: Path) -> Iterator[list[ChildProcess]]:
+def replicas(cluster: SharedCluster, ns: str, tmp_path: Path) -> Iterator[list[Replica]]:
     children = []
     for label in ("first", "second"):
+        port = free_port()
         argv = python_module(
             "rebalancer",
             "operator",
@@ -69,7 +86,7 @@ def replicas(cluster: SharedCluster, ns: str, tmp_path: Path) -> Iterator[list[C
             "--reports-host",
             "127.0.0.1",
             "--reports-port",
-            str(free_port()),
+            str(port),
             "--shards",
             str(SHARDS),
             "--shard-namespace",
@@ -77,7 +94,9 @@ def replicas(cluster: SharedCluster, ns: str, tmp_path: Path) -> Iterator[list[C
         )
         # Outside a pod: the replica's name is host/pid, and no pod is labelled.
         env = {"POD_NAME": "", "POD_NAMESPACE": "", "POD_IP": ""}
-        children.append(ChildProcess(f"operator-{label}", argv, tmp_path / f"{label}.log", env))
+        child = Replica(f"operator-{label}", argv, tmp_path / f"{label}.log", env)
+        child.port = port
+        children.append(child)
     for child in children:
         child.start()
     try:
@@ -101,7 +120,7 @@ def pid_of(served: str | None) -> int | None:
 
 
 def test_a_killed_replicas_groups_move_to_the_live_one(
-    kube: KubernetesApi, ns: str, replicas: list[ChildProcess], tmp_path: Path
+    kube: KubernetesApi, ns: str, replicas: list[Replica], tmp_path: Path
 ) -> None:
     for index, name in enumerate(GROUPS):
         body = consumer_group(ns, name, index % SHARDS)
@@ -119,6 +138,10 @@ def test_a_killed_replicas_groups_move_to_the_live_one(
 
     eventually(all_served_by_both, "every group served, by both replicas", 60, context=logs)
     before = served_by(kube, ns)
+    # Two shards each, and one leader: the holder of shard 0.
+    assert [one.gauge("rebalancer_shards_held") for one in replicas] == [2.0, 2.0]
+    leaders = [one.gauge("rebalancer_leader") for one in replicas]
+    assert leaders in ([0.0, 1.0], [1.0, 0.0]), leaders
     for index, name in enumerate(GROUPS):
         match = SERVED.match(before[name] or "")
         assert match and int(match["shard"]) == index % SHARDS and int(match["of"]) == SHARDS
@@ -143,3 +166,5 @@ def test_a_killed_replicas_groups_move_to_the_live_one(
         expected = [killed.process.pid, live.process.pid] if name in moving else [live.process.pid]
         assert history[name] == expected, (name, history[name], logs())
     assert took < TAKEOVER_LIMIT_S, logs()
+    assert live.gauge("rebalancer_shards_held") == SHARDS
+    assert live.gauge("rebalancer_leader") == 1.0
