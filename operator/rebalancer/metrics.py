@@ -127,6 +127,18 @@ LEADER = Gauge(
     "1 when the operator runs without leader election.",
     registry=REGISTRY,
 )
+SHARDS_HELD = Gauge(
+    "rebalancer_shards_held",
+    "Shards of ConsumerGroups this replica holds the Lease of and serves (sharding only).",
+    registry=REGISTRY,
+)
+SHARD_MOVES = Counter(
+    "rebalancer_shard_moves_total",
+    "Shard Leases this replica took (taken) or gave up (released: given back above its fair "
+    "share; lost: another replica holds it, or renewing failed for too long).",
+    ["move"],
+    registry=REGISTRY,
+)
 GROUP_READY = Gauge(
     "rebalancer_group_ready",
     "1 when the ConsumerGroup's Ready condition is True, else 0.",
@@ -498,6 +510,13 @@ def record_report_accepted() -> None:
 
 def record_leader(leading: bool) -> None:
     LEADER.set(1 if leading else 0)
+
+
+def record_shards(held: int, taken: int, released: int, lost: int) -> None:
+    SHARDS_HELD.set(held)
+    for move, count in (("taken", taken), ("released", released), ("lost", lost)):
+        if count:
+            SHARD_MOVES.labels(move).inc(count)
 
 
 def record_report_unclaimed() -> None:

@@ -44,6 +44,27 @@ class PeeringSettings:
 
 
 @dataclass(frozen=True)
+class ShardingSettings:
+    """ConsumerGroups shared out among replicas by shard Leases (docs/sharding.md)."""
+
+    shards: int
+    # The Leases live in this namespace (the operator's own), named <prefix>-shard-<i>, with one
+    # <prefix>-member-<identity> per live replica.
+    namespace: str
+    prefix: str
+    # This replica's holderIdentity: the pod's name in a cluster.
+    identity: str
+    # A Lease not renewed for this long is free for another replica to take.
+    lease_seconds: int = 10
+    renew_seconds: float = 3.0
+    # Where the other replicas pass member reports on to this one (its member Lease says it).
+    reports_url: str | None = None
+    # The pod labelled rebalancer.dev/active while it holds shard 0; None outside a pod.
+    pod_namespace: str | None = None
+    pod_name: str | None = None
+
+
+@dataclass(frozen=True)
 class OperatorSettings:
     kubeconfig: Path | None = None
     context: str | None = None
@@ -77,6 +98,8 @@ class OperatorSettings:
     admission: AdmissionSettings | None = None
     # Leader election among replicas; None runs standalone (one replica).
     peering: PeeringSettings | None = None
+    # ConsumerGroups shared out among replicas; None: this replica serves every one.
+    sharding: ShardingSettings | None = None
 
     @property
     def clusterwide(self) -> bool:

@@ -24,6 +24,9 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_GROUPS = 100_000
 SIDECAR_SUFFIX = "-sidecar"
 MAX_UNCLAIMED_LOGGED = 1000
+# Set on a report one replica passes on to the others (sharding): they keep it and pass it
+# on no further.
+FORWARDED_HEADER = "X-Rebalancer-Forwarded"
 
 
 class ReportHub:
@@ -40,6 +43,9 @@ class ReportHub:
         # Group ids reported but observed by nobody, each logged once: a pod whose
         # KAFKA_GROUP_ID does not match any ConsumerGroup's spec.groupId is a common slip.
         self.unclaimed: set[str] = set()
+        # With sharding: passes an accepted report (its body, its Authorization header) on to
+        # the other replicas, since the group may be served by any of them.
+        self.forward: Callable[[bytes, str | None], None] | None = None
 
     def book(self, group_id: str) -> ReportBook:
         book = self.books.get(group_id)
@@ -115,8 +121,9 @@ def build_app(hub: ReportHub, token: str | None) -> web.Application:
             hub.rejected += 1
             record_report_rejected("too_large")
             return _error(413, f"report larger than {MAX_BODY_BYTES} bytes")
+        data = await request.read()
         try:
-            raw = json.loads(await request.read())
+            raw = json.loads(data)
         # 2000 nested brackets in a 4 kB body exhaust json's recursion: still just bad JSON.
         except (ValueError, UnicodeDecodeError, RecursionError):
             hub.rejected += 1
@@ -131,6 +138,8 @@ def build_app(hub: ReportHub, token: str | None) -> web.Application:
             first = error.problems[0] if error.problems else None
             return _error(400, error.summary(), first.path if first else None)
         record_report_accepted()
+        if hub.forward is not None and FORWARDED_HEADER not in request.headers:
+            hub.forward(data, request.headers.get("Authorization"))
         return web.json_response({"accepted": True}, status=202)
 
     async def healthz(_: web.Request) -> web.Response:

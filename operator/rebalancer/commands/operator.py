@@ -11,13 +11,17 @@ from typing import TYPE_CHECKING, Any, cast
 from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
 
 if TYPE_CHECKING:
-    from rebalancer.operator_settings import OperatorSettings, PeeringSettings
+    from rebalancer.operator_settings import OperatorSettings, PeeringSettings, ShardingSettings
 
 # kopf sends a keep-alive 5 to 10 s before the lifetime ends (at least every second): 10 s
 # keeps a takeover under 15 s with a keep-alive every 1 to 5 s. Below 5 s a busy leader's
 # keep-alive could come late and a standby would act beside it.
 DEFAULT_PEERING_LIFETIME = 10
 MIN_PEERING_LIFETIME = 5
+# A shard Lease is renewed every 3 s and its holder stops acting 2 s before it expires: 5 s
+# leaves no room for a late renewal, 10 s moves a dead replica's shards in at most 13 s.
+DEFAULT_SHARD_LEASE_SECONDS = 10
+MIN_SHARD_LEASE_SECONDS = 6
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,6 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _add_gate_arguments(parser)
     _add_admission_arguments(parser)
     _add_peering_arguments(parser)
+    _add_sharding_arguments(parser)
     parser.add_argument(
         "--log-level",
         default="INFO",
@@ -214,6 +219,47 @@ def _add_peering_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_sharding_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags for sharing the ConsumerGroups out among replicas (docs/sharding.md)."""
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        metavar="N",
+        help="share the ConsumerGroups out among replicas in N shards, each held by one replica "
+        "through a Lease; every replica serves the groups of the shards it holds (instead of "
+        "--peering; default: off, one replica serves every group)",
+    )
+    parser.add_argument(
+        "--shard-namespace",
+        default=None,
+        metavar="NAMESPACE",
+        help="namespace of the shard Leases (default: the pod's, POD_NAMESPACE, else default)",
+    )
+    parser.add_argument(
+        "--shard-lease-prefix",
+        default="rebalancer",
+        metavar="PREFIX",
+        help="the Leases are named PREFIX-shard-<i> and PREFIX-member-<replica> "
+        "(default: rebalancer; the chart uses the release's name)",
+    )
+    parser.add_argument(
+        "--shard-lease-seconds",
+        type=int,
+        default=DEFAULT_SHARD_LEASE_SECONDS,
+        metavar="SECONDS",
+        help="seconds after its last renewal a shard Lease is free for another replica "
+        f"(default: {DEFAULT_SHARD_LEASE_SECONDS}; at least {MIN_SHARD_LEASE_SECONDS})",
+    )
+    parser.add_argument(
+        "--advertise-reports-url",
+        default=None,
+        metavar="URL",
+        help="where the other replicas pass member reports on to this one (default: "
+        "http://$POD_IP:<reports-port> in a pod, else http://127.0.0.1:<reports-port>)",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     problem = _flag_problem(args)
     if problem is not None:
@@ -277,6 +323,9 @@ def _flag_problem(args: argparse.Namespace) -> str | None:
             f"--peering-lifetime {args.peering_lifetime} must be at least "
             f"{MIN_PEERING_LIFETIME} (seconds; the chart's leaderElection.lifetimeSeconds)"
         )
+    sharding = _sharding_problem(args)
+    if sharding is not None:
+        return sharding
     if (args.admission_cert is None) != (args.admission_key is None):
         return (
             "--admission-cert and --admission-key go together; pass both, "
@@ -289,6 +338,31 @@ def _flag_problem(args: argparse.Namespace) -> str | None:
         return (
             f"--admission-configuration {configuration!r} must be a "
             "domain name with a dot, for example rebalancer.example.com"
+        )
+    return None
+
+
+def _sharding_problem(args: argparse.Namespace) -> str | None:
+    if args.shards is None:
+        return None
+    if args.shards < 1:
+        return f"--shards {args.shards} must be at least 1 (the chart's sharding.shards)"
+    if args.peering is not None:
+        # Peering pauses every replica but one: the shards would all be served by it.
+        return (
+            "--shards and --peering do not go together: with --shards every replica serves "
+            "its shards and the holder of shard 0 leads; drop --peering (the chart's "
+            "leaderElection.enabled is ignored when sharding.enabled is true)"
+        )
+    if args.shard_lease_seconds < MIN_SHARD_LEASE_SECONDS:
+        return (
+            f"--shard-lease-seconds {args.shard_lease_seconds} must be at least "
+            f"{MIN_SHARD_LEASE_SECONDS} (the chart's sharding.leaseSeconds)"
+        )
+    if args.admission_configuration is not None:
+        return (
+            "--admission-configuration points the webhook at one replica; with --shards let "
+            "the chart install the configuration (it calls the Service) and drop the flag"
         )
     return None
 
@@ -332,7 +406,36 @@ def _operator_settings(args: argparse.Namespace) -> OperatorSettings:
         gate_bypass_after_seconds=args.gate_bypass_after_seconds,
         admission=admission,
         peering=peering,
+        sharding=None if args.shards is None else _sharding_settings(args),
     )
+
+
+def _sharding_settings(args: argparse.Namespace) -> ShardingSettings:
+    """This replica's part in the sharding: named as in the peering (the pod's name)."""
+    import os
+
+    from rebalancer.operator_settings import ShardingSettings
+
+    pod_name = os.environ.get("POD_NAME") or None
+    pod_namespace = os.environ.get("POD_NAMESPACE") or None
+    pod_ip = os.environ.get("POD_IP") or "127.0.0.1"
+    return ShardingSettings(
+        shards=args.shards,
+        namespace=args.shard_namespace or pod_namespace or "default",
+        prefix=args.shard_lease_prefix,
+        identity=_identity(pod_name),
+        lease_seconds=args.shard_lease_seconds,
+        reports_url=args.advertise_reports_url or f"http://{pod_ip}:{args.reports_port}",
+        pod_name=pod_name,
+        pod_namespace=pod_namespace,
+    )
+
+
+def _identity(pod_name: str | None) -> str:
+    import os
+    import socket
+
+    return pod_name or f"{socket.gethostname()}/{os.getpid()}"
 
 
 def _peering_settings(name: str, lifetime: int) -> PeeringSettings:
@@ -340,7 +443,6 @@ def _peering_settings(name: str, lifetime: int) -> PeeringSettings:
     the downward API), else after the host and process; ranked by its start time."""
     import os
     import random
-    import socket
     import time
 
     from rebalancer.operator_settings import PeeringSettings
@@ -351,7 +453,7 @@ def _peering_settings(name: str, lifetime: int) -> PeeringSettings:
     return PeeringSettings(
         name=name,
         lifetime_seconds=lifetime,
-        identity=pod_name or f"{socket.gethostname()}/{os.getpid()}",
+        identity=_identity(pod_name),
         priority=priority_for_start(time.time(), random.randrange(1000)),
         pod_name=pod_name,
         pod_namespace=pod_namespace,

@@ -6,14 +6,22 @@ from typing import Any
 
 import kopf
 
-from rebalancer.reconcilers import enforcing
+from rebalancer.reconcilers import enforcing, sharding
 from rebalancer.reconcilers.ownership import ClaimIndex
 from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
 from rebalancer.structs.enforce_policy import enforcement_asked
 
 
-def _asks_for_enforcement(spec: kopf.Spec, **_: Any) -> bool:
-    return enforcement_asked(spec)
+def _asks_for_enforcement(
+    spec: kopf.Spec,
+    memo: kopf.Memo | None = None,
+    namespace: str | None = None,
+    name: str | None = None,
+    labels: kopf.Labels | None = None,
+    **_: Any,
+) -> bool:
+    # With sharding, only the replica that serves the group (reconcilers.sharding).
+    return enforcement_asked(spec) and sharding.served_filter(memo, namespace, name, labels)
 
 
 # Only for groups with an enforce block: kopf starts and stops the timer as the block comes
@@ -32,9 +40,13 @@ async def enforce(
     spec: kopf.Spec,
     status: kopf.Status,
     namespace: str | None,
+    name: str | None,
+    labels: kopf.Labels,
     memo: kopf.Memo,
     patch: kopf.Patch,
     claims: ClaimIndex | None = None,
     **_: Any,
 ) -> None:
+    if not sharding.served_filter(memo, namespace, name, labels):
+        return  # the shard moved; the servedBy write stops this timer
     await enforcing.enforce(memo.deps, body, spec, status, namespace or "default", patch, claims)

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import kopf
 
-from rebalancer.reconcilers import observing, validating
+from rebalancer.reconcilers import observing, sharding, validating
 from rebalancer.reconcilers.ownership import ClaimIndex
 from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
 
 
-@kopf.on.resume(GROUP, VERSION, PLURAL)
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+def _served(
+    memo: kopf.Memo, namespace: str | None, name: str | None, labels: kopf.Labels, **_: Any
+) -> bool:
+    return sharding.served_filter(memo, namespace, name, labels)
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL, when=_served)
+@kopf.on.create(GROUP, VERSION, PLURAL, when=_served)
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec", when=_served)
 async def validate(
     body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo, **_: Any
 ) -> None:
@@ -30,4 +37,7 @@ async def observe(
     claims: ClaimIndex | None = None,
     **_: Any,
 ) -> None:
-    await observing.observe(memo.deps, body, namespace or "default", name, stopped, claims)
+    # Unfiltered, on every replica: it waits for the group's shard (reconcilers.sharding).
+    ns = namespace or "default"
+    run = functools.partial(observing.observe, memo.deps, body, ns, name, claims=claims)
+    await sharding.while_served(memo.deps, body, ns, name, stopped, run, marks=True)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import kopf
 
-from rebalancer.reconcilers import rollouts
+from rebalancer.reconcilers import rollouts, sharding
 from rebalancer.reconcilers.ownership import ClaimIndex
 from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
 
@@ -23,7 +24,10 @@ async def roll_out(
     claims: ClaimIndex | None = None,
     **_: Any,
 ) -> None:
-    await rollouts.roll_out(memo.deps, body, namespace or "default", name, stopped, claims)
+    # Unfiltered, on every replica: it waits for the group's shard (reconcilers.sharding).
+    ns = namespace or "default"
+    run = functools.partial(rollouts.roll_out, memo.deps, body, ns, name, claims=claims)
+    await sharding.while_served(memo.deps, body, ns, name, stopped, run)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)

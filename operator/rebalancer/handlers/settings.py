@@ -10,7 +10,7 @@ from typing import Any
 
 import kopf
 
-from rebalancer.reconcilers import settings
+from rebalancer.reconcilers import settings, sharding
 from rebalancer.reconcilers.ownership import ClaimIndex
 from rebalancer.reconcilers.settings import DelayWantIndex, DelayWantsByCluster
 from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
@@ -28,9 +28,15 @@ def delay_wants(
     return settings.delay_want(body, namespace or "default", name)
 
 
-@kopf.on.resume(GROUP, VERSION, PLURAL)
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+def _served(
+    memo: kopf.Memo, namespace: str | None, name: str | None, labels: kopf.Labels, **_: Any
+) -> bool:
+    return sharding.served_filter(memo, namespace, name, labels)
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL, when=_served)
+@kopf.on.create(GROUP, VERSION, PLURAL, when=_served)
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec", when=_served)
 async def settings_changed(
     body: kopf.Body,
     namespace: str | None,
@@ -43,8 +49,17 @@ async def settings_changed(
     await settings.reconcile(memo.deps, body, namespace or "default", name, delay_wants, claims)
 
 
-def _asks_for_settings(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
-    return settings_asked(spec, status)
+def _asks_for_settings(
+    spec: kopf.Spec,
+    status: kopf.Status,
+    memo: kopf.Memo | None = None,
+    namespace: str | None = None,
+    name: str | None = None,
+    labels: kopf.Labels | None = None,
+    **_: Any,
+) -> bool:
+    # With sharding, only the replica that serves the group (reconcilers.sharding).
+    return settings_asked(spec, status) and sharding.served_filter(memo, namespace, name, labels)
 
 
 # Only for groups with settings to deliver or take back (the reconcile returns at once for the
@@ -64,8 +79,11 @@ async def settings_followed(
     memo: kopf.Memo,
     delay_wants: DelayWantIndex | None = None,  # kopf passes every index
     claims: ClaimIndex | None = None,
+    labels: kopf.Labels | None = None,
     **_: Any,
 ) -> None:
+    if not sharding.served_filter(memo, namespace, name, labels):
+        return  # the shard moved; the servedBy write stops this timer
     try:
         await settings.reconcile(memo.deps, body, namespace or "default", name, delay_wants, claims)
     except kopf.TemporaryError as error:

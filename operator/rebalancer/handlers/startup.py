@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import tempfile
@@ -15,6 +16,7 @@ import rebalancer.handlers.workloads
 from rebalancer import metrics
 from rebalancer.clients.certificates import make_self_signed
 from rebalancer.clients.enforcing import SidecarClient
+from rebalancer.clients.forwarding import ReportForwarder
 from rebalancer.clients.kafka_admin import AdminGateway, AdminPool
 from rebalancer.clients.kubernetes_api import (
     KubernetesApi,
@@ -32,6 +34,7 @@ from rebalancer.clients.permissions import follow_permissions, followable_worklo
 from rebalancer.clients.receiving import ReportHub, ReportServer
 from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
+from rebalancer.clients.sharding import ShardHolder, follow_shard_leadership
 from rebalancer.metrics import record_leader
 from rebalancer.operator_settings import AdmissionSettings, OperatorSettings, PeeringSettings
 from rebalancer.reconcilers.dependencies import Dependencies
@@ -49,11 +52,13 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     kube = connect(config.kubeconfig, config.context)
     peering = config.peering
     if peering is None:
-        record_leader(True)
+        record_leader(config.sharding is None)
     else:
         await _join_election(settings, kube, peering)
     hub = ReportHub()
     deps = _dependencies(config, kube, hub)
+    if config.sharding is not None:
+        await _take_shards(kube, config, deps)
     server = ReportServer(hub, config.reports_host, config.reports_port, config.report_token)
     await server.start()
     deps.server = server
@@ -100,6 +105,23 @@ async def _join_election(
         # not run beside the others.
         raise kopf.PermanentError(f"leader election: {error}") from None
     record_leader(False)
+
+
+async def _take_shards(kube: KubernetesApi, config: OperatorSettings, deps: Dependencies) -> None:
+    """Hold this replica's share of shard Leases before kopf lists the ConsumerGroups, and keep
+    it current; refuse to start when the Leases cannot be written."""
+    assert config.sharding is not None
+    holder = ShardHolder(kube, config.sharding)
+    try:
+        await holder.step()
+    except PermissionDenied as error:
+        # Stopped at start, named: a replica that cannot hold Leases would serve no group.
+        raise kopf.PermanentError(f"sharding: {error}") from None
+    deps.shards = holder
+    deps.sharding = asyncio.create_task(holder.run())
+    deps.leadership = asyncio.create_task(follow_shard_leadership(holder))
+    deps.forwarder = ReportForwarder(holder)
+    deps.hub.forward = deps.forwarder.pass_on
 
 
 def _dependencies(config: OperatorSettings, kube: KubernetesApi, hub: ReportHub) -> Dependencies:
@@ -190,6 +212,12 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
         deps.permission_check.cancel()
     if deps.leadership is not None:
         deps.leadership.cancel()
+    if deps.sharding is not None:
+        deps.sharding.cancel()  # it gives its shards back as it stops
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(deps.sharding, 10.0)
+    if deps.forwarder is not None:
+        await deps.forwarder.close()
     if deps.server is not None:
         await deps.server.stop()
     deps.pool.close_all()

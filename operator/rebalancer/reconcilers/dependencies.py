@@ -6,11 +6,13 @@ import asyncio
 from dataclasses import dataclass, field
 
 from rebalancer.clients.enforcing import SidecarClient
+from rebalancer.clients.forwarding import ReportForwarder
 from rebalancer.clients.kafka_admin import AdminPool
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.receiving import ReportHub, ReportServer
 from rebalancer.clients.recommending import RecommendationReader
 from rebalancer.clients.recording import HistoryRecorder
+from rebalancer.clients.sharding import ShardHolder
 from rebalancer.clients.workload_cache import WorkloadCache
 from rebalancer.operator_settings import OperatorSettings
 from rebalancer.planning.permissions import DenialBook
@@ -44,6 +46,10 @@ class Dependencies:
     permission_check: asyncio.Task[None] | None = None
     # Who leads, for the active pod's label (clients.leading.follow_leadership).
     leadership: asyncio.Task[None] | None = None
+    # This replica's share of the ConsumerGroups (clients.sharding); None serves every one.
+    shards: ShardHolder | None = None
+    sharding: asyncio.Task[None] | None = None
+    forwarder: ReportForwarder | None = None
 
     def rollout_wakeup(self, namespace: str, name: str) -> asyncio.Event:
         event = self.rollout_wakeups.get((namespace, name))

@@ -83,7 +83,7 @@ from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.learning import PodWatch, learning_status
 from rebalancer.reconcilers.ownership import ClaimIndex, refusal_of
 from rebalancer.reconcilers.permissions import report_denied
-from rebalancer.sleeping import sleep_or_wake
+from rebalancer.sleeping import Stopping, sleep_or_wake
 from rebalancer.structs.brokers import BrokerGroupView, cluster_key, resolve_profile
 from rebalancer.structs.conditions import (
     Condition,
@@ -618,7 +618,7 @@ class Observer:
         return delay
 
 
-async def observe_forever(observer: Observer, body: kopf.Body, stopped: kopf.DaemonStopped) -> None:
+async def observe_forever(observer: Observer, body: kopf.Body, stopped: Stopping) -> None:
     hub = observer.deps.hub
     spacing = observer.deps.settings.min_observe_spacing_seconds
     try:
@@ -683,7 +683,7 @@ async def observe(
     body: kopf.Body,
     namespace: str,
     name: str,
-    stopped: kopf.DaemonStopped,
+    stopped: Stopping,
     claims: ClaimIndex | None = None,
 ) -> None:
     """Observe the group until the resource goes (the daemon's whole life)."""

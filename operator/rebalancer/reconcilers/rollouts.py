@@ -50,7 +50,7 @@ from rebalancer.simulation import (
     estimate_arrival_plans,
     join_window,
 )
-from rebalancer.sleeping import sleep_or_wake
+from rebalancer.sleeping import Stopping, sleep_or_wake
 from rebalancer.structs.autoscalers import Autoscalers
 from rebalancer.structs.brokers import BrokerProfile, resolve_profile
 from rebalancer.structs.conditions import merge_conditions
@@ -311,7 +311,7 @@ async def roll_out(
     body: kopf.Body,
     namespace: str,
     name: str,
-    stopped: kopf.DaemonStopped,
+    stopped: Stopping,
     claims: ClaimIndex | None = None,
 ) -> None:
     """Step the group's rollout planner until the resource goes (the daemon's whole life)."""
@@ -349,7 +349,7 @@ async def _roll_out_forever(
     body: kopf.Body,
     namespace: str,
     name: str,
-    stopped: kopf.DaemonStopped,
+    stopped: Stopping,
     claims: ClaimIndex | None = None,
 ) -> None:
     state = RolloutState.from_status(written_status(body).get("rollout"))
@@ -417,7 +417,7 @@ async def _pace_and_wait(
     stepped: tuple[RolloutState, list[Any]],
     followed_at_once: bool,
     wakeup: asyncio.Event,
-    stopped: kopf.DaemonStopped,
+    stopped: Stopping,
 ) -> bool:
     """Wake the observer when the step from `before` asks for it, then sleep until the next
     step (or a wake-up); whether the next step follows this one at once."""

@@ -942,3 +942,14 @@ class ResourceStatus(StatusModel):
     learning: LearningOutcomeStatus | None = None
     enforcement: EnforcementRecordStatus | None = None
     group: ObservedGroupStatus | None = None
+    served_by: Annotated[
+        str | None,
+        Field(
+            description=(
+                "The operator replica (its pod's name) that serves this ConsumerGroup when the "
+                "operator shares ConsumerGroups out among replicas (--shards), and the shard it "
+                "is in: `<replica> (shard <i> of <n>)`. Written when a replica takes the group's "
+                "shard; absent without sharding (docs/sharding.md)."
+            ),
+        ),
+    ] = None

@@ -354,7 +354,9 @@ def test_schema_rejects_bad_values_clearly(helm: Helm) -> None:
 def test_replicas_without_leader_election_are_refused_by_name(helm: Helm) -> None:
     refused = helm.template(None, "--set", "leaderElection.enabled=false")
     assert refused.returncode != 0
-    assert "replicaCount 2 needs leaderElection.enabled=true" in refused.stderr, refused.stderr
+    assert "replicaCount 2 needs leaderElection.enabled=true or sharding.enabled=true" in (
+        refused.stderr
+    ), refused.stderr
     alone = helm.render({"leaderElection": {"enabled": False}, "replicaCount": 1})
     deployment = only(alone, "Deployment")
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
@@ -368,6 +370,32 @@ def test_replicas_without_leader_election_are_refused_by_name(helm: Helm) -> Non
     assert terms[0]["topologyKey"] == "kubernetes.io/hostname", terms
     shared = {"history": {"enabled": True, "persistence": {"accessModes": ["ReadWriteMany"]}}}
     assert "affinity" not in only(helm.render(shared), "Deployment")["spec"]["template"]["spec"]
+
+
+def test_sharding_shares_the_groups_out_instead_of_electing(helm: Helm) -> None:
+    manifests = helm.render(
+        {"replicaCount": 3, "sharding": {"enabled": True, "shards": 12, "leaseSeconds": 15}}
+    )
+    args = container(manifests)["args"]
+    assert {
+        "--shards=12",
+        "--shard-namespace=rebalancer",
+        "--shard-lease-prefix=rebalancer",
+        "--shard-lease-seconds=15",
+    } <= set(args)
+    assert not [arg for arg in args if arg.startswith("--peering")]
+    assert not by_kind(manifests, "ClusterKopfPeering")
+    env = {item["name"]: item for item in container(manifests)["env"]}
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    strategy = only(manifests, "Deployment")["spec"]["strategy"]
+    assert strategy["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    # The holder of shard 0 gets the reports and passes them on.
+    for service in by_kind(manifests, "Service"):
+        assert service["spec"]["selector"]["rebalancer.dev/active"] == "true"
+    refused = helm.template(None, "--set", "sharding.enabled=true", "--set", "sharding.shards=0")
+    assert refused.returncode != 0
+    assert "sharding.shards: Must be greater than or equal to 1" in refused.stderr, refused.stderr
 
 
 def test_every_value_is_commented() -> None:

@@ -151,6 +151,26 @@ ALLOWED: dict[Grant, Use] = {
         "leader election: each replica writes its keep-alive", "kopf._core.engines.peering:touch"
     ),
 }
+# With sharding.enabled only, in the release's namespace only (SHARD_ROLE).
+SHARD_GRANTS: dict[Grant, Use] = {
+    ("coordination.k8s.io", "leases", "list"): Use(
+        "sharding: one list a round reads every shard and member Lease",
+        "rebalancer.clients.sharding:ShardHolder.step",
+    ),
+    ("coordination.k8s.io", "leases", "create"): Use(
+        "sharding: a shard Lease taken for the first time, and each replica's member Lease",
+        "rebalancer.clients.sharding:ShardHolder.step",
+    ),
+    ("coordination.k8s.io", "leases", "update"): Use(
+        "sharding: shard Leases renewed, taken over (resourceVersion-guarded) and given back",
+        "rebalancer.clients.sharding:ShardHolder.step",
+    ),
+    ("coordination.k8s.io", "leases", "delete"): Use(
+        "sharding: a replica's member Lease removed on a clean stop, a crashed one's once stale",
+        "rebalancer.clients.sharding:ShardHolder.release_all",
+    ),
+}
+SHARD_ROLE = "rebalancer-shards"
 # The one object of a kind the operator reads and writes by name: the release's peering.
 NAMED = {"clusterkopfpeerings": ["rebalancer"]}
 # The Role in the release's namespace with which each replica labels its own pod active or not.
@@ -180,7 +200,7 @@ def granted(manifests: list[Manifest], kind: str) -> set[Grant]:
 
 
 def test_every_allowed_grant_names_code_that_exists() -> None:
-    for grant, use in ALLOWED.items():
+    for grant, use in {**ALLOWED, **SHARD_GRANTS}.items():
         module, _, function = use.code.partition(":")
         target: object = importlib.import_module(module)
         for part in function.split("."):
@@ -248,3 +268,32 @@ def test_pod_uses_the_bound_service_account(helm: Helm, values: dict[str, Any] |
         for subject in binding["subjects"]
     }
     assert subjects == {account}
+
+
+SHARDED = {"sharding": {"enabled": True}}
+
+
+@pytest.mark.parametrize("namespaced", [False, True], ids=["clusterwide", "namespaced"])
+def test_sharding_grants_leases_in_the_release_namespace_only(helm: Helm, namespaced: bool) -> None:
+    values: dict[str, Any] = {**(NAMESPACED if namespaced else {}), **SHARDED}
+    manifests = helm.render(values)
+    (shards,) = [r for r in by_kind(manifests, "Role") if r["metadata"]["name"] == SHARD_ROLE]
+    assert shards["metadata"]["namespace"] == "rebalancer"
+    assert set(grants(shards)) == set(SHARD_GRANTS)
+    cluster = granted(manifests, "ClusterRole")
+    assert not {grant for grant in cluster if grant[1] == "leases"}
+    # No peering with sharding: kopf does not pause the replicas.
+    assert not {grant for grant in cluster if grant[1] == "clusterkopfpeerings"}
+    assert not by_kind(manifests, "ClusterKopfPeering")
+    others = [r for r in by_kind(manifests, "Role") if r["metadata"]["name"] != SHARD_ROLE]
+    assert all(grant[1] != "leases" for role in others for grant in grants(role))
+    if namespaced:  # the holder of shard 0 labels its pod active
+        (leader,) = [r for r in others if r["metadata"]["name"] == LEADER_ROLE]
+        assert set(grants(leader)) == {("", "pods", "patch")}
+
+
+def test_without_sharding_no_lease_is_granted(helm: Helm) -> None:
+    for values in (None, NAMESPACED):
+        manifests = helm.render(values)
+        roles = by_kind(manifests, "Role") + by_kind(manifests, "ClusterRole")
+        assert all(grant[1] != "leases" for role in roles for grant in grants(role))

@@ -1,0 +1,170 @@
+"""Serving only this replica's share of the ConsumerGroups (docs/sharding.md).
+
+The daemons (observer, rollout planner) run on every replica for every group, as kopf starts
+them; each waits until this replica holds the group's shard, writes status.servedBy, and runs
+its loop with a stop that also trips when the shard is lost. Daemons on every replica keep
+kopf's finalizer wanted by all of them: with daemons filtered out, the replicas that do not
+serve a group would remove the finalizer the serving one adds. The timers and change
+handlers are filtered instead (`served_here`); the servedBy write is the watch event that
+makes kopf start them on the new holder and stop them on the old one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import kopf
+
+from rebalancer.clients.patching import ResourceGone, patch_status
+from rebalancer.clients.sharding import ShardHolder
+from rebalancer.planning.shards import ShardLabelInvalid, hashed_shard, shard_of
+from rebalancer.reconcilers.dependencies import Dependencies
+from rebalancer.sleeping import Stopping
+from rebalancer.structs.consumer_group import written_status
+
+logger = logging.getLogger(__name__)
+# A daemon whose loop returned while its shard is still held (its resource going) looks again
+# this long after.
+RETURNED_PAUSE_SECONDS = 1.0
+# A daemon waiting for its group's shard looks again this often without a wake-up: a label
+# moved to a held shard is then served (kopf's Body is updated in place by the watch).
+LOOK_SECONDS = 30.0
+# A serving daemon's waits end at least this often to read the group's label again.
+SERVING_LOOK_SECONDS = 10.0
+
+
+def group_shard(
+    shards: int, namespace: str, name: str, labels: Mapping[str, str] | None
+) -> tuple[int, str | None]:
+    """The group's shard, and the label's problem when its label names no shard: such a
+    group is served by the shard of its name, which says why in an Event."""
+    try:
+        return shard_of(namespace, name, labels, shards), None
+    except ShardLabelInvalid as error:
+        return hashed_shard(namespace, name, shards), str(error)
+
+
+def served_here(
+    deps: Dependencies | None, namespace: str, name: str, labels: Mapping[str, str] | None
+) -> bool:
+    """Whether this replica acts on the group: always without sharding."""
+    holder = None if deps is None else deps.shards
+    if holder is None:
+        return True
+    shard, _ = group_shard(holder.settings.shards, namespace, name, labels)
+    return holder.serves(shard)
+
+
+async def _either(*waits: Awaitable[object]) -> None:
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+class ShardStop:
+    """kopf's `stopped`, also true once this replica no longer serves `shard`, or the group's
+    label has moved it to another shard (`current()`)."""
+
+    def __init__(
+        self, stopped: Stopping, holder: ShardHolder, shard: int, current: Callable[[], int]
+    ) -> None:
+        self.stopped = stopped
+        self.holder = holder
+        self.shard = shard
+        self.current = current
+
+    def __bool__(self) -> bool:
+        return (
+            bool(self.stopped) or not self.holder.serves(self.shard) or self.current() != self.shard
+        )
+
+    async def wait(self, timeout: float | None = None) -> object:  # noqa: ASYNC109  (kopf's)
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self:
+            # Held until its deadline unless a round says otherwise: look again by then.
+            step = max(min(self.holder.seconds_left(self.shard), SERVING_LOOK_SECONDS), 0.05)
+            if end is not None:
+                step = min(step, end - time.monotonic())
+                if step <= 0:
+                    break
+            await _either(self.stopped.wait(step), self.holder.wait_change(step, self.shard))
+        return bool(self)
+
+
+async def while_served(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    stopped: Stopping,
+    run: Callable[[Stopping], Awaitable[None]],
+    *,
+    marks: bool = False,
+) -> None:
+    """Run a daemon's loop (`run`) whenever this replica serves the group, until kopf stops
+    the daemon; without sharding, once, as before. The daemon that `marks` (the observer's,
+    one per group) writes status.servedBy first."""
+    holder = deps.shards
+    if holder is None:
+        await run(stopped)
+        return
+    count = holder.settings.shards
+
+    def current() -> int:
+        # kopf's Body follows the watch: a label changed meanwhile is read here.
+        return group_shard(count, namespace, name, body.get("metadata", {}).get("labels"))[0]
+
+    while not stopped:
+        labels = body.get("metadata", {}).get("labels")
+        shard, problem = group_shard(count, namespace, name, labels)
+        if not holder.serves(shard):
+            # Woken by the round that takes the shard, or a change of the group's label (kopf
+            # sets `stopped` and starts the daemon again only when it goes; a label is seen
+            # here at the next look).
+            await _either(stopped.wait(LOOK_SECONDS), holder.wait_change(LOOK_SECONDS, shard))
+            continue
+        if marks:
+            try:
+                await mark_served(deps, body, namespace, name, shard, problem)
+            except ResourceGone:
+                return
+        await run(ShardStop(stopped, holder, shard, current))
+        if holder.serves(shard):
+            await stopped.wait(RETURNED_PAUSE_SECONDS)
+
+
+async def mark_served(
+    deps: Dependencies,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    shard: int,
+    problem: str | None,
+) -> None:
+    """status.servedBy names this replica; a label that names no shard is told in an Event."""
+    holder = deps.shards
+    assert holder is not None
+    served_by = f"{holder.identity} (shard {shard} of {holder.settings.shards})"
+    status = written_status(body)
+    if problem is not None:
+        kopf.warn(body, reason="ShardLabelInvalid", message=problem)
+    if status.get("servedBy") == served_by:
+        return
+    await patch_status(deps.kube, namespace, name, status, {"servedBy": served_by})
+    logger.info("%s/%s: served by %s", namespace, name, served_by)
+
+
+def served_filter(
+    memo: Any, namespace: str | None, name: str | None, labels: Mapping[str, str] | None
+) -> bool:
+    """The `when=` test of the timers and change handlers: kopf's kwargs, `memo.deps` unset
+    before start-up is done."""
+    deps = getattr(memo, "deps", None)
+    return served_here(deps, namespace or "default", name or "", labels)

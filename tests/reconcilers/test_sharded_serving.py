@@ -1,0 +1,137 @@
+"""A replica acts on a ConsumerGroup only while it holds the group's shard: the timers' and
+change handlers' filters say so, and the daemons run their loop while the shard is held, stop
+it when the shard goes and run it again when it comes back. The holder is the real
+ShardHolder with its held set set as a round of Lease writes would (no API server here)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import kopf
+import pytest
+from kubernetes import client
+from tests.stopping import Stopped
+
+import rebalancer.handlers.enforcing
+import rebalancer.handlers.groups
+import rebalancer.handlers.settings  # noqa: F401  (registers its handlers)
+from rebalancer.clients.kubernetes_api import KubernetesApi
+from rebalancer.clients.sharding import ShardHolder
+from rebalancer.operator_settings import OperatorSettings, ShardingSettings
+from rebalancer.planning.shards import SHARD_LABEL, hashed_shard
+from rebalancer.reconcilers import sharding
+from rebalancer.reconcilers.dependencies import Dependencies
+from rebalancer.sleeping import Stopping
+
+SHARDS = 4
+NS, NAME = "team-a", "orders"
+SHARD = hashed_shard(NS, NAME, SHARDS)
+
+
+def sharded_deps(held: set[int]) -> Dependencies:
+    api = client.ApiClient()  # never called: the held set is given
+    kube = KubernetesApi(
+        core=client.CoreV1Api(api),
+        apps=client.AppsV1Api(api),
+        custom=client.CustomObjectsApi(api),
+        api_client=api,
+    )
+    settings = ShardingSettings(shards=SHARDS, namespace="ops", prefix="r", identity="pod-a")
+    holder = ShardHolder(kube, settings)
+    hold(holder, held)
+    deps: Any = object.__new__(Dependencies)
+    deps.shards = holder
+    deps.kube = kube
+    deps.settings = OperatorSettings(sharding=settings)
+    return deps  # type: ignore[no-any-return]
+
+
+def hold(holder: ShardHolder, shards: set[int], seconds: float = 30.0) -> None:
+    holder._deadlines = {shard: time.time() + seconds for shard in shards}
+    holder._notify()
+
+
+def handler(registry: Any, handler_id: str) -> Any:
+    found = [one for one in registry.get_all_handlers() if one.id == handler_id]
+    assert found, handler_id
+    return found[0]
+
+
+def test_the_filters_pass_only_the_groups_of_held_shards() -> None:
+    memo = kopf.Memo(deps=sharded_deps({SHARD}))
+    other = kopf.Memo(deps=sharded_deps(set(range(SHARDS)) - {SHARD}))
+    enforce = handler(kopf.get_default_registry()._spawning, "enforce").when
+    asking = {"groupId": "orders", "policy": {"enforce": {"scheduleSeconds": 600}}}
+    where = {"namespace": NS, "name": NAME, "labels": {}}
+    assert enforce(spec=asking, status={}, memo=memo, **where)
+    assert not enforce(spec=asking, status={}, memo=other, **where)
+    validate = handler(kopf.get_default_registry()._changing, "validate").when
+    assert validate(memo=memo, **where)
+    assert not validate(memo=other, **where)
+    changing = kopf.get_default_registry()._changing.get_all_handlers()
+    assert all(one.when is not None for one in changing if one.id.startswith("validate"))
+    # The label moves the group to another shard.
+    moved = {"namespace": NS, "name": NAME, "labels": {SHARD_LABEL: str((SHARD + 1) % SHARDS)}}
+    assert not validate(memo=memo, **moved)
+    assert validate(memo=other, **moved)
+
+
+def test_without_sharding_every_group_is_served() -> None:
+    assert sharding.served_filter(kopf.Memo(), NS, NAME, {})
+    deps: Any = object.__new__(Dependencies)
+    deps.shards = None
+    assert sharding.served_here(deps, NS, NAME, {SHARD_LABEL: "garbage"})
+
+
+def test_a_label_that_names_no_shard_falls_back_to_the_name_and_says_why() -> None:
+    shard, problem = sharding.group_shard(SHARDS, NS, NAME, {SHARD_LABEL: "9"})
+    assert shard == SHARD
+    assert problem is not None and SHARD_LABEL in problem and "0 to 3" in problem
+
+
+async def test_the_daemon_loop_runs_while_the_shard_is_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sharding, "SERVING_LOOK_SECONDS", 0.1)
+    monkeypatch.setattr(sharding, "LOOK_SECONDS", 0.1)
+    deps = sharded_deps(set())
+    holder = deps.shards
+    assert holder is not None
+    # Already marked as served here: no status write (no API server in this test).
+    status = {"servedBy": f"pod-a (shard {SHARD} of 4)"}
+    body: Any = {"metadata": {"labels": {}}, "status": status}
+    runs: list[str] = []
+
+    async def loop(stop: Stopping) -> None:
+        runs.append("started")
+        while not stop:
+            await stop.wait(10)
+        runs.append("stopped")
+
+    stopped = Stopped()
+    daemon = asyncio.create_task(
+        sharding.while_served(deps, body, NS, NAME, stopped, loop, marks=True)
+    )
+    await asyncio.sleep(0.2)
+    assert runs == []  # not held: waits
+    hold(holder, {SHARD})
+    await asyncio.sleep(0.2)
+    assert runs == ["started"]
+    hold(holder, set())  # taken by another replica
+    await asyncio.sleep(0.2)
+    assert runs == ["started", "stopped"]
+    hold(holder, {SHARD}, seconds=0.5)  # held, then its renewals stop: it lapses by itself
+    await asyncio.sleep(1.0)
+    assert runs == ["started", "stopped", "started", "stopped"]
+    hold(holder, {SHARD})
+    await asyncio.sleep(0.3)
+    assert runs[-1] == "started"
+    # The label moves the group to a shard this replica does not hold: the loop stops.
+    body["metadata"]["labels"] = {SHARD_LABEL: str((SHARD + 1) % SHARDS)}
+    await asyncio.sleep(0.5)
+    assert runs[-1] == "stopped"
+    assert len(runs) == 6
+    stopped.event.set()
+    await asyncio.wait_for(daemon, 2)
