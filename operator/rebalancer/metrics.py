@@ -35,7 +35,23 @@ GROUP_LABELS = ("namespace", "consumergroup", "group_id")
 
 # Kafka's wire names for classic, KIP-848 and streams groups; anything else a broker sends is
 # folded into "Unknown" so a misbehaving broker cannot create series.
-GROUP_STATES = tuple(state.value for state in GroupState)
+# In the order the dashboard numbers them (its state panel shows a state's position here), so
+# a state added to GroupState goes last rather than renumbering the others.
+_DASHBOARD_ORDER = (
+    GroupState.EMPTY,
+    GroupState.PREPARING_REBALANCE,
+    GroupState.COMPLETING_REBALANCE,
+    GroupState.STABLE,
+    GroupState.ASSIGNING,
+    GroupState.RECONCILING,
+    GroupState.NOT_READY,
+    GroupState.DEAD,
+    GroupState.UNKNOWN,
+)
+GROUP_STATES = tuple(
+    state.value
+    for state in (*_DASHBOARD_ORDER, *(s for s in GroupState if s not in _DASHBOARD_ORDER))
+)
 REPORT_REJECTIONS = ("unauthorized", "too_large", "not_json", "invalid", "other")
 OBSERVATION_OUTCOMES = ("success", "failure")
 ROLLOUT_PHASES = tuple(phase.value for phase in RolloutPhase)
