@@ -12,15 +12,9 @@ from rebalancer.reconcilers.ownership import ClaimIndex
 from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
 
 
-def _served(
-    memo: kopf.Memo, namespace: str | None, name: str | None, labels: kopf.Labels, **_: Any
-) -> bool:
-    return sharding.served_filter(memo, namespace, name, labels)
-
-
-@kopf.on.resume(GROUP, VERSION, PLURAL, when=_served)
-@kopf.on.create(GROUP, VERSION, PLURAL, when=_served)
-@kopf.on.update(GROUP, VERSION, PLURAL, field="spec", when=_served)
+@kopf.on.resume(GROUP, VERSION, PLURAL, when=sharding.served_filter)
+@kopf.on.create(GROUP, VERSION, PLURAL, when=sharding.served_filter)
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec", when=sharding.served_filter)
 async def validate(
     body: kopf.Body, namespace: str | None, name: str, memo: kopf.Memo, **_: Any
 ) -> None:

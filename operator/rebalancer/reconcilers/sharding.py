@@ -162,9 +162,13 @@ async def mark_served(
 
 
 def served_filter(
-    memo: Any, namespace: str | None, name: str | None, labels: Mapping[str, str] | None
+    memo: Any = None,
+    namespace: str | None = None,
+    name: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    **_: Any,
 ) -> bool:
-    """The `when=` test of the timers and change handlers: kopf's kwargs, `memo.deps` unset
-    before start-up is done."""
+    """The `when=` test of the timers and change handlers (kopf passes them by name, with
+    more): `memo.deps` is unset before start-up is done."""
     deps = getattr(memo, "deps", None)
     return served_here(deps, namespace or "default", name or "", labels)
