@@ -30,7 +30,7 @@ from rebalancer.clients.kafka_wire import (
     ByNames,
     DescribeByIds,
     Uuid,
-    answer,
+    answer_schema,
     describe_by_ids,
     described_groups,
 )
@@ -46,7 +46,7 @@ GROUP_KEY_TYPE = 0
 class FindCoordinatorResponseV4(Response):  # type: ignore[misc]
     API_KEY = FIND_COORDINATOR
     API_VERSION = 4
-    SCHEMA = answer(
+    SCHEMA = answer_schema(
         (
             "coordinators",
             CompactArray(
@@ -173,7 +173,7 @@ class DescribeConsumerGroups(DescribeByIds[ConsumerGroupDescribeRequestV0]):
 class OffsetFetchResponseV8(Response):  # type: ignore[misc]
     API_KEY = OFFSET_FETCH
     API_VERSION = 8
-    SCHEMA = answer(
+    SCHEMA = answer_schema(
         (
             "groups",
             CompactArray(

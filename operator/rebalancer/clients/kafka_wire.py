@@ -78,7 +78,7 @@ EPOCH_GROUP_HEAD = (
 )
 
 
-def answer(*fields: tuple[str, Any]) -> Schema:
+def answer_schema(*fields: tuple[str, Any]) -> Schema:
     """The answer of each request written here: its throttle time, `fields`, its tagged fields."""
     return Schema(("throttle_time_ms", Int32), *fields, ("tags", TaggedFields))
 
@@ -86,7 +86,7 @@ def answer(*fields: tuple[str, Any]) -> Schema:
 def described_groups(*fields: tuple[str, Any]) -> Schema:
     """The answer of a Describe request of many groups (DescribeGroups v5, ConsumerGroupDescribe,
     StreamsGroupDescribe): an entry of `fields` a group, then its authorized operations."""
-    return answer(
+    return answer_schema(
         ("groups", CompactArray(*fields, ("authorized_operations", Int32), ("tags", TaggedFields)))
     )
 

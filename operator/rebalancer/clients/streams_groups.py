@@ -37,7 +37,7 @@ from rebalancer.clients.kafka_wire import (
     DescribeByIds,
     Nullable,
     UInt16,
-    answer,
+    answer_schema,
     describe_by_ids,
     described_groups,
 )
@@ -166,7 +166,7 @@ class StreamsGroupDescribeRequest(DescribeByIds[StreamsGroupDescribeRequestV0]):
 class ListGroupsResponseV5(Response):  # type: ignore[misc]
     API_KEY = LIST_GROUPS
     API_VERSION = 5
-    SCHEMA = answer(
+    SCHEMA = answer_schema(
         ("error_code", Int16),
         (
             "groups",
