@@ -11,9 +11,7 @@ mypy reads, hence the ignores on the classes built on its types.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.protocol.api import RequestStruct, Response
 from aiokafka.protocol.types import (
     Boolean,
     CompactArray,
@@ -29,8 +27,10 @@ from aiokafka.protocol.types import (
 from rebalancer.clients.kafka_wire import (
     EPOCH_GROUP_HEAD,
     TEXT,
+    ByNames,
     DescribeByIds,
     Uuid,
+    answer_schema,
     describe_by_ids,
     described_groups,
 )
@@ -46,8 +46,7 @@ GROUP_KEY_TYPE = 0
 class FindCoordinatorResponseV4(Response):  # type: ignore[misc]
     API_KEY = FIND_COORDINATOR
     API_VERSION = 4
-    SCHEMA = Schema(
-        ("throttle_time_ms", Int32),
+    SCHEMA = answer_schema(
         (
             "coordinators",
             CompactArray(
@@ -60,7 +59,6 @@ class FindCoordinatorResponseV4(Response):  # type: ignore[misc]
                 ("tags", TaggedFields),
             ),
         ),
-        ("tags", TaggedFields),
     )
 
 
@@ -76,16 +74,13 @@ class FindCoordinatorRequestV4(RequestStruct):  # type: ignore[misc]
     )
 
 
-class FindGroupCoordinators(Request[FindCoordinatorRequestV4]):  # type: ignore[misc]
+class FindGroupCoordinators(ByNames[FindCoordinatorRequestV4]):
     """The coordinators of many groups in one request."""
 
     API_KEY = FIND_COORDINATOR
 
-    def __init__(self, group_ids: Sequence[str]) -> None:
-        self._group_ids = list(group_ids)
-
     def build(self, request_struct_class: type[FindCoordinatorRequestV4]) -> RequestStruct:
-        return request_struct_class(GROUP_KEY_TYPE, self._group_ids, {})
+        return request_struct_class(GROUP_KEY_TYPE, self._names, {})
 
 
 class DescribeGroupsResponseV5(Response):  # type: ignore[misc]
@@ -178,8 +173,7 @@ class DescribeConsumerGroups(DescribeByIds[ConsumerGroupDescribeRequestV0]):
 class OffsetFetchResponseV8(Response):  # type: ignore[misc]
     API_KEY = OFFSET_FETCH
     API_VERSION = 8
-    SCHEMA = Schema(
-        ("throttle_time_ms", Int32),
+    SCHEMA = answer_schema(
         (
             "groups",
             CompactArray(
@@ -206,7 +200,6 @@ class OffsetFetchResponseV8(Response):  # type: ignore[misc]
                 ("tags", TaggedFields),
             ),
         ),
-        ("tags", TaggedFields),
     )
 
 
@@ -236,16 +229,13 @@ class OffsetFetchRequestV8(RequestStruct):  # type: ignore[misc]
     )
 
 
-class FetchGroupOffsets(Request[OffsetFetchRequestV8]):  # type: ignore[misc]
+class FetchGroupOffsets(ByNames[OffsetFetchRequestV8]):
     """Every committed offset of many groups: a null topic list asks for all of a group's."""
 
     API_KEY = OFFSET_FETCH
 
-    def __init__(self, group_ids: Sequence[str]) -> None:
-        self._group_ids = list(group_ids)
-
     def build(self, request_struct_class: type[OffsetFetchRequestV8]) -> RequestStruct:
         groups: list[tuple[str, None, dict[int, bytes]]] = [
-            (group_id, None, {}) for group_id in self._group_ids
+            (group_id, None, {}) for group_id in self._names
         ]
         return request_struct_class(groups, False, {})

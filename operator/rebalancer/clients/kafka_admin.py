@@ -398,15 +398,18 @@ class AdminGateway:
         operation: str,
         acl: str,
         request: Callable[[Any], concurrent.futures.Future[Any]],
+        sent: tuple[Any, concurrent.futures.Future[Any]] | None = None,
     ) -> Any:
         """What `request(admin)` asks `group_id`'s coordinator. A node that answers it is the
         coordinator no longer is asked again once, by a new client that looks the coordinator
-        up anew (see MOVED_CODES)."""
-        admin = self._check_open()
+        up anew (see MOVED_CODES). `sent`: the client and future of a first ask already under
+        way (a batched describe), awaited instead of sending `request` first."""
+        if sent is None:
+            admin = self._check_open()
+            sent = (admin, request(admin))
+        admin, future = sent
         try:
-            return await self._await(
-                request(admin), operation, admin, acl=acl, coordinator=group_id
-            )
+            return await self._await(future, operation, admin, acl=acl, coordinator=group_id)
         except KafkaRequestFailed as error:
             if error.code not in MOVED_CODES:
                 raise
@@ -443,12 +446,10 @@ class AdminGateway:
         reader); a coordinator that moved is looked up anew and asked once more."""
         operation = f"describing group {group_id!r}"
         acl = f"Describe on group {group_id!r}"
-        reader = self._group_reader()
-        if reader is not None:
-            description = await self._read_batched(reader.describe, group_id, operation, acl)
-            if description is not None:
-                return read_group(description)
-        return read_group(await self._describe_through_librdkafka(group_id, operation, acl))
+        description = await self._read_batched(GroupBatchReader.describe, group_id, operation, acl)
+        if description is None:
+            description = await self._describe_through_librdkafka(group_id, operation, acl)
+        return read_group(description)
 
     def _group_reader(self) -> GroupBatchReader | None:
         """The batch reader of the running event loop, None when group reads go through
@@ -472,16 +473,24 @@ class AdminGateway:
         return reader
 
     async def _read_batched(
-        self, ask: Callable[[str], Awaitable[Any]], group_id: str, operation: str, acl: str
+        self,
+        ask: Callable[[GroupBatchReader, str], Awaitable[Any]],
+        group_id: str,
+        operation: str,
+        acl: str,
     ) -> Any:
-        """What `ask` answers for the group, asked once more after an answer that the
-        coordinator moved (the reader looks it up anew). None when no broker or no coordinator
-        could be reached: librdkafka then asks, because its error callbacks name why (refused,
-        DNS, TLS, SASL, a killed coordinator) where aiokafka's connection only logs it."""
+        """What `ask` answers for the group through the batch reader, asked once more after an
+        answer that the coordinator moved (the reader looks it up anew). None when group reads
+        go through librdkafka, or when no broker or no coordinator could be reached: librdkafka
+        then asks, because its error callbacks name why (refused, DNS, TLS, SASL, a killed
+        coordinator) where aiokafka's connection only logs it."""
+        reader = self._group_reader()
+        if reader is None:
+            return None
         for last in (False, True):
             started = time.monotonic()
             try:
-                answer = await asyncio.wait_for(ask(group_id), self.request_timeout)
+                answer = await asyncio.wait_for(ask(reader, group_id), self.request_timeout)
             except TimeoutError:
                 raise self._silent(started, time.monotonic() - started, group_id) from None
             except GroupReadFailed as error:
@@ -510,17 +519,8 @@ class AdminGateway:
             future: concurrent.futures.Future[Any] = futures[group_id]
             return future
 
-        admin, future = await self._batched_describe(group_id)
-        try:
-            return await self._await(future, operation, admin, acl=acl, coordinator=group_id)
-        except KafkaRequestFailed as error:
-            if error.code not in MOVED_CODES:
-                raise
-            self._replace_client(admin, f"group {group_id!r} has another coordinator")
-            admin = self._check_open()
-            return await self._await(
-                request(admin), operation, admin, acl=acl, coordinator=group_id
-            )
+        sent = await self._batched_describe(group_id)
+        return await self._ask_coordinator(group_id, operation, acl, request, sent)
 
     async def _batched_describe(self, group_id: str) -> tuple[Any, concurrent.futures.Future[Any]]:
         """(the client asked, the future of `group_id`'s description) from the next batch."""
@@ -557,11 +557,9 @@ class AdminGateway:
         each other share one OffsetFetch per coordinator (the batch reader)."""
         operation = f"reading committed offsets of group {group_id!r}"
         acl = f"Describe on group {group_id!r} and on its topics"
-        reader = self._group_reader()
-        if reader is not None:
-            offsets = await self._read_batched(reader.offsets, group_id, operation, acl)
-            if offsets is not None:
-                return read_offsets(group_id, offsets)
+        offsets = await self._read_batched(GroupBatchReader.offsets, group_id, operation, acl)
+        if offsets is not None:
+            return read_offsets(group_id, offsets)
 
         def request(admin: Any) -> concurrent.futures.Future[Any]:
             futures = admin.list_consumer_group_offsets(

@@ -78,16 +78,16 @@ EPOCH_GROUP_HEAD = (
 )
 
 
+def answer_schema(*fields: tuple[str, Any]) -> Schema:
+    """The answer of each request written here: its throttle time, `fields`, its tagged fields."""
+    return Schema(("throttle_time_ms", Int32), *fields, ("tags", TaggedFields))
+
+
 def described_groups(*fields: tuple[str, Any]) -> Schema:
     """The answer of a Describe request of many groups (DescribeGroups v5, ConsumerGroupDescribe,
     StreamsGroupDescribe): an entry of `fields` a group, then its authorized operations."""
-    return Schema(
-        ("throttle_time_ms", Int32),
-        (
-            "groups",
-            CompactArray(*fields, ("authorized_operations", Int32), ("tags", TaggedFields)),
-        ),
-        ("tags", TaggedFields),
+    return answer_schema(
+        ("groups", CompactArray(*fields, ("authorized_operations", Int32), ("tags", TaggedFields)))
     )
 
 
@@ -104,16 +104,20 @@ def describe_by_ids(ids_field: str = "group_ids") -> Schema:
 RequestT = TypeVar("RequestT", bound=RequestStruct)
 
 
-class DescribeByIds(Request[RequestT]):  # type: ignore[misc]
-    """A Describe request of many groups, its authorized operations not asked for; a subclass
-    names the API key and, as the type argument, its request structs."""
+class ByNames(Request[RequestT]):  # type: ignore[misc]
+    """A request about many groups (or group types), named in one list; a subclass names the
+    API key and, as the type argument, its request structs, and builds them from `_names`."""
 
     # aiokafka wants a key on every Request class; this one is never sent itself.
     API_KEY = -1
 
-    def __init__(self, group_ids: Sequence[str]) -> None:
-        self._group_ids = list(group_ids)
+    def __init__(self, names: Sequence[str]) -> None:
+        self._names = list(names)
+
+
+class DescribeByIds(ByNames[RequestT]):
+    """A Describe request of many groups, its authorized operations not asked for."""
 
     def build(self, request_struct_class: type[RequestT]) -> RequestT:
-        built: RequestT = request_struct_class(self._group_ids, False, {})
+        built: RequestT = request_struct_class(self._names, False, {})
         return built

@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 
 from aiokafka.client import AIOKafkaClient, CoordinationType
 from aiokafka.errors import KafkaError
-from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.protocol.api import RequestStruct, Response
 from aiokafka.protocol.types import (
     Boolean,
     CompactArray,
@@ -33,9 +33,11 @@ from rebalancer.clients.group_visiting import client_options
 from rebalancer.clients.kafka_wire import (
     EPOCH_GROUP_HEAD,
     TEXT,
+    ByNames,
     DescribeByIds,
     Nullable,
     UInt16,
+    answer_schema,
     describe_by_ids,
     described_groups,
 )
@@ -68,6 +70,10 @@ _PASSING = {14, 15, 16}
 GROUP_ID_NOT_FOUND = 69
 STREAMS_GROUP_DESCRIBE = 89
 LIST_GROUPS = 16
+
+
+def _error_name(code: int) -> str:
+    return _ERRORS.get(code, f"error code {code}")
 
 
 class StreamsGroupUnreadable(RebalancerError):
@@ -160,8 +166,7 @@ class StreamsGroupDescribeRequest(DescribeByIds[StreamsGroupDescribeRequestV0]):
 class ListGroupsResponseV5(Response):  # type: ignore[misc]
     API_KEY = LIST_GROUPS
     API_VERSION = 5
-    SCHEMA = Schema(
-        ("throttle_time_ms", Int32),
+    SCHEMA = answer_schema(
         ("error_code", Int16),
         (
             "groups",
@@ -173,7 +178,6 @@ class ListGroupsResponseV5(Response):  # type: ignore[misc]
                 ("tags", TaggedFields),
             ),
         ),
-        ("tags", TaggedFields),
     )
 
 
@@ -189,16 +193,13 @@ class ListGroupsRequestV5(RequestStruct):  # type: ignore[misc]
     )
 
 
-class ListGroupsByTypeRequest(Request[ListGroupsRequestV5]):  # type: ignore[misc]
-    """ListGroups v5 (KIP-848): a types filter, and each group's type in the answer."""
+class ListGroupsByTypeRequest(ByNames[ListGroupsRequestV5]):
+    """ListGroups v5 (KIP-848): a types filter (the names), and each group's type in the answer."""
 
     API_KEY = LIST_GROUPS
 
-    def __init__(self, types: Sequence[str]) -> None:
-        self._types = list(types)
-
     def build(self, request_struct_class: type[ListGroupsRequestV5]) -> ListGroupsRequestV5:
-        return request_struct_class([], self._types, {})
+        return request_struct_class([], self._names, {})
 
 
 _Raw: TypeAlias = Any  # a decoded aiokafka struct: tuples in schema order
@@ -248,10 +249,9 @@ def read_described_group(raw: _Raw) -> StreamsGroupView:
     broker answered for it with an error."""
     code, message, group_id = int(raw[0]), raw[1], str(raw[2])
     if code:
-        name = _ERRORS.get(code, f"error code {code}")
         said = f": {message}" if message else ""
         raise StreamsGroupUnreadable(
-            f"StreamsGroupDescribe on {group_id!r}: {name}{said}",
+            f"StreamsGroupDescribe on {group_id!r}: {_error_name(code)}{said}",
             retriable=code in _PASSING,
             code=code,
         )
@@ -286,9 +286,8 @@ class StreamsGroupReader:
             for broker in sorted(self._client.cluster.brokers(), key=lambda b: b.nodeId):
                 answer = await self._client.send(broker.nodeId, ListGroupsByTypeRequest(types))
                 if answer.error_code:
-                    name = _ERRORS.get(answer.error_code, f"error code {answer.error_code}")
                     raise StreamsGroupUnreadable(
-                        f"ListGroups on broker {broker.nodeId}: {name}",
+                        f"ListGroups on broker {broker.nodeId}: {_error_name(answer.error_code)}",
                         retriable=answer.error_code in _PASSING,
                     )
                 listed += [

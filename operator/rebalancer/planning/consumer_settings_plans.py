@@ -323,44 +323,26 @@ def settings_conditions(settings: Mapping[str, Any] | None) -> list[Condition]:
     if not settings:
         return []
     if settings.get("message") and not settings.get("hash"):
-        return [
-            Condition(
-                ConditionType.DEGRADED, ConditionStatus.TRUE, "SettingsRefused", settings["message"]
-            )
-        ]
+        return _degraded("SettingsRefused", settings["message"])
     group_configs = settings.get("groupConfigs") or {}
     if group_configs.get("state") == ApplyState.FAILED.value:
         message = str(group_configs.get("message") or "the group configs were not applied")
-        return [
-            Condition(ConditionType.DEGRADED, ConditionStatus.TRUE, "GroupConfigsFailed", message)
-        ]
+        return _degraded("GroupConfigsFailed", message)
     sidecar = settings.get("sidecar") or {}
     if sidecar.get("reason") in SIDECAR_REFUSALS:
-        return [
-            Condition(
-                ConditionType.DEGRADED,
-                ConditionStatus.TRUE,
-                str(sidecar["reason"]),
-                str(sidecar.get("message") or ""),
-            )
-        ]
+        return _degraded(str(sidecar["reason"]), str(sidecar.get("message") or ""))
     delay = settings.get("brokerDelay") or {}
     if delay.get("reason") in ("DelayRefused", "DelayFailed"):
-        return [
-            Condition(
-                ConditionType.DEGRADED,
-                ConditionStatus.TRUE,
-                str(delay["reason"]),
-                str(delay.get("message") or ""),
-            )
-        ]
+        return _degraded(str(delay["reason"]), str(delay.get("message") or ""))
     refused = (settings.get("sessionLimits") or {}).get("message")
     if refused:
         # Settings checked against limits the broker may not have are the user's to fix too.
-        return [
-            Condition(ConditionType.DEGRADED, ConditionStatus.TRUE, LIMITS_NOT_READ, str(refused))
-        ]
+        return _degraded(LIMITS_NOT_READ, str(refused))
     return []
+
+
+def _degraded(reason: str, message: str) -> list[Condition]:
+    return [Condition(ConditionType.DEGRADED, ConditionStatus.TRUE, reason, message)]
 
 
 LIMITS_NOT_READ = KafkaProblem.NOT_AUTHORIZED.value

@@ -179,15 +179,17 @@ MILLISECONDS = (
 )
 TOPIC_FIX = "use letters, digits, '.', '_' or '-', at most 249 characters"
 SecretName = Annotated[Str, AfterValidator(_secret_name)]
+# The `name` of the TLS and SASL references to a Secret.
+SecretNameField = Annotated[
+    SecretName,
+    Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace."),
+]
 
 
 class CaSecretRefSpec(SpecModel):
     """Secret holding the CA certificate (PEM) that signs the brokers' certificates."""
 
-    name: Annotated[
-        SecretName,
-        Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace."),
-    ]
+    name: SecretNameField
     key: Annotated[
         Str, Field(max_length=253, description="Key of the CA certificate in the Secret.")
     ] = "ca.crt"
@@ -196,10 +198,7 @@ class CaSecretRefSpec(SpecModel):
 class ClientCertSecretRefSpec(SpecModel):
     """Secret of type kubernetes.io/tls with a client certificate for mutual TLS."""
 
-    name: Annotated[
-        SecretName,
-        Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace."),
-    ]
+    name: SecretNameField
     cert_key: Annotated[
         Str, Field(max_length=253, description="Key of the client certificate (PEM).")
     ] = "tls.crt"
@@ -222,10 +221,7 @@ class BrokerTlsSpec(SpecModel):
 class SecretKeyRefSpec(SpecModel):
     """Secret key that holds the SASL username."""
 
-    name: Annotated[
-        SecretName,
-        Field(max_length=253, description="Secret name, in the ConsumerGroup's namespace."),
-    ]
+    name: SecretNameField
     key: Annotated[Str, Field(max_length=253, description="Key in the Secret.")]
 
 
