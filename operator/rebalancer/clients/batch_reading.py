@@ -32,6 +32,7 @@ from rebalancer.clients.group_protocol import (
     FindGroupCoordinators,
 )
 from rebalancer.clients.group_visiting import client_options
+from rebalancer.clients.kafka_wire import subscription_generation
 from rebalancer.planning.coordinator_batches import (
     CLASSIC_FALLBACK,
     COORDINATOR_GONE,
@@ -106,6 +107,9 @@ class Member:
     group_instance_id: str | None
     assignment: Assignment | None
     target_assignment: Assignment | None = None
+    # Classic groups: the generation the member's last JoinGroup came from (KIP-792), which
+    # librdkafka's description does not carry.
+    subscribed_generation: int | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,8 @@ class Description:
     partition_assignor: str
     members: tuple[Member, ...]
     coordinator: Node
+    # KIP-848 groups: the group epoch, which librdkafka's description does not carry.
+    group_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -149,9 +155,8 @@ def consumer_description(raw: Any, node: int) -> Description:
         )
         for m in raw[7] or ()
     )
-    return Description(
-        str(raw[2]), GroupState.named(raw[3]), "CONSUMER", str(raw[6] or ""), members, Node(node)
-    )
+    state, assignor = GroupState.named(raw[3]), str(raw[6] or "")
+    return Description(str(raw[2]), state, "CONSUMER", assignor, members, Node(node), int(raw[4]))
 
 
 def _assignment(raw: bytes | None) -> Assignment | None:
@@ -174,7 +179,15 @@ def classic_description(raw: Any, node: int) -> Description:
             "_INVALID_ARG", f"GroupId {group_id} is not a consumer group ({protocol_type})."
         )
     members = tuple(
-        Member(str(m[0]), str(m[2]), str(m[3]), m[1], _assignment(m[5])) for m in raw[5] or ()
+        Member(
+            str(m[0]),
+            str(m[2]),
+            str(m[3]),
+            m[1],
+            _assignment(m[5]),
+            subscribed_generation=subscription_generation(m[4]),
+        )
+        for m in raw[5] or ()
     )
     return Description(
         str(group_id), GroupState.named(state), "CLASSIC", str(protocol or ""), members, Node(node)

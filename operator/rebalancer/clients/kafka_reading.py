@@ -65,7 +65,12 @@ def read_member(member: Any) -> BrokerMember:
         instance_id=getattr(member, "group_instance_id", None) or None,
         partitions=_partitions(getattr(member, "assignment", None)),
         target_partitions=None if target is None else _partitions(target),
+        joined_generation=_int_or_none(getattr(member, "subscribed_generation", None)),
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def read_group(description: Any) -> BrokerGroupView:
@@ -85,6 +90,7 @@ def read_group(description: Any) -> BrokerGroupView:
         members=tuple(sorted(members, key=lambda member: (member.host, member.member_id))),
         coordinator_id=int(coordinator_id) if coordinator_id is not None else None,
         members_known=members_known,
+        group_epoch=_int_or_none(getattr(description, "group_epoch", None)),
     )
 
 

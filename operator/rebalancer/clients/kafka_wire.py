@@ -121,3 +121,32 @@ class DescribeByIds(ByNames[RequestT]):
     def build(self, request_struct_class: type[RequestT]) -> RequestT:
         built: RequestT = request_struct_class(self._names, False, {})
         return built
+
+
+def subscription_generation(metadata: bytes | None) -> int | None:
+    """The generation a classic consumer-group member was in when it last joined, from the
+    ConsumerProtocolSubscription its JoinGroup carried (DescribeGroups' member_metadata):
+    a field since version 2 (KIP-792), -1 for a member joining afresh. None when the metadata
+    is older, of another protocol or cut short."""
+    if not metadata:
+        return None
+    data = BytesIO(metadata)
+    try:
+        version = Int16.decode(data)
+        if version < 2:
+            return None
+        for _ in range(Int32.decode(data)):  # topics
+            _skip(data, Int16.decode(data))
+        _skip(data, Int32.decode(data))  # user data
+        for _ in range(Int32.decode(data)):  # owned partitions, by topic
+            _skip(data, Int16.decode(data))
+            _skip(data, 4 * Int32.decode(data))
+        return int(Int32.decode(data))
+    except (struct.error, ValueError):
+        return None
+
+
+def _skip(data: BytesIO, length: int) -> None:
+    """Past `length` bytes (a null field's -1 is none); ValueError when they are not there."""
+    if length > 0 and len(data.read(length)) != length:
+        raise ValueError("metadata cut short")

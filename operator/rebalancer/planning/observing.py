@@ -1,8 +1,11 @@
 """Merge what the broker says and what members report into one snapshot.
 
 The broker is trusted for state, members and assignment when it knows them; members' reports
-give the generation (member epoch under KIP-848), which neither DescribeGroups nor confluent-kafka's
-ConsumerGroupDescribe exposes. Each figure carries its source so users can judge it.
+give the generation (member epoch under KIP-848). Without reports the broker's own answers give
+it where they carry it (the operator's batched reads; librdkafka's describe carries neither):
+a KIP-848 group's epoch, and a classic group's generation from its members' subscriptions, which
+name the generation each member's last JoinGroup came from (KIP-792). Each figure carries its
+source so users can judge it.
 """
 
 from __future__ import annotations
@@ -10,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rebalancer.structs.brokers import BrokerGroupView, BrokerMember, GroupState, TopicPartition
+from rebalancer.structs.brokers import (
+    BrokerGroupView,
+    BrokerMember,
+    GroupProtocol,
+    GroupState,
+    TopicPartition,
+)
 from rebalancer.structs.reports import MemberReport, ReportEvent
 from rebalancer.structs.snapshots import GroupSnapshot, MemberSummary, Source
 
@@ -53,6 +62,9 @@ def combine_observation(
     reported_generations = [report.generation for report in reports if report.generation >= 0]
     generation = max(reported_generations) if reported_generations else None
     sources["generation"] = Source.MEMBER_REPORTS if generation is not None else Source.NONE
+    if generation is None:
+        generation = broker_generation(view)
+        sources["generation"] = Source.BROKER if generation is not None else Source.NONE
 
     lags = [report.lag for report in reports if report.lag is not None]
     lag = sum(lags) if lags else None
@@ -77,6 +89,28 @@ def combine_observation(
         coordinator=view.coordinator_id if view is not None else None,
         members_reconciling=reconciling,
     )
+
+
+# A classic group's generation is already the new one once every member has rejoined.
+_JOINED_STATES = frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE})
+
+
+def broker_generation(view: BrokerGroupView | None) -> int | None:
+    """The group's generation as its broker's describe shows it, None where it does not.
+
+    A KIP-848 group's epoch is in the describe. A classic group's is one past the newest
+    generation its members joined from, once they have all rejoined: every member that was in
+    the previous generation names it in its subscription. When every member joined afresh (a
+    cold start, static members all replaced) nothing names it."""
+    if view is None:
+        return None
+    if view.protocol is GroupProtocol.CONSUMER:
+        return view.group_epoch
+    if view.protocol is not GroupProtocol.CLASSIC or view.state not in _JOINED_STATES:
+        return None
+    joined = [m.joined_generation for m in view.members if m.joined_generation is not None]
+    newest = max(joined, default=-1)
+    return newest + 1 if newest >= 0 else None
 
 
 def _combined_state(

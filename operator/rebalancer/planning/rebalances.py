@@ -10,10 +10,14 @@ held back until the group is out of it and its members had time to report: if th
 generation from then on, that generation is the rebalance, counted once; if nobody reports, the
 broker's sighting is counted.
 
-A streams group (KIP-1071) is the exception: the broker reports its group epoch exactly, so a
-rebalance is the epoch rising between two looks, and a pass through Assigning or Reconciling at
-the same epoch is none (a static member back under a new member id reconciles to the
-assignment it had without the group moving).
+Streams groups (KIP-1071) and KIP-848 groups whose describe carries the group epoch are the
+exception: the broker reports the epoch exactly, so a rebalance is the epoch rising between two
+looks, and a pass through Assigning or Reconciling at the same epoch is none (a static member
+back under a new member id reconciles to the assignment it had without the group moving). A
+classic group without reports whose members' subscriptions name their generation
+(planning/observing.broker_generation) is counted the same way between two looks that both know
+it, one rebalance per generation, however short; a look that does not know it falls back to the
+broker's state transitions.
 """
 
 from __future__ import annotations
@@ -23,12 +27,13 @@ from dataclasses import dataclass, field, replace
 
 from rebalancer.planning.group_levers import STREAMS_PROTOCOL_NAME
 from rebalancer.planning.streams_observing import STREAMS_PROTOCOL
-from rebalancer.structs.brokers import GroupState
+from rebalancer.structs.brokers import GroupProtocol, GroupState
 from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.reports import GenerationSighting
 from rebalancer.structs.snapshots import GroupSnapshot, Source
 
 REBALANCING_STATES = frozenset(state for state in GroupState if state.rebalancing)
+_EPOCH_PROTOCOLS = frozenset({STREAMS_PROTOCOL, GroupProtocol.CONSUMER.value})
 
 
 @dataclass(frozen=True)
@@ -108,9 +113,19 @@ def detect_rebalances(
         events += _epoch_rise(tracking, snapshot, context, generation)
         generation = snapshot.generation
         suspected = None
+    elif _generation_counted(snapshot) and generation is not None:
+        members = snapshot.member_keys
+        events += _generation_rise(tracking, snapshot, context, generation)
+        generation = snapshot.generation
+        # The rise counts every rebalance since the last look; one suspected before the
+        # generation was first known is not in it.
+        kept = tracking.suspected
+        suspected = kept if kept is not None and kept.previous_generation is None else None
     else:
         members = snapshot.member_keys
         suspected = _suspect_from_broker(tracking, snapshot, context, reported.generation)
+        if _generation_counted(snapshot):
+            generation = snapshot.generation  # the first look that knows it: the baseline
     if suspected is not None:
         if (
             reported.reported_at is not None
@@ -144,11 +159,53 @@ def detect_rebalances(
 
 
 def _epoch_counted(snapshot: GroupSnapshot) -> bool:
-    """Whether the group's generation is a streams group's epoch as its broker reported it."""
+    """Whether the group's generation is a streams or KIP-848 group's epoch as its broker
+    reported it."""
     return (
-        snapshot.protocol == STREAMS_PROTOCOL
+        snapshot.protocol in _EPOCH_PROTOCOLS
         and snapshot.sources.get("generation") is Source.BROKER
     )
+
+
+def _generation_counted(snapshot: GroupSnapshot) -> bool:
+    """Whether the group's generation is a classic group's as its broker's describe shows it
+    (planning/observing.broker_generation)."""
+    return (
+        snapshot.protocol == GroupProtocol.CLASSIC.value
+        and snapshot.sources.get("generation") is Source.BROKER
+        and snapshot.generation is not None
+    )
+
+
+def _generation_rise(
+    tracking: GroupTracking,
+    snapshot: GroupSnapshot,
+    context: EventContext,
+    generation: int,
+) -> list[RebalanceEvent]:
+    """One rebalance a classic generation the group went through since the last look, however
+    short; the members that joined and left since are named on the first."""
+    assert snapshot.generation is not None
+    current = snapshot.member_keys
+    joined = tuple(sorted(current - tracking.members))
+    left = tuple(sorted(tracking.members - current))
+    events = []
+    for step in range(generation, snapshot.generation):
+        change = _Change(joined, left, snapshot.members) if step == generation else _UNNAMED
+        cause = _cause(change.joined, change.left) if change.joined or change.left else None
+        epochs = (step, step + 1)
+        events.append(
+            _event(
+                context,
+                snapshot,
+                cause or RebalanceCause.STATE_CHANGE,
+                epochs,
+                None,
+                change,
+                Source.BROKER,
+            )
+        )
+    return events
 
 
 def _epoch_rise(
@@ -270,6 +327,9 @@ class _Change:
     joined: tuple[str, ...]
     left: tuple[str, ...]
     members: int
+
+
+_UNNAMED = _Change((), (), 0)
 
 
 def _event(

@@ -97,6 +97,10 @@ class BrokerMember:
     # KIP-848 only: what the coordinator's target assignment gives the member; None where the
     # protocol has no such thing (classic groups). Differs from `partitions` while it reconciles.
     target_partitions: tuple[TopicPartition, ...] | None = None
+    # Classic groups: the generation the member was in when it last joined, from its
+    # subscription (KIP-792; -1 when it joined afresh); None when the broker's answer or the
+    # client does not carry it.
+    joined_generation: int | None = None
 
     @property
     def reconciling(self) -> bool:
@@ -115,6 +119,8 @@ class BrokerGroupView:
     # False when the group is live but the broker listed no member (a Kafka-protocol broker
     # may answer so): the empty `members` then means "not told", not "no members".
     members_known: bool
+    # KIP-848 groups: the group epoch, when the describe carried it.
+    group_epoch: int | None = None
 
 
 @dataclass(frozen=True)
