@@ -30,6 +30,9 @@ Strategies:
   spec.policy.rollout enabled (settleSeconds 2), `spec.policy.protocol: streams` on the streams
   protocol, and with --streams-delay-ms the group's own initial delay
   (`spec.policy.groupConfigs.streams.initialRebalanceDelayMs`, set live before the first pod).
+  With `--gate-holds Join` the gate holds only the join: the JVM starts at once and the example
+  waits for the gate's file (REBALANCER_JOIN_GATE) just before KafkaStreams.start(), so its
+  start-up overlaps the gathering; the results name such a sitting's cells.
 Every run has a ConsumerGroup (observe-only unless managed), so every run has the operator's
 view of the group beside the bench's.
 
@@ -64,7 +67,14 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
 
-from rebalancer.planning.gate_templates import GateOptions, gate_container
+from rebalancer.planning.gate_templates import (
+    GateOptions,
+    gate_container,
+    join_gate_env,
+    join_gate_mount,
+    join_gate_volume,
+)
+from rebalancer.structs.gates import GateHold
 from rebalancer_lab.kubelet import JITTER_ANNOTATION, JITTER_SEED_ANNOTATION
 from rebalancer_lab.ports import free_port
 from rebalancer_lab.running import Lab, LabConfig
@@ -121,9 +131,12 @@ class Setup:
     session_ms: int
     managed: bool
     streams_delay_ms: int | None = None
+    gate_holds: str = "Pod"  # GateHold: the pod (an init container) or only the join
 
 
-def setup_for(cell: Cell, strategy: str, streams_delay_ms: int | None) -> Setup:
+def setup_for(
+    cell: Cell, strategy: str, streams_delay_ms: int | None, gate_holds: str = "Pod"
+) -> Setup:
     """The module docstring says what each strategy sets and why."""
     if strategy == "naive":
         return Setup(ordered=True, static=False, session_ms=KAFKA_SESSION_MS, managed=False)
@@ -131,7 +144,7 @@ def setup_for(cell: Cell, strategy: str, streams_delay_ms: int | None) -> Setup:
     if strategy == "tuned":
         return tuned
     delay = streams_delay_ms if cell.protocol == "streams" else None
-    return Setup(False, True, STATIC_SESSION_MS, managed=True, streams_delay_ms=delay)
+    return Setup(False, True, STATIC_SESSION_MS, True, delay, gate_holds)
 
 
 def draw_seed_of(cell: Cell, repeat: int) -> int:
@@ -162,9 +175,15 @@ def workload(lab: Lab, cell: Cell, setup: Setup, name: str, replicas: int) -> di
         rolling["maxUnavailable"] = "25%"
     spec["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": rolling}
     if setup.managed:
-        spec["template"]["spec"]["initContainers"] = [
-            gate_container(GateOptions(timeout_seconds=600))
-        ]
+        pod = spec["template"]["spec"]
+        hold = GateHold(setup.gate_holds)
+        pod["initContainers"] = [gate_container(GateOptions(timeout_seconds=600, hold=hold))]
+        if hold is GateHold.JOIN:
+            # The JVM starts at once and waits for the gate's file only before it joins.
+            container = pod["containers"][0]
+            pod["volumes"] = [*pod["volumes"], join_gate_volume()]
+            container["volumeMounts"] = [*container["volumeMounts"], join_gate_mount()]
+            container["env"] = [*container["env"], join_gate_env()]
     return body
 
 
@@ -289,7 +308,7 @@ class Bench:
 
     def run(self, cell: Cell, strategy: str, repeat: int) -> Run:
         started = time.time()
-        setup = setup_for(cell, strategy, self.args.streams_delay_ms)
+        setup = setup_for(cell, strategy, self.args.streams_delay_ms, self.args.gate_holds)
         name = f"k{cell.protocol[0]}-{SHORT[cell.scenario]}-{strategy[0]}-{uuid.uuid4().hex[:5]}"
         load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
         say(f"{cell.label} / {strategy} #{repeat}: {name} (load average {load})")
@@ -465,7 +484,9 @@ def _observed_after(status: dict[str, Any], end: float) -> bool:
 # -- the results --------------------------------------------------------------------------
 
 
-def record(run: Run) -> dict[str, Any]:
+def record(run: Run, gate_holds: str) -> dict[str, Any]:
+    """One run as one line; `gate_holds` is the sitting's, on every line of it, so that tuned
+    runs pair with the managed runs beside them."""
     origin = provenance()
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -475,6 +496,7 @@ def record(run: Run) -> dict[str, Any]:
         **asdict(run.cell),
         "strategy": run.strategy,
         "repeat": run.repeat,
+        "gate_holds": gate_holds,
         "setup": asdict(run.setup),
         "rebalances": run.rebalances,
         "epochs": run.epochs,
@@ -505,12 +527,14 @@ def summarise(paths: Sequence[Path], plot: Path | None) -> int:
     lines = [json.loads(line) for path in paths for line in path.read_text().splitlines() if line]
     cells: dict[tuple[str, ...], dict[str, list[dict[str, Any]]]] = {}
     for line in lines:
-        key = (line["protocol"], line["scenario"], str(line["pods"]), line["jitter"])
+        gate = line.get("gate_holds", "Pod")
+        key = (line["protocol"], line["scenario"], str(line["pods"]), line["jitter"], gate)
         cells.setdefault(key, {}).setdefault(line["strategy"], []).append(line)
     print("| cell | figure | naive | tuned | managed | managed/tuned |")
     print("|---|---|---|---|---|---|")
     for key, runs in sorted(cells.items()):
-        label = f"{key[1]} N={key[2]} {key[0]} jitter {key[3]}"
+        held = " [gate holds the join]" if key[4] == "Join" else ""
+        label = f"{key[1]} N={key[2]} {key[0]} jitter {key[3]}{held}"
         for field, title in FIGURES:
             shown = {s: _median_and_spread(runs.get(s, []), field) for s in STRATEGIES}
             if all(value is None for value, _ in shown.values()):
@@ -571,7 +595,8 @@ def _plot(cells: dict[tuple[str, ...], dict[str, list[dict[str, Any]]]], path: P
                     color=("tab:red", "tab:blue", "tab:green")[offset],
                 )
         axis.set_yticks(range(len(keys)))
-        axis.set_yticklabels([f"{k[1]} {k[0]}" for k in keys], fontsize=8)
+        names = [f"{k[1]} {k[0]}" + (" (join gate)" if k[4] == "Join" else "") for k in keys]
+        axis.set_yticklabels(names, fontsize=8)
         axis.set_title(title)
     axes[0].legend(loc="best", fontsize=8)
     figure.tight_layout()
@@ -602,7 +627,7 @@ def run_matrix(bench: Bench, cells: Sequence[Cell], args: argparse.Namespace) ->
     for index, (cell, strategy, repeat) in enumerate(plan, 1):
         started = time.monotonic()
         try:
-            append_line(args.out, record(bench.run(cell, strategy, repeat)))
+            append_line(args.out, record(bench.run(cell, strategy, repeat), args.gate_holds))
         except Exception as error:  # a run that breaks must not lose the others
             failed += 1
             say(f"  run failed: {type(error).__name__}: {error}")
@@ -660,6 +685,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         default=None,
         help="managed streams groups' own initial delay (default: the broker's)",
+    )
+    listed(
+        "--gate-holds",
+        choices=[hold.value for hold in GateHold],
+        default=GateHold.POD.value,
+        help="what managed pods' gate holds: the pod (an init container) or only the join "
+        "(the JVM starts at once and waits for the gate's file before it joins)",
     )
     listed("--settle-timeout", type=float, default=420.0, help="seconds a change may take")
     listed("--out", type=Path, default=Path(__file__).with_name("streams-results.jsonl"))

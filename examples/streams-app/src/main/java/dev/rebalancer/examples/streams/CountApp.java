@@ -111,8 +111,23 @@ public final class CountApp {
             Events.emit("closed", Map.of("clean", clean));
             closed.countDown();
         }, "streams-app-shutdown"));
+        if (config.joinGate != null) {
+            // The JVM, the topology and the state directory are ready; only the join waits for
+            // the operator's join gate to open this pod (docs/join-gate.md, gateHolds: Join).
+            long waited = awaitFile(config.joinGate);
+            Events.emit("gate-open", Map.of("waitedMs", waited));
+        }
         streams.start();
         closed.await();
+    }
+
+    /** Milliseconds until `file` exists. */
+    static long awaitFile(Path file) throws InterruptedException {
+        long start = System.nanoTime();
+        while (!Files.exists(file)) {
+            Thread.sleep(50);
+        }
+        return (System.nanoTime() - start) / 1_000_000;
     }
 
     /** One line per store partition restored: how many records, and how long it took. */
@@ -171,6 +186,7 @@ public final class CountApp {
         final Integer sessionTimeoutMs;
         final Integer commitIntervalMs;
         final Path readyFile;
+        final Path joinGate;
 
         private Config(Map<String, String> env) {
             bootstrap = required(env, "BOOTSTRAP_SERVERS");
@@ -193,6 +209,8 @@ public final class CountApp {
                     ? number(env, "COMMIT_INTERVAL_MS", 30000, 1) : null;
             String ready = env.getOrDefault("READY_FILE", "").trim();
             readyFile = ready.isEmpty() ? null : Path.of(ready);
+            String gate = env.getOrDefault("REBALANCER_JOIN_GATE", "").trim();
+            joinGate = gate.isEmpty() ? null : Path.of(gate);
         }
 
         static Config fromEnvironment(Map<String, String> env) {
