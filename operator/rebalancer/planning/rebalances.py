@@ -126,20 +126,9 @@ def detect_rebalances(
         suspected = _suspect_from_broker(tracking, snapshot, context, reported.generation)
         if _generation_counted(snapshot):
             generation = snapshot.generation  # the first look that knows it: the baseline
-    if suspected is not None:
-        if (
-            reported.reported_at is not None
-            and reported.reported_at >= suspected.detected_at - settle_seconds
-        ):
-            suspected = None  # the members reported it: counted from their reports
-        elif (
-            snapshot.state not in REBALANCING_STATES
-            and snapshot.observed_at - suspected.detected_at >= 2 * settle_seconds
-        ):
-            events.append(suspected)
-            suspected = None
-        else:
-            pending = True
+    counted, suspected = _settle_suspicion(suspected, reported, snapshot, settle_seconds)
+    events += counted
+    pending = pending or suspected is not None
 
     last = events[-1] if events else None
     updated = replace(
@@ -165,6 +154,29 @@ def _epoch_counted(snapshot: GroupSnapshot) -> bool:
         snapshot.protocol in _EPOCH_PROTOCOLS
         and snapshot.sources.get("generation") is Source.BROKER
     )
+
+
+def _settle_suspicion(
+    suspected: RebalanceEvent | None,
+    reported: _Reported,
+    snapshot: GroupSnapshot,
+    settle_seconds: float,
+) -> tuple[list[RebalanceEvent], RebalanceEvent | None]:
+    """(the suspected rebalance, counted once it is over; what is still suspected): a
+    suspicion the members reported is theirs to count, and one still going stays held."""
+    if suspected is None:
+        return [], None
+    if (
+        reported.reported_at is not None
+        and reported.reported_at >= suspected.detected_at - settle_seconds
+    ):
+        return [], None  # the members reported it: counted from their reports
+    if (
+        snapshot.state not in REBALANCING_STATES
+        and snapshot.observed_at - suspected.detected_at >= 2 * settle_seconds
+    ):
+        return [suspected], None
+    return [], suspected
 
 
 def _generation_counted(snapshot: GroupSnapshot) -> bool:
