@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -91,6 +93,16 @@ class LeaseBook:
     members: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+# Threads of the Lease calls alone: queued in asyncio's default executor behind a burst of
+# status writes (six threads on two cores), a renewal came after its own deadline and the
+# replica let go of shards it still held, then took them back, moving its groups each time.
+LEASE_THREADS = 4
+# Between two rounds at least this long, however slow the last one was.
+MIN_PAUSE_SECONDS = 0.5
+
+_Result = TypeVar("_Result")
+
+
 class ShardHolder:
     """Which shards this replica serves, kept current by `run`; read by the handlers."""
 
@@ -98,6 +110,7 @@ class ShardHolder:
         self.api = api
         self.settings = settings
         self.leases = client.CoordinationV1Api(api.api_client)
+        self._lease_io = ThreadPoolExecutor(LEASE_THREADS, thread_name_prefix="shard-leases")
         # Shard -> until when this replica acts on it (its own clock, planning.shards).
         self._deadlines: dict[int, float] = {}
         self._changed = asyncio.Event()
@@ -153,19 +166,27 @@ class ShardHolder:
                 event.set()
 
     async def run(self) -> None:
-        """Forever: one round every renew_seconds. Stopped (cancelled), it gives its shards
-        back and removes its member Lease, so the others take them at once."""
+        """Forever: a round begun every renew_seconds (a slow round does not push the next one
+        later). Stopped (cancelled), it gives its shards back and removes its member Lease, so
+        the others take them at once."""
         try:
             while True:
+                began = time.monotonic()
                 try:
                     await self.step()
                 except (ApiException, OSError, ValueError) as error:
                     # Kept trying; what is held lapses by its deadline meanwhile.
                     logger.warning("shard Leases in %s: %s", self.settings.namespace, error)
                     self._expire(time.time())
-                await asyncio.sleep(self.settings.renew_seconds)
+                spent = time.monotonic() - began
+                await asyncio.sleep(max(self.settings.renew_seconds - spent, MIN_PAUSE_SECONDS))
         finally:
             await asyncio.shield(self.release_all())
+            self._lease_io.shutdown(wait=False)
+
+    async def _call(self, call: Callable[..., _Result], *args: Any, **kwargs: Any) -> _Result:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._lease_io, functools.partial(call, *args, **kwargs))
 
     async def step(self) -> ShardMoves:
         """Read the Leases, keep this replica's member Lease, then renew, take and give back
@@ -173,14 +194,20 @@ class ShardHolder:
         book = await self._read()
         self._members = book.members
         started = time.time()
-        await self._keep_member(book, started)
         moves = self._plan(book, started)
         before = self.held()
         for shard in moves.release:
             self._deadlines.pop(shard, None)  # stop acting before another may take it
-            await self._write(shard, book.shards.get(shard), started, holder=None)
-        for shard in moves.renew + moves.take:
-            if await self._write(shard, book.shards.get(shard), started, holder=self.identity):
+        # Each Lease is its own write: sent together, a round costs one write's time, not one
+        # per shard, so a renewal under a slow API server still lands before its deadline.
+        kept = moves.renew + moves.take
+        written = await asyncio.gather(
+            self._keep_member(book, started),
+            *(self._write(shard, book.shards.get(shard), started, None) for shard in moves.release),
+            *(self._write(s, book.shards.get(s), started, self.identity) for s in kept),
+        )
+        for shard, held in zip(kept, written[1 + len(moves.release) :], strict=True):
+            if held:
                 self._deadlines[shard] = serving_deadline(started, self.settings.lease_seconds)
             else:
                 self._deadlines.pop(shard, None)
@@ -234,7 +261,7 @@ class ShardHolder:
             self._report(before, ShardMoves(renew=(), take=(), release=()))
 
     async def _read(self) -> LeaseBook:
-        response = await asyncio.to_thread(
+        response = await self._call(
             self.leases.list_namespaced_lease,
             self.settings.namespace,
             label_selector=f"{SHARDS_LABEL}={self.settings.prefix}",
@@ -252,10 +279,10 @@ class ShardHolder:
                     book.members[holder] = lease
         return book
 
-    async def _keep_member(self, book: LeaseBook, now: float) -> None:
+    async def _keep_member(self, book: LeaseBook, now: float) -> bool:
         name = member_lease_name(self.settings.prefix, self.identity)
         current = book.members.get(self.identity)
-        await self._put(name, current, now, holder=self.identity, member=True)
+        return await self._put(name, current, now, holder=self.identity, member=True)
 
     async def _write(
         self, shard: int, current: dict[str, Any] | None, now: float, holder: str | None
@@ -275,11 +302,9 @@ class ShardHolder:
         body = _lease_body(name, self.settings, current, now, holder, member)
         try:
             if current is None:
-                await asyncio.to_thread(
-                    self.leases.create_namespaced_lease, self.settings.namespace, body
-                )
+                await self._call(self.leases.create_namespaced_lease, self.settings.namespace, body)
             else:
-                await asyncio.to_thread(
+                await self._call(
                     self.leases.replace_namespaced_lease, name, self.settings.namespace, body
                 )
         except ApiException as error:
@@ -297,9 +322,7 @@ class ShardHolder:
                 continue
             name = str(lease["metadata"]["name"])
             try:
-                await asyncio.to_thread(
-                    self.leases.delete_namespaced_lease, name, self.settings.namespace
-                )
+                await self._call(self.leases.delete_namespaced_lease, name, self.settings.namespace)
             except ApiException as error:
                 if error.status not in (404, 409):
                     raise
@@ -318,7 +341,7 @@ class ShardHolder:
                     await self._write(shard, lease, now, holder=None)
             member = book.members.get(self.identity)
             if member is not None:
-                await asyncio.to_thread(
+                await self._call(
                     self.leases.delete_namespaced_lease,
                     str(member["metadata"]["name"]),
                     self.settings.namespace,
