@@ -641,7 +641,7 @@ def replica_figures(
         "groups_served": {"after_reconcile": marks["served"], "end": marks.get("served_end")},
         "api_requests": marks["api"],
         "kafka_requests": marks["kafka"],
-        "killed_at_soak_s": replica.killed_at,
+        "killed_at_soak_s": None if replica.killed_at is None else round(replica.killed_at, 1),
         "samples": [{k: round(v, 2) for k, v in s.items()} for s in samples],
     }
 
