@@ -52,6 +52,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import ssl
 import sys
 import tempfile
@@ -445,16 +446,21 @@ def create_groups(
 ) -> dict[str, float]:
     """Creates the groups with 8 clients at once, straight to the API server; when each was."""
     created: dict[str, float] = {}
+    started = time.monotonic()
 
     def create(index: int) -> None:
         doc = body(index, bootstrap, args.interval)
         api.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, doc)
         created[doc["metadata"]["name"]] = time.monotonic()
 
-    with ThreadPoolExecutor(8) as pool:
+    pool = ThreadPoolExecutor(8)
+    try:
         for done, _ in enumerate(pool.map(create, range(args.groups)), 1):
             if done % 500 == 0:
-                say(f"created {done}/{args.groups}")
+                say(f"created {done}/{args.groups} ({done / (time.monotonic() - started):.1f}/s)")
+    finally:
+        # Stopped (Ctrl-C, SIGTERM): the creates not yet begun are dropped, not waited for.
+        pool.shutdown(wait=True, cancel_futures=True)
     return created
 
 
@@ -906,6 +912,9 @@ def main() -> int:
         "--takeover-wait", type=float, default=90.0, help="seconds to wait for its groups"
     )
     args = parser.parse_args()
+    # SIGTERM stops the bench as Ctrl-C does: the lab's processes are stopped on the way out
+    # (a background job started from a script ignores SIGINT).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     problem = argument_problem(args)
     if problem is not None:
         parser.error(problem)
