@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/scale.py [--groups 1000] [--soak 300] [--interval 30] [--png PATH]
         [--status-refresh 600] [--quiet-factor 4]
+        [--replicas R [--shards 12] [--kill-after SECONDS] [--takeover-wait 90]]
 
 The lab's real pieces: Kubernetes' own control plane (etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler), an Apache Kafka broker, and `rebalancer operator` as
@@ -10,7 +11,8 @@ every reconcile is the operator's full path: parse, describe the group and its t
 broker, write status. Measured:
 
 1. Time from creating all groups to every one having status written (status.group.observedAt),
-   and per group the latency from its creation to its first status (p50, p90, p99).
+   from the first creation and from the last, and per group the latency from its creation to
+   its first status (p50, p90, p99, max).
 2. API requests the operator makes per reconcile, by method and kind. The operator talks to
    kube-apiserver through a counting proxy with no faults (rebalancer_lab.api_faults), which
    sees its requests and no one else's: the bench's own creates and lists go to the API server
@@ -24,6 +26,17 @@ broker, write status. Measured:
 4. Kafka requests the operator sent, by Kafka API, from its own rebalancer_kafka_requests_total
    (librdkafka's statistics, every 10 s), and the status writes by reason
    (rebalancer_status_writes_total), during the reconcile and the soak.
+
+With --replicas R over 1, R `rebalancer operator --shards SHARDS` processes share the groups in
+place of the lab's one operator (docs/sharding.md), each behind a counting proxy of its own; the
+figures are their sums, and per replica: RSS, CPU share, shards held (rebalancer_shards_held),
+groups served (status.servedBy), API and Kafka requests. --kill-after SECONDS SIGKILLs the
+replica serving the most groups that far into the soak and lists the groups (every 0.5 s plus
+the list's own time) until each it served names a live replica in status.servedBy, up to
+--takeover-wait seconds: per group the time from the kill, p50 and max, and the groups that did
+not move. The soak's figures at rest are then those before the kill (all replicas), and after
+the take-over (the live ones) apart. The targets are printed beside the figures (see
+bench/scale_figures.py): they scale with the groups and the interval.
 
 The operator runs with the chart's defaults for what sets the steady cost:
 --status-refresh-seconds (--status-refresh) and --quiet-observe-factor (--quiet-factor).
@@ -39,6 +52,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import ssl
 import sys
 import tempfile
@@ -47,6 +61,8 @@ import time
 import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,13 +70,24 @@ from kubernetes import client
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from tests.operator.e2e.support import free_port  # noqa: E402
 
 from rebalancer_lab.api_faults import Fault, FaultyApi  # noqa: E402
 from rebalancer_lab.controlplane import ControlPlane  # noqa: E402
+from rebalancer_lab.processes import ChildProcess, stop_all  # noqa: E402
 from rebalancer_lab.producer import ensure_topic  # noqa: E402
 from rebalancer_lab.running import Lab, LabConfig  # noqa: E402
+from scale_figures import (  # noqa: E402
+    Owners,
+    percentile,
+    rss_growth,
+    served_pid,
+    takeover_summary,
+    takeover_times,
+    target_rows,
+)
 
 GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 TOPIC = "scale"
@@ -116,7 +143,8 @@ def apiserver_requests(plane: ControlPlane) -> Counter[str]:
 
 
 _OPERATOR_SAMPLE = re.compile(
-    r"^(?P<name>rebalancer_(?:kafka_requests|status_writes|kubernetes_requests)_total)"
+    r"^(?P<name>rebalancer_(?:kafka_requests|status_writes|kubernetes_requests|shard_moves)"
+    r"_total)"
     r"\{(?P<labels>[^}]*)\} (?P<value>\S+)$"
 )
 
@@ -124,7 +152,7 @@ _OPERATOR_SAMPLE = re.compile(
 def operator_counts(url: str) -> Counter[str]:
     """The operator's own request and write counters from its /metrics: Kafka requests by API
     ("kafka DescribeGroups"), status writes by reason ("status changed"), its Kubernetes
-    client's requests ("kube PATCH consumergroups/status")."""
+    client's requests ("kube PATCH consumergroups/status"), shard moves ("shard lost")."""
     with urllib.request.urlopen(url, timeout=30) as reply:
         text = reply.read().decode()
     counts: Counter[str] = Counter()
@@ -137,6 +165,8 @@ def operator_counts(url: str) -> Counter[str]:
             key = f"kafka {labels.get('request')}"
         elif sample["name"] == "rebalancer_status_writes_total":
             key = f"status {labels.get('reason')}"
+        elif sample["name"] == "rebalancer_shard_moves_total":
+            key = f"shard {labels.get('move')}"
         else:
             key = f"kube {labels.get('verb')} {labels.get('resource')}"
         counts[key] += round(float(sample["value"]))
@@ -191,9 +221,88 @@ def body(index: int, bootstrap: str, interval: int) -> dict[str, Any]:
     }
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+@dataclass
+class Replica:
+    """One `rebalancer operator` process, behind a counting proxy of its own (its API requests,
+    kopf's included, and no one else's), with its /metrics and its log."""
+
+    name: str
+    child: ChildProcess
+    proxy: CountingProxy
+    url: str  # http://host:port of its reports, /healthz and /metrics
+    samples: list[dict[str, float]] = field(default_factory=list)
+    killed_at: float | None = None  # seconds into the soak
+    _counts: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def pid(self) -> int:
+        assert self.child.process is not None
+        return self.child.process.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.child.running
+
+    def sample(self) -> dict[str, float] | None:
+        try:
+            return process_sample(self.pid) if self.alive else None
+        except OSError:
+            return None
+
+    def counts(self) -> Counter[str]:
+        """Its /metrics counters; a killed replica's as last read before it died."""
+        if self.alive:
+            self._counts = operator_counts(f"{self.url}/metrics")
+        return Counter(self._counts)
+
+    def gauge(self, name: str) -> float | None:
+        if not self.alive:
+            return None
+        try:
+            with urllib.request.urlopen(f"{self.url}/metrics", timeout=30) as reply:
+                text = reply.read().decode()
+        except OSError:
+            return None
+        values = [line.split()[-1] for line in text.splitlines() if line.startswith(f"{name} ")]
+        return float(values[0]) if values else None
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/healthz", timeout=2):
+                return True
+        except OSError:
+            return False
+
+
+def start_replicas(lab: Lab, stack: ExitStack, args: argparse.Namespace) -> list[Replica]:
+    """The lab's operator again, behind a counting proxy (--replicas 1); or, in its place,
+    REPLICAS `rebalancer operator --shards SHARDS` processes, each behind its own proxy, on
+    ports of their own, named host/pid as outside a pod (docs/sharding.md)."""
+    assert lab.plane is not None and lab.operator is not None
+    state, host = lab.config.state_dir, lab.config.host
+    lab.operator.stop(grace=15)
+    if args.replicas == 1:
+        proxy = CountingProxy(lab.plane)
+        stack.enter_context(proxy)
+        lab.start_operator(proxy.write_kubeconfig(state / "operator-kubeconfig"))
+        url = f"http://{host}:{lab.config.reports_port}"
+        return [Replica("operator", lab.operator, proxy, url)]
+    replicas = []
+    for index in range(args.replicas):
+        name, port = f"operator-{index}", free_port()
+        proxy = CountingProxy(lab.plane)
+        stack.enter_context(proxy)
+        child = lab.operator_process(
+            proxy.write_kubeconfig(state / f"{name}-kubeconfig"),
+            name=name,
+            reports_port=port,
+            flags=("--shards", str(args.shards), "--shard-namespace", lab.config.namespace),
+        )
+        # Outside a pod: no pod to label, the replica is named host/pid.
+        child.env = {"POD_NAME": "", "POD_NAMESPACE": "", "POD_IP": ""}
+        child.start()
+        replicas.append(Replica(name, child, proxy, f"http://{host}:{port}"))
+    return replicas
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -214,17 +323,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     lab = Lab(config)
     try:
         lab.start(fleet=False)
-        assert lab.plane is not None and lab.operator is not None
-        with CountingProxy(lab.plane) as proxy:
-            # The lab's operator again, through the proxy: from here on every request it makes
-            # is counted, and nothing else is.
-            lab.operator.stop(grace=15)
-            lab.start_operator(proxy.write_kubeconfig(state / "operator-kubeconfig"))
+        say(f"lab state and logs in {state}")
+        with ExitStack() as stack:
+            replicas = start_replicas(lab, stack, args)
             try:
-                return measure(lab, lab.plane, proxy, args)
+                return measure(lab, replicas, args)
             finally:
-                # Before the proxy it talks through goes, not after it with the lab.
-                lab.operator.stop(grace=15)
+                # Before the proxies they talk through go, not after them with the lab.
+                stop_all([replica.child for replica in replicas], grace=15)
     finally:
         lab.stop()
 
@@ -244,165 +350,497 @@ def kopf_runs(log: Path) -> Counter[str]:
     return found
 
 
-def measure(
-    lab: Lab, plane: ControlPlane, counter: CountingProxy, args: argparse.Namespace
-) -> dict[str, Any]:
-    assert lab.api_client is not None and lab.operator is not None
-    assert lab.operator.process is not None
-    pid = lab.operator.process.pid
-    api = client.CustomObjectsApi(lab.api_client)
-    asyncio.run(ensure_topic(lab.bootstrap, TOPIC, 4))
-    # Idle means started: the operator answers /healthz once kopf and its handlers are loaded.
-    health = f"http://{lab.config.host}:{lab.config.reports_port}/healthz"
-    for _ in range(120):
-        try:
-            with urllib.request.urlopen(health, timeout=2):
-                break
-        except OSError:
-            time.sleep(0.5)
-    time.sleep(2)
-    idle = process_sample(pid)
-    say(f"operator pid {pid} idle: RSS {idle['rss_mb']:.1f} MB, {idle['threads']:.0f} threads")
+@dataclass
+class Snapshot:
+    """Every counter at one moment: per replica its proxy's and its /metrics', kopf's runs in
+    all the replicas' logs, and kube-apiserver's own (all clients)."""
 
-    metrics_url = f"http://{lab.config.host}:{lab.config.reports_port}/metrics"
+    at: float
+    proxy: dict[str, Counter[str]]
+    own: dict[str, Counter[str]]
+    runs: Counter[str]
+    server: Counter[str]
+
+    @classmethod
+    def take(cls, plane: ControlPlane, replicas: list[Replica]) -> Snapshot:
+        runs: Counter[str] = Counter()
+        for replica in replicas:
+            runs += kopf_runs(replica.child.log_path)
+        return cls(
+            time.monotonic(),
+            {r.name: r.proxy.snapshot() for r in replicas},
+            {r.name: r.counts() for r in replicas},
+            runs,
+            apiserver_requests(plane),
+        )
+
+
+def window(before: Snapshot, after: Snapshot, interval: int) -> dict[str, Any]:
+    """What the replicas did between two snapshots: API requests (their proxies), Kafka
+    requests and status writes (their /metrics), kopf's runs, and kube-apiserver's count."""
+    seconds = max(1e-9, after.at - before.at)
+    api: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    per_replica = {}
+    for name in after.proxy:
+        mine = after.proxy[name] - before.proxy[name]
+        theirs = after.own[name] - before.own[name]
+        api += mine
+        own += theirs
+        per_replica[name] = {
+            "api_requests": sum(mine.values()),
+            "kafka_requests": sum(_only(theirs, "kafka ").values()),
+        }
+    kafka = _only(own, "kafka ")
+    return {
+        "seconds": round(seconds, 1),
+        "api": api,
+        "requests_per_s": round(sum(api.values()) / seconds, 2),
+        "kafka": kafka,
+        "kafka_per_s": round(sum(kafka.values()) / seconds, 2),
+        "kafka_per_interval": round(sum(kafka.values()) / seconds * interval, 1),
+        "status_writes": _only(own, "status "),
+        # Shards taken, given back and lost by all replicas: at rest, none.
+        "shard_moves": _only(own, "shard "),
+        "kopf_runs": dict(sorted((after.runs - before.runs).items())),
+        "server": after.server - before.server,
+        "per_replica": per_replica,
+    }
+
+
+def list_groups(api: client.CustomObjectsApi) -> list[dict[str, Any]]:
+    """Every ConsumerGroup, parsed as plain JSON: the client's own model would take longer than
+    the poll interval at 10,000 groups."""
+    reply = api.list_namespaced_custom_object(
+        GROUP, VERSION, "default", PLURAL, _preload_content=False
+    )
+    items: list[dict[str, Any]] = json.loads(reply.data)["items"]
+    return items
+
+
+def owners(items: list[dict[str, Any]]) -> dict[str, int | None]:
+    """Group name -> pid of the replica its status.servedBy names."""
+    return {
+        item["metadata"]["name"]: served_pid((item.get("status") or {}).get("servedBy"))
+        for item in items
+    }
+
+
+def wait_ready(replicas: list[Replica], args: argparse.Namespace) -> None:
+    """Idle means started: each replica answers /healthz once kopf and its handlers are loaded,
+    and with shards, every shard is held."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not all(r.ready() for r in replicas):
+        time.sleep(0.5)
+    while args.replicas > 1 and time.monotonic() < deadline:
+        held = [r.gauge("rebalancer_shards_held") or 0 for r in replicas]
+        if sum(held) == args.shards and all(held):
+            say(f"shards held: {dict(zip((r.name for r in replicas), held, strict=True))}")
+            break
+        time.sleep(1)
+    time.sleep(2)
+
+
+def create_groups(
+    api: client.CustomObjectsApi, bootstrap: str, args: argparse.Namespace
+) -> dict[str, float]:
+    """Creates the groups with 8 clients at once, straight to the API server; when each was."""
     created: dict[str, float] = {}
-    own_before = operator_counts(metrics_url)
-    operator_log = lab.config.state_dir / "logs" / "operator.log"
-    runs_before = kopf_runs(operator_log)
-    before = counter.snapshot()
-    server_before = apiserver_requests(plane)
     started = time.monotonic()
 
     def create(index: int) -> None:
-        doc = body(index, lab.bootstrap, args.interval)
+        doc = body(index, bootstrap, args.interval)
         api.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, doc)
         created[doc["metadata"]["name"]] = time.monotonic()
 
-    with ThreadPoolExecutor(8) as pool:
+    pool = ThreadPoolExecutor(8)
+    try:
         for done, _ in enumerate(pool.map(create, range(args.groups)), 1):
-            if done % 200 == 0:
-                say(f"created {done}/{args.groups}")
-    created_in = time.monotonic() - started
-    say(f"created {args.groups} ConsumerGroups in {created_in:.1f} s")
+            if done % 500 == 0:
+                say(f"created {done}/{args.groups} ({done / (time.monotonic() - started):.1f}/s)")
+    finally:
+        # Stopped (Ctrl-C, SIGTERM): the creates not yet begun are dropped, not waited for.
+        pool.shutdown(wait=True, cancel_futures=True)
+    return created
 
+
+def rss_line(replicas: list[Replica]) -> str:
+    parts = []
+    for replica in replicas:
+        sample = replica.sample()
+        if sample is not None:
+            parts.append(f"{replica.name} {sample['rss_mb']:.0f}")
+    return "RSS MB " + ", ".join(parts)
+
+
+def wait_status(
+    api: client.CustomObjectsApi,
+    replicas: list[Replica],
+    created: dict[str, float],
+    deadline: float,
+) -> tuple[dict[str, float], int]:
+    """Lists the groups until each has its first status (status.group.observedAt); when each
+    was first seen with it, and how many lists that took."""
     first_status: dict[str, float] = {}
     polls = 0
-    deadline = started + args.timeout
-    while len(first_status) < args.groups and time.monotonic() < deadline:
-        listing = api.list_namespaced_custom_object(GROUP, VERSION, "default", PLURAL)
+    while len(first_status) < len(created) and time.monotonic() < deadline:
+        asked = time.monotonic()
+        items = list_groups(api)
         polls += 1
         now = time.monotonic()
-        for item in listing["items"]:
+        for item in items:
             name = item["metadata"]["name"]
             group = (item.get("status") or {}).get("group") or {}
             if name in created and name not in first_status and group.get("observedAt"):
                 first_status[name] = now
+        served = Counter(owners(items).values())
+        serving = ", ".join(f"{r.name} {served[r.pid]}" for r in replicas if served[r.pid])
         say(
-            f"status written for {len(first_status)}/{args.groups}; "
-            f"RSS {process_sample(pid)['rss_mb']:.0f} MB"
+            f"status written for {len(first_status)}/{len(created)}; {rss_line(replicas)}"
+            + (f"; servedBy {serving}" if serving else "")
         )
-        time.sleep(1.0)
-    reconciled_in = time.monotonic() - started
-    # librdkafka reports its counts every 10 s: the reconcile's last requests are counted then.
-    time.sleep(11)
-    own_reconcile = operator_counts(metrics_url) - own_before
-    runs_reconcile = kopf_runs(operator_log) - runs_before
-    operator_requests = counter.snapshot() - before
-    server_requests = apiserver_requests(plane) - server_before
-    total_operator = sum(operator_requests.values())
-    latencies = [first_status[name] - created[name] for name in first_status]
-    loaded = process_sample(pid)
-    say(
-        f"{len(first_status)}/{args.groups} reconciled in {reconciled_in:.1f} s; "
-        f"p50 {percentile(latencies, 50):.1f} s, p99 {percentile(latencies, 99):.1f} s; "
-        f"{total_operator / max(1, len(first_status)):.1f} API requests per reconcile"
-    )
-    say(
-        f"PATCH consumergroups/status: {operator_requests['PATCH consumergroups/status']} "
-        f"through the proxy, {server_requests['PATCH consumergroups/status']} at kube-apiserver; "
-        f"kube-apiserver served {sum(server_requests.values())} requests in all "
-        f"(every client: the bench's {args.groups} creates and {polls} lists among them)"
-    )
+        # A list of 10,000 groups costs kube-apiserver a core for a second or more: at most
+        # half of its time goes to the bench's lists.
+        time.sleep(max(1.0, now - asked))
+    return first_status, polls
 
-    # Soak: nothing changes; the operator keeps observing every group every interval.
-    samples: list[dict[str, float]] = []
-    soak_start = time.monotonic()
-    soak_before = counter.snapshot()
-    own_soak_before = operator_counts(metrics_url)
-    runs_soak_before = kopf_runs(operator_log)
-    server_soak_before = apiserver_requests(plane)
-    while time.monotonic() - soak_start < args.soak:
-        time.sleep(10)
-        sample = {"t": time.monotonic() - soak_start, **process_sample(pid)}
-        samples.append(sample)
-        say(
-            f"soak {sample['t']:.0f}/{args.soak} s: RSS {sample['rss_mb']:.1f} MB, "
-            f"{sample['threads']:.0f} threads, {sample['fds']:.0f} fds, "
-            f"CPU {sample['cpu_s']:.0f} s"
+
+class Takeover:
+    """SIGKILLs the replica serving the most groups, then lists the groups every 0.5 s (plus
+    the list's own time) until each it served names a live replica, or `cap` seconds."""
+
+    def __init__(self, api: client.CustomObjectsApi, replicas: list[Replica], cap: float) -> None:
+        self.api, self.cap = api, cap
+        served = owners(list_groups(api))
+        counts = Counter(served.values())
+        self.victim = max(replicas, key=lambda replica: counts[replica.pid])
+        self.live = {r.pid for r in replicas if r is not self.victim}
+        self.moving = {name for name, pid in served.items() if pid == self.victim.pid}
+        self.samples: list[Owners] = []
+        self.list_seconds: list[float] = []
+        self.killed = 0.0
+        self.done = threading.Event()
+
+    def kill(self, soak_seconds: float) -> None:
+        self.victim.child.kill()
+        self.killed = time.monotonic()
+        self.victim.killed_at = soak_seconds
+        say(f"SIGKILLed {self.victim.name} (pid {self.victim.pid}), serving {len(self.moving)}")
+        threading.Thread(target=self._poll, name="takeover", daemon=True).start()
+
+    def _poll(self) -> None:
+        try:
+            while time.monotonic() - self.killed < self.cap:
+                asked = time.monotonic()
+                now = owners(list_groups(self.api))
+                self.list_seconds.append(time.monotonic() - asked)
+                self.samples.append(
+                    (time.monotonic() - self.killed, {n: now.get(n) for n in self.moving})
+                )
+                if all(now.get(name) in self.live for name in self.moving):
+                    break
+                time.sleep(0.5)
+        finally:
+            self.done.set()
+
+    def figures(self) -> dict[str, Any]:
+        times = takeover_times(self.moving, self.samples, self.live)
+        return {
+            "killed": self.victim.name,
+            "killed_at_soak_s": round(self.victim.killed_at or 0.0, 1),
+            **takeover_summary(times, self.moving),
+            "wait_cap_s": self.cap,
+            "list_s_mean": round(sum(self.list_seconds) / max(1, len(self.list_seconds)), 2),
+            "times": sorted(round(v, 2) for v in times.values()),
+        }
+
+
+def sample_all(replicas: list[Replica], seconds: float, takeover: Takeover | None) -> None:
+    parts = []
+    for replica in replicas:
+        sample = replica.sample()
+        if sample is None:
+            continue
+        replica.samples.append({"t": seconds, **sample})
+        parts.append(
+            f"{replica.name} RSS {sample['rss_mb']:.1f} MB, {sample['threads']:.0f} threads, "
+            f"{sample['fds']:.0f} fds, CPU {sample['cpu_s']:.0f} s"
         )
-    soak_requests = counter.snapshot() - soak_before
-    own_soak = operator_counts(metrics_url) - own_soak_before
-    runs_soak = kopf_runs(operator_log) - runs_soak_before
-    server_soak_requests = apiserver_requests(plane) - server_soak_before
-    soak_seconds = max(1e-9, time.monotonic() - soak_start)
-    kafka_soak = _only(own_soak, "kafka ")
-    kafka_soak_total = sum(kafka_soak.values())
-    soak_total = sum(soak_requests.values())
-    half = [s for s in samples if s["t"] >= args.soak / 2] or samples
-    growth = (half[-1]["rss_mb"] - half[0]["rss_mb"]) if half else 0.0
-    span_min = max(1e-9, (half[-1]["t"] - half[0]["t"]) / 60) if half else 1.0
-    result = {
-        "groups": args.groups,
-        "interval_seconds": args.interval,
-        "created_in_s": round(created_in, 1),
-        "reconciled": len(first_status),
-        "reconciled_in_s": round(reconciled_in, 1),
+    if takeover is not None and not takeover.done.is_set() and takeover.samples:
+        last = takeover.samples[-1][1]
+        moved = sum(1 for pid in last.values() if pid in takeover.live)
+        parts.append(f"take-over {moved}/{len(takeover.moving)} moved")
+    say(f"soak {seconds:.0f} s: " + "; ".join(parts))
+
+
+def run_soak(
+    plane: ControlPlane, api: client.CustomObjectsApi, replicas: list[Replica], args: Any
+) -> tuple[dict[str, Snapshot], Takeover | None]:
+    """Nothing changes: the replicas keep observing every group every interval. Samples each
+    replica every 10 s; KILL_AFTER seconds in, kills one. Counters at the start, just before
+    the kill, once the take-over is over, and at the end."""
+    start = time.monotonic()
+    snapshots = {"start": Snapshot.take(plane, replicas)}
+    takeover: Takeover | None = None
+    next_sample = 10.0
+    while (now := time.monotonic() - start) < args.soak:
+        if args.kill_after is not None and takeover is None and now >= args.kill_after:
+            takeover = Takeover(api, replicas, args.takeover_wait)
+            snapshots["kill"] = Snapshot.take(plane, replicas)
+            takeover.kill(time.monotonic() - start)
+        if takeover is not None and takeover.done.is_set() and "takeover" not in snapshots:
+            snapshots["takeover"] = Snapshot.take(plane, replicas)
+            say(f"take-over over: {takeover.figures() | {'times': '...'}}")
+        if now >= next_sample:
+            sample_all(replicas, now, takeover)
+            next_sample += 10
+        time.sleep(0.5)
+    if takeover is not None:
+        takeover.done.wait(takeover.cap)
+    sample_all(replicas, time.monotonic() - start, None)
+    snapshots["end"] = Snapshot.take(plane, replicas)
+    return snapshots, takeover
+
+
+def soak_windows(snapshots: dict[str, Snapshot]) -> dict[str, tuple[float, float]]:
+    """The soak's windows in soak seconds: all of it; with a kill, before it and from the end of
+    the take-over on (the live replicas at rest again)."""
+    zero = snapshots["start"].at
+    end = snapshots["end"].at - zero
+    if "kill" not in snapshots:
+        return {"soak": (0.0, end)}
+    found = {"before_kill": (0.0, snapshots["kill"].at - zero)}
+    if "takeover" in snapshots and end - (snapshots["takeover"].at - zero) >= 30:
+        found["after_takeover"] = (snapshots["takeover"].at - zero, end)
+    return found
+
+
+def replica_figures(
+    replica: Replica, marks: dict[str, Any], windows: dict[str, tuple[float, float]]
+) -> dict[str, Any]:
+    """One replica: RSS idle, after the reconcile and over the soak, its growth over the second
+    half of each soak window it lived through, CPU share, shards held, groups served."""
+    samples = replica.samples
+    idle, loaded = marks["idle"], marks["loaded"]
+    growth = {
+        name: rss_growth(samples, start, end)
+        for name, (start, end) in windows.items()
+        if replica.killed_at is None or end <= replica.killed_at
+    }
+    soak_cpu = (
+        round((samples[-1]["cpu_s"] - loaded["cpu_s"]) / samples[-1]["t"], 3) if samples else None
+    )
+    return {
+        "pid": replica.pid,
+        "rss_mb": {
+            "idle": round(idle["rss_mb"], 1),
+            "after_reconcile": round(loaded["rss_mb"], 1),
+            "soak_max": round(max(s["rss_mb"] for s in samples), 1) if samples else None,
+            "soak_last": round(samples[-1]["rss_mb"], 1) if samples else None,
+        },
+        "rss_growth_second_half_mb": growth,
+        "cpu_share_reconcile": round(
+            (loaded["cpu_s"] - idle["cpu_s"]) / max(1e-9, marks["reconcile_s"]), 3
+        ),
+        "cpu_share_soak": soak_cpu,
+        "shards_held": {"after_reconcile": marks["shards"], "end": marks.get("shards_end")},
+        "groups_served": {"after_reconcile": marks["served"], "end": marks.get("served_end")},
+        "api_requests": marks["api"],
+        "kafka_requests": marks["kafka"],
+        "killed_at_soak_s": None if replica.killed_at is None else round(replica.killed_at, 1),
+        "samples": [{k: round(v, 2) for k, v in s.items()} for s in samples],
+    }
+
+
+def reconcile_figures(
+    args: argparse.Namespace,
+    created: dict[str, float],
+    first_status: dict[str, float],
+    reconcile: dict[str, Any],
+) -> dict[str, Any]:
+    """The reconcile: creation to first status per group, and what it cost."""
+    latencies = [first_status[name] - created[name] for name in first_status]
+    done = len(first_status)
+    last_created = max(created.values())
+    kafka = reconcile["kafka"]
+    return {
+        "reconciled": done,
+        "all_status_after_last_s": round(max(first_status.values()) - last_created, 1)
+        if done == len(created)
+        else None,
         "latency_s": {q: round(percentile(latencies, q), 2) for q in (50, 90, 99) if latencies}
         | ({"max": round(max(latencies), 2)} if latencies else {}),
         "operator_requests_during_reconcile": dict(
-            sorted((k, v) for k, v in operator_requests.items() if v > 0)
+            sorted((k, v) for k, v in reconcile["api"].items() if v > 0)
         ),
-        "requests_per_reconcile": round(total_operator / max(1, len(first_status)), 2),
-        "apiserver_requests_during_reconcile_all_clients": dict(sorted(server_requests.items())),
-        "rss_mb": {"idle": round(idle["rss_mb"], 1), "after_reconcile": round(loaded["rss_mb"], 1)},
+        "requests_per_reconcile": round(sum(reconcile["api"].values()) / max(1, done), 2),
+        "apiserver_requests_during_reconcile_all_clients": dict(
+            sorted(reconcile["server"].items())
+        ),
+        "kafka_requests_during_reconcile": kafka,
+        "kafka_requests_per_reconcile": round(sum(kafka.values()) / max(1, done), 2),
+        "status_writes_during_reconcile": reconcile["status_writes"],
+        "shard_moves_during_reconcile": reconcile["shard_moves"],
+        # What held the operators' event loops: kopf's runs per handler, timer and daemon.
+        "kopf_runs_during_reconcile": reconcile["kopf_runs"],
+        "latencies": sorted(round(v, 3) for v in latencies),
+    }
+
+
+def soak_figures(args: argparse.Namespace, soak: dict[str, Any]) -> dict[str, Any]:
+    """The soak at rest (before the kill, when there is one): requests per second and per
+    interval, API and Kafka, against what --status-refresh adds later."""
+    seconds = soak["seconds"]
+    total = sum(soak["api"].values())
+    return {
         "soak_s": args.soak,
-        "soak_requests_per_s": round(soak_total / soak_seconds, 1),
+        "soak_window_s": seconds,
+        "soak_requests_per_s": soak["requests_per_s"],
         "soak_requests_per_group_per_interval": round(
-            soak_total / soak_seconds * args.interval / max(1, args.groups), 2
+            total / seconds * args.interval / max(1, args.groups), 3
         ),
-        "soak_requests": dict(sorted(soak_requests.items())),
+        "soak_requests": dict(sorted(soak["api"].items())),
         "apiserver_soak_requests_per_s_all_clients": round(
-            sum(server_soak_requests.values()) / soak_seconds, 1
+            sum(soak["server"].values()) / seconds, 1
         ),
-        "kafka_requests_during_reconcile": _only(own_reconcile, "kafka "),
-        "kafka_requests_per_reconcile": round(
-            sum(_only(own_reconcile, "kafka ").values()) / max(1, len(first_status)), 2
-        ),
-        "status_writes_during_reconcile": _only(own_reconcile, "status "),
-        # What held the operator's event loop: kopf's runs per handler, timer and daemon.
-        "kopf_runs_during_reconcile": dict(sorted(runs_reconcile.items())),
-        "kopf_runs_during_soak": dict(sorted(runs_soak.items())),
-        "soak_kafka_requests": kafka_soak,
-        "soak_kafka_requests_per_s": round(kafka_soak_total / soak_seconds, 2),
-        "soak_kafka_requests_per_interval": round(
-            kafka_soak_total / soak_seconds * args.interval, 1
-        ),
-        "soak_status_writes": _only(own_soak, "status "),
+        "kopf_runs_during_soak": soak["kopf_runs"],
+        "soak_kafka_requests": soak["kafka"],
+        "soak_kafka_requests_per_s": soak["kafka_per_s"],
+        "soak_kafka_requests_per_interval": soak["kafka_per_interval"],
+        "soak_status_writes": soak["status_writes"],
+        "soak_shard_moves": soak["shard_moves"],
         # The freshness stamps not yet due in a soak shorter than --status-refresh: at rest,
         # one PATCH per group per refresh interval on top of what the soak measured.
         "status_refresh_seconds": args.status_refresh,
         "quiet_observe_factor": args.quiet_factor,
         "status_refresh_requests_per_s_at_rest": round(args.groups / args.status_refresh, 2),
-        "soak_rss_growth_second_half_mb": round(growth, 1),
-        "soak_rss_growth_mb_per_min": round(growth / span_min, 2),
-        "soak_threads": [int(s["threads"]) for s in samples],
-        "soak_fds": [int(s["fds"]) for s in samples],
-        "soak_cpu_share": round((samples[-1]["cpu_s"] - loaded["cpu_s"]) / samples[-1]["t"], 3)
-        if samples
-        else None,
-        "samples": samples,
-        "latencies": sorted(round(v, 3) for v in latencies),
     }
+
+
+def reconcile_phase(
+    lab: Lab, api: client.CustomObjectsApi, replicas: list[Replica], args: argparse.Namespace
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Creates the groups and waits for every status; the figures, and per replica what was
+    seen of it (RSS idle and after, shards held, groups served, its requests)."""
+    assert lab.plane is not None
+    asyncio.run(ensure_topic(lab.bootstrap, TOPIC, 4))
+    wait_ready(replicas, args)
+    marks: dict[str, dict[str, Any]] = {r.name: {"idle": r.sample()} for r in replicas}
+    say("idle: " + rss_line(replicas) + "; pids " + ", ".join(str(r.pid) for r in replicas))
+    before = Snapshot.take(lab.plane, replicas)
+    started = time.monotonic()
+    created = create_groups(api, lab.bootstrap, args)
+    created_in = time.monotonic() - started
+    say(f"created {args.groups} in {created_in:.1f} s ({args.groups / created_in:.0f}/s)")
+    first_status, _ = wait_status(api, replicas, created, started + args.timeout)
+    reconciled_in = time.monotonic() - started
+    # librdkafka reports its counts every 10 s: the reconcile's last requests are counted then.
+    time.sleep(11)
+    reconcile = window(before, Snapshot.take(lab.plane, replicas), args.interval)
+    served = Counter(owners(list_groups(api)).values())
+    for r in replicas:
+        mine = reconcile["per_replica"][r.name]
+        marks[r.name] |= {
+            "loaded": r.sample(),
+            "reconcile_s": time.monotonic() - started,
+            "shards": r.gauge("rebalancer_shards_held"),
+            # Without shards the one replica serves every group and writes no servedBy.
+            "served": served[r.pid] if args.replicas > 1 else len(first_status),
+            "api": {"reconcile": mine["api_requests"]},
+            "kafka": {"reconcile": mine["kafka_requests"]},
+        }
+    result = {
+        "groups": args.groups,
+        "replicas": args.replicas,
+        "shards": args.shards if args.replicas > 1 else None,
+        "interval_seconds": args.interval,
+        "created_in_s": round(created_in, 1),
+        "reconciled_in_s": round(reconciled_in, 1),
+    } | reconcile_figures(args, created, first_status, reconcile)
+    say(
+        f"{result['reconciled']}/{args.groups} with status {reconciled_in:.1f} s after the first "
+        f"creation, {result['all_status_after_last_s']} s after the last; latency "
+        f"{result['latency_s']}; {result['requests_per_reconcile']} API requests per reconcile"
+    )
+    return result, marks
+
+
+def compact(figures: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "seconds": figures["seconds"],
+        "requests_per_s": figures["requests_per_s"],
+        "requests": dict(sorted((k, v) for k, v in figures["api"].items() if v > 0)),
+        "kafka_per_interval": figures["kafka_per_interval"],
+        "kafka": figures["kafka"],
+        "status_writes": figures["status_writes"],
+        "shard_moves": figures["shard_moves"],
+    }
+
+
+def soak_phase(
+    lab: Lab,
+    api: client.CustomObjectsApi,
+    replicas: list[Replica],
+    args: argparse.Namespace,
+    marks: dict[str, dict[str, Any]],
+) -> tuple[dict[str, Any], dict[str, tuple[float, float]]]:
+    """The soak, and the kill with it: the figures at rest (before the kill when there is
+    one), after the take-over, and of the take-over itself."""
+    assert lab.plane is not None
+    snapshots, takeover = run_soak(lab.plane, api, replicas, args)
+    windows = soak_windows(snapshots)
+    pairs = {
+        "soak": ("start", "end"),
+        "before_kill": ("start", "kill"),
+        "after_takeover": ("takeover", "end"),
+    }
+    figures = {
+        name: window(snapshots[pairs[name][0]], snapshots[pairs[name][1]], args.interval)
+        for name in windows
+    }
+    result = soak_figures(args, figures.get("soak") or figures["before_kill"])
+    result["soak_window"] = "soak" if "soak" in figures else "before_kill"
+    if "after_takeover" in figures:
+        result["after_takeover"] = compact(figures["after_takeover"])
+    if takeover is not None:
+        moved = takeover.figures()
+        result["takeover"] = moved
+        result["takeover_max_s"] = moved["max_s"] if moved["not_moved"] == 0 else takeover.cap
+        if "takeover" in snapshots:
+            over = window(snapshots["kill"], snapshots["takeover"], args.interval)
+            result["during_takeover"] = compact(over)
+    served = Counter(owners(list_groups(api)).values())
+    for r in replicas:
+        marks[r.name]["shards_end"] = r.gauge("rebalancer_shards_held")
+        marks[r.name]["served_end"] = served[r.pid] if args.replicas > 1 else args.groups
+        for name, figure in figures.items():
+            marks[r.name]["api"][name] = figure["per_replica"][r.name]["api_requests"]
+            marks[r.name]["kafka"][name] = figure["per_replica"][r.name]["kafka_requests"]
+    return result, windows
+
+
+def measure(lab: Lab, replicas: list[Replica], args: argparse.Namespace) -> dict[str, Any]:
+    assert lab.api_client is not None
+    api = client.CustomObjectsApi(lab.api_client)
+    result, marks = reconcile_phase(lab, api, replicas, args)
+    soak, windows = soak_phase(lab, api, replicas, args, marks)
+    result |= soak
+    each = {r.name: replica_figures(r, marks[r.name], windows) for r in replicas}
+    rss = [r["rss_mb"] for r in each.values()]
+    growths = [g for r in each.values() for g in r["rss_growth_second_half_mb"].values()]
+    shares = [r["cpu_share_soak"] for r in each.values() if r["cpu_share_soak"] is not None]
+    result |= {
+        "rss_mb": {
+            "idle": round(sum(r["idle"] for r in rss), 1),
+            "after_reconcile": round(sum(r["after_reconcile"] for r in rss), 1),
+        },
+        "rss_mb_largest_replica": max(max(r["after_reconcile"], r["soak_max"] or 0.0) for r in rss),
+        # The worst replica's, over the second half of each soak window it lived through.
+        "soak_rss_growth_second_half_mb": max((g for g in growths if g is not None), default=None),
+        "soak_cpu_share": round(sum(shares), 3) if shares else None,
+        "replicas_detail": each,
+    }
+    result["targets"] = target_rows(result, lab.config.brokers)
     return result
 
 
@@ -415,23 +853,41 @@ def plot(result: dict[str, Any], path: Path) -> None:
     except ImportError:
         say("matplotlib not installed: no PNG")
         return
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     latencies = result["latencies"]
     left.plot(latencies, [100 * (i + 1) / len(latencies) for i in range(len(latencies))])
     left.set_xlabel("creation to first status (s)")
     left.set_ylabel("% of ConsumerGroups")
-    left.set_title(f"{result['groups']} ConsumerGroups: time to status")
-    samples = result["samples"]
-    right.plot([s["t"] for s in samples], [s["rss_mb"] for s in samples], label="RSS (MB)")
-    right.plot([s["t"] for s in samples], [s["threads"] for s in samples], label="threads")
-    right.plot([s["t"] for s in samples], [s["fds"] for s in samples], label="open files")
+    left.set_title(
+        f"{result['groups']} ConsumerGroups on {result['replicas']} replica(s): time to status"
+    )
+    for name, replica in result["replicas_detail"].items():
+        samples = replica["samples"]
+        rss = [s["rss_mb"] for s in samples]
+        right.plot([s["t"] for s in samples], rss, marker="o", markersize=3, label=name)
+    takeover = result.get("takeover")
+    if takeover is not None:
+        killed = takeover["killed_at_soak_s"]
+        right.axvline(killed, color="red", linestyle="--", label=f"{takeover['killed']} killed")
+        if takeover["max_s"] is not None:
+            right.axvspan(killed, killed + takeover["max_s"], color="red", alpha=0.1)
     right.set_xlabel("soak time (s)")
-    right.set_title("operator during the soak")
+    right.set_ylabel("RSS (MB)")
+    right.set_title("RSS per replica during the soak")
     right.set_ylim(bottom=0)
     right.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     say(f"wrote {path}")
+
+
+def print_targets(rows: list[dict[str, Any]]) -> None:
+    print("\nfigure                                              value      target   met")
+    for row in rows:
+        print(
+            f"{row['figure']:<50} {row['value']!s:>9} {row['target']!s:>11}   "
+            f"{'yes' if row['met'] else 'NO'}"
+        )
 
 
 def main() -> int:
@@ -447,16 +903,47 @@ def main() -> int:
     parser.add_argument(
         "--quiet-factor", type=float, default=4.0, help="--quiet-observe-factor (chart's)"
     )
+    parser.add_argument("--replicas", type=int, default=1, help="operator processes")
+    parser.add_argument("--shards", type=int, default=12, help="--shards, with --replicas over 1")
+    parser.add_argument(
+        "--kill-after", type=float, default=None, help="SIGKILL a replica this far into the soak"
+    )
+    parser.add_argument(
+        "--takeover-wait", type=float, default=90.0, help="seconds to wait for its groups"
+    )
     args = parser.parse_args()
+    # SIGTERM stops the bench as Ctrl-C does: the lab's processes are stopped on the way out
+    # (a background job started from a script ignores SIGINT).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    problem = argument_problem(args)
+    if problem is not None:
+        parser.error(problem)
     result = run(args)
     png = Path(args.png)
-    png.with_suffix(".json").write_text(
-        json.dumps({k: v for k, v in result.items() if k not in ("samples",)}, indent=1) + "\n"
-    )
-    summary = {k: v for k, v in result.items() if k not in ("samples", "latencies")}
+    png.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    summary = {k: v for k, v in result.items() if k not in ("latencies", "replicas_detail")}
+    if "takeover" in summary:
+        summary["takeover"] = {k: v for k, v in summary["takeover"].items() if k != "times"}
+    summary["replicas_detail"] = {
+        name: {k: v for k, v in one.items() if k != "samples"}
+        for name, one in result["replicas_detail"].items()
+    }
     print(json.dumps(summary, indent=1))
+    print_targets(result["targets"])
     plot(result, png)
     return 0 if result["reconciled"] == args.groups else 1
+
+
+def argument_problem(args: argparse.Namespace) -> str | None:
+    if args.replicas < 1:
+        return f"--replicas {args.replicas}: at least 1"
+    if args.replicas > 1 and args.shards < args.replicas:
+        return f"--shards {args.shards} under --replicas {args.replicas}: some would hold none"
+    if args.kill_after is not None and args.replicas < 2:
+        return "--kill-after needs --replicas 2 or more: a live replica must take the share"
+    if args.kill_after is not None and not 0 <= args.kill_after < args.soak:
+        return f"--kill-after {args.kill_after}: within the soak (0 to --soak {args.soak})"
+    return None
 
 
 if __name__ == "__main__":

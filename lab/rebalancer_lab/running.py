@@ -136,9 +136,24 @@ class Lab:
         says (default: the lab's own, the admin's). Tests that put a proxy between the operator
         and the API server (rebalancer_lab.api_faults) stop the lab's operator and start it
         again with the proxy's kubeconfig."""
+        self.operator = self.operator_process(kubeconfig)
+        self.operator.start()
+        logger.info("operator started (log: %s)", self.operator.log_path)
+
+    def operator_process(
+        self,
+        kubeconfig: Path | None = None,
+        *,
+        name: str = "operator",
+        reports_port: int | None = None,
+        flags: tuple[str, ...] = (),
+    ) -> ChildProcess:
+        """The lab's `rebalancer operator` command, not started: logging to logs/NAME.log,
+        serving reports and /metrics on `reports_port` (default: the lab's), with `flags` after
+        the lab's own (they win). More than one of them (`--shards`) share the groups."""
         state = self.config.state_dir
-        self.operator = ChildProcess(
-            "operator",
+        return ChildProcess(
+            name,
             python_module(
                 "rebalancer",
                 "operator",
@@ -147,18 +162,17 @@ class Lab:
                 "--reports-host",
                 self.config.host,
                 "--reports-port",
-                str(self.config.reports_port),
+                str(reports_port or self.config.reports_port),
                 "--history-dir",
                 str(state / "history"),
                 "--status-refresh-seconds",
                 "15",
                 *self._admission_flags(),
                 *self.config.operator_flags,
+                *flags,
             ),
-            state / "logs" / "operator.log",
+            state / "logs" / f"{name}.log",
         )
-        self.operator.start()
-        logger.info("operator started (log: %s)", self.operator.log_path)
 
     def _admission_flags(self) -> list[str]:
         """The webhook on loopback, where the lab's API server calls it; the operator writes
