@@ -120,3 +120,8 @@ def test_learning_is_decided_once_applied_or_told_why_not() -> None:
     assert learning_decided(applied) == applied["learning"]
     nothing = {"learning": {"reason": "NothingToApply"}}
     assert learning_decided(nothing) == nothing["learning"]
+
+
+def test_the_warm_ups_come_first_and_only_when_asked_for() -> None:
+    assert loop.phases(1, 3) == [("warm-up", 1), ("before", 3), ("after", 3)]
+    assert loop.phases(0, 2) == [("before", 2), ("after", 2)]
