@@ -507,23 +507,8 @@ class Loop:
 
     def learn(self) -> dict[str, Any]:
         """`rebalancer learn` on the operator's history; the summary it wrote."""
-        history = self.lab.config.state_dir / "history"
-        output = history / "_recommendations"
-        log = self.lab.config.state_dir / "logs" / "learn.log"
-        command = [sys.executable, "-m", "rebalancer", "learn", "--history", str(history),
-                   "--output", str(output), "--master", self.args.master]  # fmt: skip
-        say(f"  {' '.join(command)} (log: {log})")
-        with log.open("w", encoding="utf-8") as out:
-            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True)
-            while process.poll() is None:
-                if self.progress is not None:
-                    self.progress.tick()
-                time.sleep(1)
-        if process.returncode != 0:
-            tail = log.read_text(encoding="utf-8").splitlines()[-20:]
-            raise RuntimeError(f"rebalancer learn failed ({process.returncode}): {tail}")
-        summary = json.loads((output / "recommendations.json").read_text(encoding="utf-8"))
-        return dict(summary)
+        tick = self.progress.tick if self.progress is not None else None
+        return run_learn(self.lab.config.state_dir, self.args.master, tick)
 
     def apply(self) -> dict[str, Any]:
         """learning.mode auto, as a user turns it on; returns status.learning once the operator
@@ -536,12 +521,7 @@ class Loop:
         )
 
         def decided() -> dict[str, Any] | None:
-            learning = dict(self.status().get("learning") or {})
-            if learning.get("lastAppliedTime") or learning.get("reason") in (
-                "NothingToApply", "NoGain", "InEffect", "RecommendationStale",
-            ):  # fmt: skip
-                return learning
-            return None
+            return learning_decided(self.status())
 
         learning = self.wait("the operator applying the recommendation", decided, 120) or dict(
             self.status().get("learning") or {}
@@ -557,6 +537,41 @@ class Loop:
         else:
             time.sleep(10)
         return {"learning": learning, "policy_before": policy_before, "policy_after": policy_after}
+
+
+# -- learning, for this loop and bench/streams_closed_loop.py's ---------------------------------
+
+DECIDED_REASONS = ("NothingToApply", "NoGain", "InEffect", "RecommendationStale")
+
+
+def run_learn(state: Path, master: str, tick: Callable[[], None] | None = None) -> dict[str, Any]:
+    """`rebalancer learn` on the lab operator's history (<state>/history), writing where the
+    operator reads it (<state>/history/_recommendations); the summary it wrote."""
+    history = state / "history"
+    output = history / "_recommendations"
+    log = state / "logs" / "learn.log"
+    command = [sys.executable, "-m", "rebalancer", "learn", "--history", str(history),
+               "--output", str(output), "--master", master]  # fmt: skip
+    say(f"  {' '.join(command)} (log: {log})")
+    with log.open("w", encoding="utf-8") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True)
+        while process.poll() is None:
+            if tick is not None:
+                tick()
+            time.sleep(1)
+    if process.returncode != 0:
+        tail = log.read_text(encoding="utf-8").splitlines()[-20:]
+        raise RuntimeError(f"rebalancer learn failed ({process.returncode}): {tail}")
+    summary = json.loads((output / "recommendations.json").read_text(encoding="utf-8"))
+    return dict(summary)
+
+
+def learning_decided(status: dict[str, Any]) -> dict[str, Any] | None:
+    """status.learning once the operator applied the recommendation or said why not."""
+    learning = dict(status.get("learning") or {})
+    if learning.get("lastAppliedTime") or learning.get("reason") in DECIDED_REASONS:
+        return learning
+    return None
 
 
 # -- the results file ----------------------------------------------------------------------------

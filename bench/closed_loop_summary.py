@@ -249,7 +249,13 @@ def load(path: Path) -> list[Line]:
     return [json.loads(text) for text in path.read_text(encoding="utf-8").splitlines() if text]
 
 
-def plot(rows: Sequence[Comparison], lines: Sequence[Line], path: Path, title: str) -> Path | None:
+def plot(
+    rows: Sequence[Comparison],
+    lines: Sequence[Line],
+    path: Path,
+    title: str,
+    scenarios: Sequence[str] = SCENARIOS,
+) -> Path | None:
     """One panel per figure: per scenario a bar before and after (median, whiskers min-max),
     every run as a dot."""
     try:
@@ -265,7 +271,7 @@ def plot(rows: Sequence[Comparison], lines: Sequence[Line], path: Path, title: s
     for axis, (key, label, _, _) in zip(axes, FIGURES, strict=True):
         for offset, phase in enumerate(PHASES):
             xs, heights, low, high = [], [], [], []
-            for index, scenario in enumerate(SCENARIOS):
+            for index, scenario in enumerate(scenarios):
                 row = next(r for r in rows if r.scenario == scenario and r.figure == key)
                 value = row.before if phase == "before" else row.after
                 x = index + (offset - 0.5) * width
@@ -282,7 +288,7 @@ def plot(rows: Sequence[Comparison], lines: Sequence[Line], path: Path, title: s
                 axis.scatter([x] * len(dots), dots, s=10, color="black", zorder=3)
             axis.bar(xs, heights, width, yerr=[low, high], capsize=3, label=phase,
                      color=COLOURS[phase])  # fmt: skip
-        axis.set_xticks(range(len(SCENARIOS)), SCENARIOS)
+        axis.set_xticks(range(len(scenarios)), scenarios)
         axis.set_title(label)
         axis.grid(axis="y", alpha=0.3)
     axes[0].legend()
