@@ -50,10 +50,8 @@ import asyncio
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -67,10 +65,10 @@ from kubernetes import client
 import closed_loop_model
 import closed_loop_summary
 import rollouts
+from bench_labs import bench_lab, stop_on_sigterm
 from rebalancer.planning.consumer_settings_templates import SETTINGS_HASH_VARIABLE
-from rebalancer_lab.ports import free_port
 from rebalancer_lab.producer import ensure_topic
-from rebalancer_lab.running import Lab, LabConfig
+from rebalancer_lab.running import Lab
 from rollouts import (
     KAFKA_DELAY_MS,
     NO_JITTER,
@@ -718,21 +716,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     steps = steps_of(args.rollouts)
     progress = Progress(steps)
     progress.begin(0)
-    state = args.state_dir or Path(tempfile.mkdtemp(prefix="rebalancer-bench-closed-loop-"))
-    lab = Lab(
-        LabConfig(
-            state_dir=state,
-            broker_port=free_port(),
-            reports_port=free_port(),
-            prometheus_port=None,
-            initial_rebalance_delay_ms=KAFKA_DELAY_MS,
-        )
-    )
-
-    def interrupted(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, interrupted)
+    lab = bench_lab(args.state_dir, "rebalancer-bench-closed-loop-", KAFKA_DELAY_MS)
+    state = lab.config.state_dir
+    stop_on_sigterm()
     tee = ReportTee(lab.report_url)
     tee.start()
     lines: list[dict[str, Any]] = []

@@ -112,11 +112,9 @@ import math
 import os
 import re
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -134,6 +132,7 @@ from typing import Any
 from kubernetes import client
 
 import rollouts_summary
+from bench_labs import bench_lab, stop_on_sigterm
 from rebalancer.planning.gate_templates import (
     GateOptions,
     gate_container,
@@ -162,9 +161,8 @@ from rebalancer.structs.gates import (
     GateHold,
 )
 from rebalancer_lab.kubelet import JITTER_ANNOTATION, JITTER_SEED_ANNOTATION
-from rebalancer_lab.ports import free_port
 from rebalancer_lab.producer import ensure_topic
-from rebalancer_lab.running import Lab, LabConfig
+from rebalancer_lab.running import Lab
 from rollouts_summary import SCENARIOS, STRATEGIES
 
 NS = "default"
@@ -1450,21 +1448,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{len(cells)} cell(s) x {len(args.strategies)} strateg(ies) x {args.repeat} repeat(s) "
         f"= {len(plan)} runs; results appended to {args.out}"
     )
-    state = args.state_dir or Path(tempfile.mkdtemp(prefix="rebalancer-bench-rollouts-"))
-    config = LabConfig(
-        state_dir=state,
-        broker_port=free_port(),
-        reports_port=free_port(),
-        prometheus_port=None,
-        initial_rebalance_delay_ms=KAFKA_DELAY_MS,
-    )
-    lab = Lab(config)
-
-    def interrupted(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    # A bench stopped from outside must not leave its lab's processes behind.
-    signal.signal(signal.SIGTERM, interrupted)
+    lab = bench_lab(args.state_dir, "rebalancer-bench-rollouts-", KAFKA_DELAY_MS)
+    state = lab.config.state_dir
+    stop_on_sigterm()
     tee = ReportTee(lab.report_url)
     tee.start()
     try:

@@ -50,10 +50,8 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 import zlib
@@ -67,6 +65,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
 
+from bench_labs import bench_lab, stop_on_sigterm
 from rebalancer.planning.gate_templates import (
     GateOptions,
     gate_container,
@@ -76,8 +75,7 @@ from rebalancer.planning.gate_templates import (
 )
 from rebalancer.structs.gates import GateHold
 from rebalancer_lab.kubelet import JITTER_ANNOTATION, JITTER_SEED_ANNOTATION
-from rebalancer_lab.ports import free_port
-from rebalancer_lab.running import Lab, LabConfig
+from rebalancer_lab.running import Lab
 from rebalancer_lab.streams_example import (
     example_jar,
     joined_generations,
@@ -643,22 +641,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return summarise(args.summarise or [args.out], args.plot)
     cells = cells_of(args)
     example_jar(progress=say)
-    state = args.state_dir or Path(tempfile.mkdtemp(prefix="rebalancer-bench-streams-"))
-    lab = Lab(
-        LabConfig(
-            state_dir=state,
-            broker_port=free_port(),
-            reports_port=free_port(),
-            prometheus_port=None,
-            initial_rebalance_delay_ms=KAFKA_DELAY_MS,
-        )
-    )
-
-    def interrupted(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    # A bench stopped from outside must not leave its lab's processes behind.
-    signal.signal(signal.SIGTERM, interrupted)
+    lab = bench_lab(args.state_dir, "rebalancer-bench-streams-", KAFKA_DELAY_MS)
+    state = lab.config.state_dir
+    stop_on_sigterm()
     try:
         lab.start(fleet=False, pods=True, jitter="0")
         say(f"lab up in {state}: Apache Kafka at {lab.bootstrap}")

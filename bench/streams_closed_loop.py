@@ -42,9 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
-import tempfile
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -52,10 +50,10 @@ from pathlib import Path
 from typing import Any
 
 import closed_loop_summary
+from bench_labs import bench_lab, stop_on_sigterm
 from closed_loop import GROUP, describe, learning_decided, recommendation_of, run_learn
 from rebalancer.structs.gates import GateHold
-from rebalancer_lab.ports import free_port
-from rebalancer_lab.running import Lab, LabConfig
+from rebalancer_lab.running import Lab
 from rebalancer_lab.streams_example import example_jar
 from rollouts import append_line, say
 from streams import (
@@ -353,21 +351,9 @@ def print_report(lines: Sequence[dict[str, Any]], unchanged: str | None, args: A
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     example_jar(progress=say)
-    state = args.state_dir or Path(tempfile.mkdtemp(prefix="rebalancer-bench-streams-loop-"))
-    lab = Lab(
-        LabConfig(
-            state_dir=state,
-            broker_port=free_port(),
-            reports_port=free_port(),
-            prometheus_port=None,
-            initial_rebalance_delay_ms=KAFKA_DELAY_MS,
-        )
-    )
-
-    def interrupted(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, interrupted)
+    lab = bench_lab(args.state_dir, "rebalancer-bench-streams-loop-", KAFKA_DELAY_MS)
+    state = lab.config.state_dir
+    stop_on_sigterm()
     lines: list[dict[str, Any]] = []
     unchanged: str | None = None
     try:
