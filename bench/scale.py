@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -90,6 +91,10 @@ from scale_figures import (  # noqa: E402
 )
 
 GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
+# A loaded kube-apiserver answers 429 (priority and fairness), 500/503 or 504 (a write it gave up
+# waiting for): the bench sends the create again, as a client would, and counts it.
+RETRIED_STATUSES = (429, 500, 503, 504)
+CREATE_ATTEMPTS = 6
 TOPIC = "scale"
 
 
@@ -446,11 +451,26 @@ def create_groups(
 ) -> dict[str, float]:
     """Creates the groups with 8 clients at once, straight to the API server; when each was."""
     created: dict[str, float] = {}
+    retried: Counter[int] = Counter()
+    retried_lock = threading.Lock()
     started = time.monotonic()
 
     def create(index: int) -> None:
         doc = body(index, bootstrap, args.interval)
-        api.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, doc)
+        for attempt in range(CREATE_ATTEMPTS):
+            try:
+                api.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, doc)
+            except ApiException as error:
+                # A create the API server timed out on may have been stored all the same.
+                if error.status == 409 and attempt > 0:
+                    break
+                if error.status not in RETRIED_STATUSES or attempt == CREATE_ATTEMPTS - 1:
+                    raise
+                with retried_lock:
+                    retried[error.status] += 1
+                time.sleep(2**attempt)
+            else:
+                break
         created[doc["metadata"]["name"]] = time.monotonic()
 
     pool = ThreadPoolExecutor(8)
@@ -461,6 +481,8 @@ def create_groups(
     finally:
         # Stopped (Ctrl-C, SIGTERM): the creates not yet begun are dropped, not waited for.
         pool.shutdown(wait=True, cancel_futures=True)
+    if retried:
+        say(f"creates the API server refused or timed out on, sent again: {dict(retried)}")
     return created
 
 
