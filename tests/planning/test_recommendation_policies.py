@@ -9,6 +9,7 @@ import pytest
 
 from rebalancer.planning.recommendation_policies import (
     applied_at,
+    as_applied,
     nothing_to_apply,
     policy_patch,
     settings_in_force,
@@ -201,3 +202,26 @@ def test_nothing_to_apply_names_the_streams_block_for_a_streams_group() -> None:
     assert "brokerDelay" not in shown.message
     # A classic group's names the broker delay, as it always did.
     assert nothing_to_apply(wanted).message.endswith("a delay spec.policy.brokerDelay")
+
+
+def test_an_apply_names_only_what_its_patch_carries() -> None:
+    """A streams group has no settings block: its learned session timeout is not applied, and
+    the status message and Event must not say it is."""
+    wanted = CurrentSettings(0.0, None, 10000.0)
+    said = LearningDecision(
+        LearningAction.APPLY,
+        wanted,
+        "Applying",
+        "run r1: applying initial delay 0 ms, session timeout 10000 ms; expected 10% lower cost",
+    )
+    patch = policy_patch(said, spec_with({"groupConfigs": {"streams": {}}}), own_delay=True)
+    assert patch == {"groupConfigs": {"streams": {"initialRebalanceDelayMs": 0}}}
+    shown = as_applied(said, patch)
+    assert shown.message == (
+        "run r1: applying initial delay 0 ms (not session timeout 10000 ms: its block in "
+        "spec.policy is not turned on); expected 10% lower cost"
+    )
+    assert shown.settings == wanted  # status still shows the whole recommendation
+    # A patch that carries everything leaves the decision as it was.
+    whole = {"groupConfigs": {"streams": {}}, "settings": {"sessionTimeoutMs": 10000}}
+    assert as_applied(said, whole) == said

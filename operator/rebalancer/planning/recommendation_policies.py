@@ -15,7 +15,12 @@ from dataclasses import replace
 from typing import Any
 
 from rebalancer.planning.history_records import group_config_value
-from rebalancer.planning.recommendations import CurrentSettings, LearningAction, LearningDecision
+from rebalancer.planning.recommendations import (
+    CurrentSettings,
+    LearningAction,
+    LearningDecision,
+    describe_settings,
+)
 from rebalancer.structs.group_configs_spec import (
     STREAMS_CONFIGS_PATH,
     STREAMS_DELAY_CONFIG,
@@ -113,6 +118,32 @@ def policy_patch(
     elif delay is not None and policy.broker_delay is not None:
         patch["brokerDelay"] = {"delayMs": int(delay)}
     return patch
+
+
+def as_applied(decision: LearningDecision, patch: Mapping[str, Any]) -> LearningDecision:
+    """The decision as `patch` carries it out: status and the Event name what is applied, and
+    what of the recommendation is left out because its block in spec.policy is not turned on
+    (a streams group has no `settings` block, so its session timeout is never applied)."""
+    wanted = decision.settings
+    delay_in = "groupConfigs" in patch or "brokerDelay" in patch
+    applied = CurrentSettings(
+        initial_rebalance_delay_ms=wanted.initial_rebalance_delay_ms if delay_in else None,
+        batch_size=wanted.batch_size if "rollout" in patch else None,
+        session_timeout_ms=wanted.session_timeout_ms if "settings" in patch else None,
+    )
+    if applied == wanted:
+        return decision
+    left = CurrentSettings(
+        initial_rebalance_delay_ms=None if delay_in else wanted.initial_rebalance_delay_ms,
+        batch_size=None if "rollout" in patch else wanted.batch_size,
+        session_timeout_ms=None if "settings" in patch else wanted.session_timeout_ms,
+    )
+    said = f"applying {describe_settings(wanted)}"
+    instead = (
+        f"applying {describe_settings(applied)} (not {describe_settings(left)}: "
+        "its block in spec.policy is not turned on)"
+    )
+    return replace(decision, message=decision.message.replace(said, instead))
 
 
 def nothing_to_apply(decision: LearningDecision, own_delay: bool = False) -> LearningDecision:

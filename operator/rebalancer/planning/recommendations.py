@@ -165,7 +165,7 @@ def decide_learning(
         LearningAction.APPLY,
         delta,
         "Applying",
-        f"run {recommendation.run_id}: applying {_describe(delta)}; {gain}{clamp_note}",
+        f"run {recommendation.run_id}: applying {describe_settings(delta)}; {gain}{clamp_note}",
         clamped,
     )
 
@@ -218,7 +218,7 @@ def _clamp_note(clamped: tuple[str, ...]) -> str:
     return f"; clamped to bounds: {', '.join(clamped)}" if clamped else ""
 
 
-def _describe(settings: CurrentSettings) -> str:
+def describe_settings(settings: CurrentSettings) -> str:
     parts = []
     if settings.initial_rebalance_delay_ms is not None:
         parts.append(f"initial delay {settings.initial_rebalance_delay_ms:.0f} ms")

@@ -18,6 +18,7 @@ from rebalancer.planning.history_pods import PodRecordContext, PodTracking, trac
 from rebalancer.planning.history_records import RecordedJoin
 from rebalancer.planning.recommendation_policies import (
     applied_at,
+    as_applied,
     nothing_to_apply,
     policy_patch,
     settings_in_force,
@@ -62,6 +63,7 @@ async def learning_status(
     if decision.action is LearningAction.APPLY:
         patch = policy_patch(decision, spec, own_delay)
         if patch:
+            decision = as_applied(decision, patch)
             await patch_policy(deps.kube, namespace, name, patch)
             kopf.info(body, reason="RecommendationApplied", message=decision.message)
             last = now
