@@ -3,6 +3,8 @@ and up to quiet_factor times its interval once it has looked the same for a few 
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from rebalancer.planning.observe_cadence import (
@@ -13,6 +15,7 @@ from rebalancer.planning.observe_cadence import (
     Cadence,
     Look,
     next_delay,
+    on_grid,
 )
 
 QUIET = Look(changed=False, busy=False, pending=False)
@@ -64,3 +67,42 @@ def test_the_stretch_stops_below_the_stale_alert() -> None:
 def test_a_factor_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="quiet_factor must be at least 1"):
         next_delay(10, QUIET, Cadence(), quiet_factor=0.5)
+
+
+def test_groups_at_rest_of_one_interval_look_at_the_same_instants() -> None:
+    # Three groups created a few seconds apart, each looking every 30 s from its own start.
+    starts = [1_800_000_003.2, 1_800_000_011.9, 1_800_000_024.4]
+    looks: list[list[float]] = []
+    for start in starts:
+        times, now = [], start
+        for _ in range(4):
+            now += on_grid(30.0, now, 30.0)
+            times.append(now)
+        looks.append(times)
+    # Every look on the grid, so the groups share each instant where more than one looks (one
+    # describe batch, not three), and each keeps its pace: 30 s apart.
+    for times in looks:
+        assert all(t % 30 == 0 for t in times)
+        assert [b - a for a, b in itertools.pairwise(times)] == [30.0, 30.0, 30.0]
+    assert set(looks[0]) & set(looks[1]) & set(looks[2]) == {
+        1_800_000_060.0,
+        1_800_000_090.0,
+        1_800_000_120.0,
+    }
+
+
+def test_a_look_on_the_grid_is_never_sooner_than_half_its_delay() -> None:
+    for phase in (0.0, 0.1, 14.9, 15.0, 15.1, 29.9):
+        now = 1_800_000_000.0 + phase
+        delay = on_grid(30.0, now, 30.0)
+        assert 15.0 <= delay <= 45.0
+        assert (now + delay) % 30 == pytest.approx(0, abs=1e-6)
+    # A stretched quiet delay lands on the same grid, about as far away.
+    now = 1_800_000_007.0
+    assert (now + on_grid(120.0, now, 30.0)) % 30 == pytest.approx(0, abs=1e-6)
+    assert 105.0 <= on_grid(120.0, now, 30.0) <= 135.0
+
+
+def test_nothing_to_align_to_leaves_the_delay() -> None:
+    assert on_grid(5.0, 1_800_000_000.3, 0.0) == 5.0
+    assert on_grid(0.0, 1_800_000_000.3, 30.0) == 0.0

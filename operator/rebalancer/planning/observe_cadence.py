@@ -7,6 +7,10 @@ looked the same for several looks is looked at less often, up to `quiet_factor` 
 interval, so that thousands of idle groups cost the brokers and kube-apiserver little. A member
 report or a settings change still wakes the observer at once (ReportHub wakeups), whatever the
 delay chosen here.
+
+Groups that are not moving look on a grid of their interval, the same instants for every group
+of that interval (`on_grid`): their describes then fall within the batch reader's window and go
+out as one request per coordinator, where looks at each group's own phase would each send one.
 """
 
 from __future__ import annotations
@@ -60,3 +64,15 @@ def next_delay(
     if quiet.quiet_looks < QUIET_LOOKS_BEFORE_STRETCH:
         return interval, quiet
     return max(interval, min(interval * quiet_factor, QUIET_MAX_SECONDS)), quiet
+
+
+def on_grid(delay: float, now: float, grid: float) -> float:
+    """Seconds until the multiple of `grid` (seconds since the epoch) nearest to now + delay,
+    and never less than half of `delay`, so that a look is neither skipped nor doubled: once a
+    look falls on the grid, a delay that is a multiple of the grid keeps it there."""
+    if grid <= 0 or delay <= 0:
+        return delay
+    target = round((now + delay) / grid) * grid
+    if target - now < delay / 2:
+        target += grid
+    return target - now

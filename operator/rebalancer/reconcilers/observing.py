@@ -45,7 +45,7 @@ from rebalancer.planning.kafka_problems import (
     kafka_problem,
     refused_topics_problem,
 )
-from rebalancer.planning.observe_cadence import Cadence, Look, next_delay
+from rebalancer.planning.observe_cadence import Cadence, Look, next_delay, on_grid
 from rebalancer.planning.observing import (
     combine_observation,
     coordinator_from_status,
@@ -615,7 +615,9 @@ class Observer:
         delay, self.cadence = next_delay(
             interval, look, self.cadence, quiet_factor=self.deps.settings.quiet_observe_factor
         )
-        return delay
+        if look.busy or look.pending:
+            return delay
+        return on_grid(delay, time.time(), interval)
 
 
 async def observe_forever(observer: Observer, body: kopf.Body, stopped: Stopping) -> None:

@@ -92,6 +92,19 @@ GETS = "rebalancer_kubernetes_requests_total statefulsets GET"
 PATCHES = "rebalancer_kubernetes_requests_total consumergroups/status PATCH"
 
 
+def describe_batches(lab: Lab) -> tuple[float, float]:
+    """(describe batches sent, groups they carried) so far: the batch reader's histogram."""
+    url = f"http://{lab.config.host}:{lab.config.reports_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        text = reply.read().decode()
+    found = dict.fromkeys(("count", "sum"), 0.0)
+    for line in text.splitlines():
+        for part in found:
+            if line.startswith(f"rebalancer_kafka_describe_batch_groups_{part} "):
+                found[part] = float(line.split()[1])
+    return found["count"], found["sum"]
+
+
 def ready_reason(lab: Lab, name: str) -> str | None:
     return condition(get_cg(lab, name), "Ready").get("reason")
 
@@ -136,8 +149,17 @@ def test_at_rest_no_get_no_patch_and_a_change_is_written_at_once(lab: Lab) -> No
     before = counts(lab)
     enforce_runs = enforce_timer_runs(lab)
     stamps = {name: observed_at(lab, name) for name in NAMES}
+    batches_before, groups_before = describe_batches(lab)
     time.sleep(QUIET_WINDOW_S)
     quiet = counts(lab) - before
+    batches, groups = (
+        now - then
+        for now, then in zip(describe_batches(lab), (batches_before, groups_before), strict=True)
+    )
+    # The three groups look at the same instants (planning.observe_cadence.on_grid), so each
+    # instant's describes go to Kafka as one batch: about six batches of three, not eighteen of one.
+    assert groups >= 3 * (QUIET_WINDOW_S / 2 - 1), (batches, groups)
+    assert batches <= QUIET_WINDOW_S / 2 + 2, (batches, groups)
     # No group has an enforce block: no enforcement timer runs for any (3 s apart otherwise).
     assert enforce_timer_runs(lab) == enforce_runs
     # 3 groups x 6 looks: not one workload GET, not one status PATCH.
