@@ -73,6 +73,13 @@ def _add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
         help="Spark tasks that score candidates (default: 4 per core, or 1 per 8 groups)",
     )
     parser.add_argument(
+        "--task-restore-ms",
+        type=float,
+        default=None,
+        help="for streams groups: ms a moved task's new owner spends restoring its store before "
+        "processing it (default: 300, assumed, since the history records no restorations)",
+    )
+    parser.add_argument(
         "--keep-runs", type=int, default=5, help="past runs kept under OUTPUT/runs (default 5)"
     )
     parser.add_argument(
@@ -106,6 +113,10 @@ def run(args: argparse.Namespace) -> int:
         conf = parse_conf(args.conf)
         if args.samples < 1:
             raise ValueError("--samples must be at least 1")
+        if args.task_restore_ms is not None and not args.task_restore_ms >= 0:
+            raise ValueError(
+                f"--task-restore-ms {args.task_restore_ms}: a restoration takes 0 ms or more"
+            )
         for problem in (
             master_problem(args.master),
             location_problem("--history", args.history, spark_reads=True),
@@ -130,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         scoring_partitions=args.scoring_partitions,
         keep_runs=args.keep_runs,
         compact=args.compact,
+        task_restore_ms=args.task_restore_ms,
     )
     started = time.perf_counter()
 
