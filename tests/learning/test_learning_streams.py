@@ -8,7 +8,10 @@ looked cheapest, and lost: 14 tasks moved against 1 and 1.16x the time to Stable
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
@@ -30,6 +33,7 @@ from rebalancer.learning.scoring import (
 )
 
 SAMPLES = 16
+REBALANCER = Path(sys.executable).parent / "rebalancer"
 
 
 def measured_fleet(protocol: str | None = "streams") -> GroupProfile:
@@ -161,3 +165,16 @@ def test_a_streams_profile_takes_the_streams_heartbeat_and_an_assumed_restoratio
     assert not any("restoration" in note for note in classic_facts.notes)
     # The profile travels to the executors as JSON: the new fields with it.
     assert jobs.profile_from_json(jobs.profile_to_json(given)) == given
+
+
+def test_the_command_refuses_a_negative_restoration(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(REBALANCER), "learn", "--history", str(tmp_path), "--output", str(tmp_path / "o"),
+         "--task-restore-ms", "-5"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "--task-restore-ms -5.0" in result.stderr and "0 ms or more" in result.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 
@@ -101,6 +102,18 @@ def parse_conf(pairs: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(parsed)
 
 
+def check_numbers(args: argparse.Namespace) -> None:
+    """Refuse numeric flags out of range (ValueError naming the flag and the fix)."""
+    if args.samples < 1:
+        raise ValueError("--samples must be at least 1")
+    restore = args.task_restore_ms
+    if restore is not None and not (restore >= 0 and math.isfinite(restore)):
+        raise ValueError(
+            f"--task-restore-ms {restore}: a restoration takes a finite 0 ms or more; "
+            "set it to the ms a moved task's store takes to restore"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     missing = missing_extra_message("learn", "learning")
     if missing is not None:
@@ -111,12 +124,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         conf = parse_conf(args.conf)
-        if args.samples < 1:
-            raise ValueError("--samples must be at least 1")
-        if args.task_restore_ms is not None and not args.task_restore_ms >= 0:
-            raise ValueError(
-                f"--task-restore-ms {args.task_restore_ms}: a restoration takes 0 ms or more"
-            )
+        check_numbers(args)
         for problem in (
             master_problem(args.master),
             location_problem("--history", args.history, spark_reads=True),
