@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 
@@ -73,6 +74,13 @@ def _add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
         help="Spark tasks that score candidates (default: 4 per core, or 1 per 8 groups)",
     )
     parser.add_argument(
+        "--task-restore-ms",
+        type=float,
+        default=None,
+        help="for streams groups: ms a moved task's new owner spends restoring its store before "
+        "processing it (default: 300, assumed, since the history records no restorations)",
+    )
+    parser.add_argument(
         "--keep-runs", type=int, default=5, help="past runs kept under OUTPUT/runs (default 5)"
     )
     parser.add_argument(
@@ -94,6 +102,18 @@ def parse_conf(pairs: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(parsed)
 
 
+def check_numbers(args: argparse.Namespace) -> None:
+    """Refuse numeric flags out of range (ValueError naming the flag and the fix)."""
+    if args.samples < 1:
+        raise ValueError("--samples must be at least 1")
+    restore = args.task_restore_ms
+    if restore is not None and not (restore >= 0 and math.isfinite(restore)):
+        raise ValueError(
+            f"--task-restore-ms {restore}: a restoration takes a finite 0 ms or more; "
+            "set it to the ms a moved task's store takes to restore"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     missing = missing_extra_message("learn", "learning")
     if missing is not None:
@@ -104,8 +124,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         conf = parse_conf(args.conf)
-        if args.samples < 1:
-            raise ValueError("--samples must be at least 1")
+        check_numbers(args)
         for problem in (
             master_problem(args.master),
             location_problem("--history", args.history, spark_reads=True),
@@ -130,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         scoring_partitions=args.scoring_partitions,
         keep_runs=args.keep_runs,
         compact=args.compact,
+        task_restore_ms=args.task_restore_ms,
     )
     started = time.perf_counter()
 

@@ -39,6 +39,12 @@ ONLY_OWN_DELAYS_NOTE = (
     "every group of this cluster is a streams group with a delay of its own: no broker delay chosen"
 )
 STREAMS_PROTOCOL = "streams"
+STREAMS_MODEL_NOTE = (
+    "start-ups scored on the streams group model: no join barrier, the first assignment waits "
+    "the delay from the first join (later joins do not restart it), each later join moves tasks "
+    "as the sticky assignor rebalances them, a moved task unprocessed from its revocation until "
+    "its new owner's heartbeat and restoration"
+)
 DEFAULTS_NOTE = (
     "the operator's own rolling-update batch (a quarter of the group) costs the least or ties: "
     "no batch size recommended"
@@ -294,7 +300,21 @@ def _choose_own_delay(group: GroupScores) -> GroupChoice:
     size and session timeout as any group's."""
     delay, _ = choose_delay([group])
     choice = _choose_group(group, delay)
-    return replace(choice, notes=(OWN_DELAY_NOTE, *choice.notes))
+    counted = _streams_model_note(group, delay)
+    return replace(choice, notes=(OWN_DELAY_NOTE, *counted, *choice.notes))
+
+
+def _streams_model_note(group: GroupScores, delay: float | None) -> tuple[str, ...]:
+    """What the streams group model counted, with the tasks it expects to move at the chosen
+    delay and at Kafka's default."""
+    chosen = group.planned_startup(delay) if delay is not None else None
+    default = group.planned_startup(DEFAULT_DELAY_MS)
+    if chosen is None:
+        return ()
+    moves = f"{chosen.tasks_moved:.1f} tasks moved a start-up at {chosen.delay_ms:.0f} ms"
+    if default is not None and default.delay_ms != chosen.delay_ms:
+        moves += f", {default.tasks_moved:.1f} at {DEFAULT_DELAY_MS:.0f} ms"
+    return (f"{STREAMS_MODEL_NOTE}: {moves}",)
 
 
 def _choose_group(group: GroupScores, delay: float | None) -> GroupChoice:

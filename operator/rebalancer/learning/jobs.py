@@ -49,8 +49,11 @@ from rebalancer.learning.inputs import HistoryInputs, find_inputs
 from rebalancer.learning.locations import read_by_spark
 from rebalancer.learning.outputs import LearnOutput, build_output, write_output
 from rebalancer.learning.scoring import (
+    DEFAULT_TASK_RESTORE_MS,
     P50_INDEX,
     P90_INDEX,
+    STREAMS_HEARTBEAT_MS,
+    STREAMS_PROTOCOL,
     DepartureProfile,
     GroupProfile,
     ScoreRow,
@@ -82,6 +85,9 @@ class LearnOptions:
     # Compact the history's small files before reading (learning.compaction); a history the
     # job may not write to is read as it is.
     compact: bool = True
+    # A streams group's restoration of a moved task's store, ms; None: the history's, or
+    # DEFAULT_TASK_RESTORE_MS (noted) since the history records none.
+    task_restore_ms: float | None = None
 
 
 @dataclass
@@ -279,11 +285,14 @@ SCORE_SCHEMA = st.StructType(
         st.StructField("per_day_s", st.DoubleType(), False),
         st.StructField("unowned_s", st.DoubleType(), False),
         st.StructField("rebalances", st.DoubleType(), False),
+        st.StructField("tasks_moved", st.DoubleType(), False),
     ]
 )
 
 
-def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
+def profile_from_row(
+    row: dict[str, Any], task_restore_ms: float | None = None
+) -> tuple[GroupProfile, GroupFacts]:
     """A group's simulator profile and its facts for the report, from one estimates row."""
     days = max(((row["last_at"] or 0.0) - (row["first_at"] or 0.0)) / 86400.0, 1.0)
     members = max(int(_number(row.get("members_p95"), 1)), 1)
@@ -297,6 +306,8 @@ def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
     static = (
         bool(row.get("static_membership")) if not _missing(row.get("static_membership")) else False
     )
+    protocol = _text(row.get("protocol"))
+    heartbeat, restore = _protocol_settings(row, protocol, task_restore_ms, notes)
     profile = GroupProfile(
         cluster=row["cluster"],
         namespace=row["namespace"],
@@ -308,11 +319,13 @@ def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
         processing_ms=min(processing, 600000.0),
         static=static,
         assignor=str(row.get("assignor") or "round-robin"),
-        heartbeat_interval_ms=_number(row.get("heartbeat_interval_ms"), 3000.0),
+        heartbeat_interval_ms=heartbeat,
         max_poll_interval_ms=_number(row.get("max_poll_interval_ms"), 300000.0),
         rollouts_per_day=rollouts_per_day,
         departures=tuple(departures),
         rolling_updates_per_day=rolling_updates_per_day(rollouts_per_day, departures, members),
+        protocol=protocol,
+        task_restore_ms=restore,
     )
     facts = GroupFacts(
         cluster=profile.cluster,
@@ -334,9 +347,29 @@ def profile_from_row(row: dict[str, Any]) -> tuple[GroupProfile, GroupFacts]:
         current_batch_size=_optional_int(row.get("current_batch_size")),
         current_session_ms=_optional(row.get("current_session_ms")),
         notes=tuple(notes),
-        protocol=_text(row.get("protocol")),
+        protocol=protocol,
     )
     return profile, facts
+
+
+def _protocol_settings(
+    row: dict[str, Any], protocol: str | None, task_restore_ms: float | None, notes: list[str]
+) -> tuple[float, float]:
+    """(the heartbeat interval, a moved task's restoration) the group's start-ups are scored
+    with. A streams group's heartbeat is the broker's group.streams.heartbeat.interval.ms unless
+    the history recorded one; the history records no restorations, so theirs is the job's
+    option or the default, noted either way."""
+    if protocol != STREAMS_PROTOCOL:
+        return _number(row.get("heartbeat_interval_ms"), 3000.0), DEFAULT_TASK_RESTORE_MS
+    heartbeat = _number(row.get("heartbeat_interval_ms"), STREAMS_HEARTBEAT_MS)
+    if task_restore_ms is not None:
+        notes.append(f"a moved task's restoration: {task_restore_ms:.0f} ms (--task-restore-ms)")
+        return heartbeat, task_restore_ms
+    notes.append(
+        f"a moved task's restoration assumed {DEFAULT_TASK_RESTORE_MS:.0f} ms (the history "
+        "records none; --task-restore-ms sets it)"
+    )
+    return heartbeat, DEFAULT_TASK_RESTORE_MS
 
 
 def _processing_ms(row: dict[str, Any], members: int, notes: list[str]) -> float:
@@ -471,6 +504,7 @@ def score_partitions(
                         "per_day_s": scored.per_day_s,
                         "unowned_s": scored.unowned_s,
                         "rebalances": scored.rebalances,
+                        "tasks_moved": scored.tasks_moved,
                     }
                 )
         yield pd.DataFrame(out, columns=SCORE_SCHEMA.fieldNames())
@@ -571,7 +605,10 @@ def _estimate_and_score(
             profiles_frame: Any = estimates.profiles.toPandas()
             spread_rows = keyed_spreads(profiles_frame, estimates.spreads.toPandas())
             estimates.events.unpersist()
-            estimated = [profile_from_row(row) for row in profiles_frame.to_dict("records")]
+            estimated = [
+                profile_from_row(row, options.task_restore_ms)
+                for row in profiles_frame.to_dict("records")
+            ]
             if inputs.listed_by_spark:
                 records = int(profiles_frame["records"].sum()) if len(profiles_frame) else 0
                 inputs = dataclasses.replace(inputs, rows=records)
@@ -678,6 +715,7 @@ def _group_scores(facts: Sequence[GroupFacts], scores: pd.DataFrame) -> list[Gro
                 per_day_s=float(record["per_day_s"]),
                 unowned_s=float(record["unowned_s"]),
                 rebalances=float(record["rebalances"]),
+                tasks_moved=float(record["tasks_moved"]),
             )
         )
     return [GroupScores(fact, tuple(rows_by_key.get(fact.key, ()))) for fact in facts]

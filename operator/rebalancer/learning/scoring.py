@@ -15,6 +15,12 @@ group would have stood still for the same loss). Two kinds of events cost someth
   whether a static member's restart costs rebalances and how long a crashed member's partitions
   stall; the initial delay plays no part (the group is not Empty).
 
+A streams group (KIP-1071) has no join barrier: its start-ups are scored on the streams group
+model (simulation.streams_groups), whose objective is the same sum with the stop-the-world part
+counted in tasks: time to Stable plus the task-seconds a moved task went unprocessed (its
+revocation, hand-over and restoration) over the group's tasks. Its start-ups are scored for the
+whole group at once (the arrival plan releases a streams group that way).
+
 So the expected daily cost of a group separates: rollouts/day x startup(delay, batch) +
 sum over departure kinds of rate/day x departure(session). The per-cluster delay is the one that
 minimises the sum over the cluster's groups of their best start-up cost at that delay.
@@ -46,6 +52,7 @@ from rebalancer.simulation import (
     simulate,
     simulate_stagger,
 )
+from rebalancer.simulation.streams_groups import StreamsStartup, run_streams_startup
 
 DEFAULT_DELAY_MS = 3000.0
 DEFAULT_SESSION_MS = 45000.0
@@ -97,6 +104,14 @@ P50_INDEX = QUANTILE_SHARES.index(0.5)
 P90_INDEX = QUANTILE_SHARES.index(0.9)
 # Ten points: with fewer, the cost of a session timeout jumps as it passes each quantile.
 DOWNTIME_POINTS = tuple(0.05 + index / 10 for index in range(10))
+STREAMS_PROTOCOL = "streams"
+# Restoring a moved task's store before its new owner processes it, when the history says nothing
+# about it (it records no restorations). From the bench's Kafka Streams runs that restored 8 or
+# more stores (bench/streams*-results.jsonl: restore seconds over stores restored): 0.04 to 0.47 s
+# a store, median 0.22 s; the live 8-pod fleet's own runs 0.16 to 0.47 s, median 0.27 s.
+DEFAULT_TASK_RESTORE_MS = 300.0
+# group.streams.heartbeat.interval.ms's default (and its default minimum).
+STREAMS_HEARTBEAT_MS = 5000.0
 
 
 @dataclass(frozen=True)
@@ -135,10 +150,19 @@ class GroupProfile:
     # Of rollouts_per_day, those that replaced a running group's members (the rest started the
     # group from zero).
     rolling_updates_per_day: float = 0.0
+    # The protocol the history last recorded (classic, consumer, streams; None: unknown). A
+    # streams group's start-ups are scored on the streams group model, its partitions its tasks.
+    protocol: str | None = None
+    # A streams group's restoration of a moved task's store, ms.
+    task_restore_ms: float = DEFAULT_TASK_RESTORE_MS
 
     @property
     def startups_per_day(self) -> float:
         return max(self.rollouts_per_day - self.rolling_updates_per_day, 0.0)
+
+    @property
+    def streams(self) -> bool:
+        return self.protocol == STREAMS_PROTOCOL
 
 
 @dataclass(frozen=True)
@@ -234,6 +258,8 @@ def startup_cost_s(
     """
     if latencies is None:
         latencies = startup_latencies(profile, samples, seed)
+    if profile.streams:
+        return _streams_startup_costs(profile, delay_ms, latencies, samples).cost_s
     return _startup_costs(
         profile,
         _consumer(profile),
@@ -251,6 +277,41 @@ class _Costs:
     cost_s: float  # the start-up objective
     unowned_s: float  # partition-seconds without an owner, over the group's partitions
     rebalances: float
+    tasks_moved: float = 0.0  # a streams group's
+
+
+def streams_objective_s(run: StreamsStartup, tasks: int) -> float:
+    """A streams start-up's objective: time to Stable plus the task-seconds moved tasks went
+    unprocessed, over the tasks (the time the whole group would have stood still for it)."""
+    if run.time_to_stable_s is None:
+        return UNSETTLED_PENALTY_S
+    return run.time_to_stable_s + run.moved_unowned_task_s / tasks
+
+
+def streams_startup(
+    profile: GroupProfile, delay_ms: float, latencies: Sequence[float]
+) -> StreamsStartup:
+    """One start-up of the whole streams group, its members joining at these latencies."""
+    return run_streams_startup(
+        joins_ms=latencies,
+        tasks=profile.partitions,
+        initial_delay_ms=delay_ms,
+        heartbeat_ms=profile.heartbeat_interval_ms,
+        restore_ms=profile.task_restore_ms,
+    )
+
+
+def _streams_startup_costs(
+    profile: GroupProfile, delay_ms: float, drawn: Sequence[Sequence[float]], samples: int
+) -> _Costs:
+    total = unowned = assignments = moved = 0.0
+    for sample in range(samples):
+        run = streams_startup(profile, delay_ms, drawn[sample])
+        total += streams_objective_s(run, profile.partitions)
+        unowned += run.moved_unowned_task_s / profile.partitions
+        assignments += run.assignments
+        moved += run.tasks_moved
+    return _Costs(total / samples, unowned / samples, assignments / samples, moved / samples)
 
 
 def _startup_costs(
@@ -377,6 +438,8 @@ class ScoreRow:
     # cost, in seconds of the whole group standing still), and rebalances.
     unowned_s: float = 0.0
     rebalances: float = 0.0
+    # A streams group's start-up: tasks moved from one owner to another, per event.
+    tasks_moved: float = 0.0
 
 
 def score_group(
@@ -396,22 +459,14 @@ def score_group(
     members = _members(profile.members, profile.static)
     for delay in delays_ms:
         coordinator = CoordinatorSettings(initial_rebalance_delay_ms=delay)
-        for batch in batch_grid:
-            costs = _startup_costs(
-                profile, consumer, members, coordinator, batch, latencies, samples, seed
-            )
-            rows.append(
-                ScoreRow(
-                    "startup",
-                    delay,
-                    batch,
-                    0.0,
-                    costs.cost_s,
-                    costs.cost_s * profile.startups_per_day,
-                    costs.unowned_s,
-                    costs.rebalances,
+        for batch in (profile.members,) if profile.streams else batch_grid:
+            if profile.streams:
+                costs = _streams_startup_costs(profile, delay, latencies, samples)
+            else:
+                costs = _startup_costs(
+                    profile, consumer, members, coordinator, batch, latencies, samples, seed
                 )
-            )
+            rows.append(_startup_row(profile, delay, batch, costs))
     if profile.rolling_updates_per_day > 0:
         rows.extend(rolling_rows(profile, batch_grid, samples, seed))
     session_grid = (
@@ -427,6 +482,20 @@ def score_group(
                 ScoreRow("departure", 0.0, 0, session, per_day / max(events, 1e-9), per_day)
             )
     return rows
+
+
+def _startup_row(profile: GroupProfile, delay: float, batch: int, costs: _Costs) -> ScoreRow:
+    return ScoreRow(
+        "startup",
+        delay,
+        batch,
+        0.0,
+        costs.cost_s,
+        costs.cost_s * profile.startups_per_day,
+        costs.unowned_s,
+        costs.rebalances,
+        costs.tasks_moved,
+    )
 
 
 def rolling_rows(
