@@ -24,7 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from rebalancer.learning.rolling_updates import default_batch
-from rebalancer.learning.scoring import DEFAULT_DELAY_MS, DEFAULT_SESSION_MS, ScoreRow
+from rebalancer.learning.scoring import (
+    DEFAULT_DELAY_MS,
+    DEFAULT_SESSION_MS,
+    STREAMS_PROTOCOL,
+    ScoreRow,
+)
 
 BATCH_MARGIN = 0.05
 START_UPS_NOTE = (
@@ -38,7 +43,6 @@ OWN_DELAY_NOTE = (
 ONLY_OWN_DELAYS_NOTE = (
     "every group of this cluster is a streams group with a delay of its own: no broker delay chosen"
 )
-STREAMS_PROTOCOL = "streams"
 STREAMS_MODEL_NOTE = (
     "start-ups scored on the streams group model: no join barrier, the first assignment waits "
     "the delay from the first join (later joins do not restart it), each later join moves tasks "
