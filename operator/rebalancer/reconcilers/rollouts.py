@@ -13,6 +13,7 @@ import kopf
 
 from rebalancer import metrics
 from rebalancer.clients.autoscaling import read_autoscalers
+from rebalancer.clients.events import post_event
 from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.recording import day_of
@@ -120,11 +121,14 @@ async def read_startups(
     return startup_history(rows, name=name, group_id=spec.group_id)
 
 
-def _post(body: kopf.Body, actions: list[Any]) -> None:
+async def _post(deps: Dependencies, body: kopf.Body, actions: list[Any]) -> None:
+    """The step's Events; a transition's is in the API before the status that records it."""
     for action in actions:
         if isinstance(action, RecordProgress):
-            post = kopf.warn if action.reason == "RolloutFailed" else kopf.info
-            post(body, reason=action.reason, message=action.message)
+            warning = action.reason == "RolloutFailed"
+            await post_event(
+                deps.kube, body, warning=warning, reason=action.reason, message=action.message
+            )
         elif isinstance(action, MarkDegraded):
             kopf.warn(body, reason=action.reason, message=action.message)
         elif isinstance(action, ClearDegraded):
@@ -256,7 +260,7 @@ async def _act(
     if deps.denials.clear(namespace, name, "rollouts"):
         deps.hub.wakeup(spec.group_id).set()  # the observer takes the condition back
     done += await _apply_autoscaling(deps, body, namespace, name, spec, actuator, resumes)
-    _post(body, list(actions))
+    await _post(deps, body, list(actions))
     _post_autoscalers(body, list(actions), done)
     return True
 
