@@ -77,8 +77,9 @@ def _add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
         "--task-restore-ms",
         type=float,
         default=None,
-        help="for streams groups: ms a moved task's new owner spends restoring its store before "
-        "processing it (default: 300, assumed, since the history records no restorations)",
+        help="for streams groups: ms from a moved task's new owner's heartbeat until it processes "
+        "the task (restoring its store, creating the task; default: 6000, measured on the example "
+        "application, since the history records no hand-overs)",
     )
     parser.add_argument(
         "--keep-runs", type=int, default=5, help="past runs kept under OUTPUT/runs (default 5)"
@@ -109,8 +110,8 @@ def check_numbers(args: argparse.Namespace) -> None:
     restore = args.task_restore_ms
     if restore is not None and not (restore >= 0 and math.isfinite(restore)):
         raise ValueError(
-            f"--task-restore-ms {restore}: a restoration takes a finite 0 ms or more; "
-            "set it to the ms a moved task's store takes to restore"
+            f"--task-restore-ms {restore}: a hand-over takes a finite 0 ms or more; "
+            "set it to the ms a moved task takes to be processed again by its new owner"
         )
 
 

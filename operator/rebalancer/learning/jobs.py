@@ -363,11 +363,12 @@ def _protocol_settings(
         return _number(row.get("heartbeat_interval_ms"), 3000.0), DEFAULT_TASK_RESTORE_MS
     heartbeat = _number(row.get("heartbeat_interval_ms"), STREAMS_HEARTBEAT_MS)
     if task_restore_ms is not None:
-        notes.append(f"a moved task's restoration: {task_restore_ms:.0f} ms (--task-restore-ms)")
+        notes.append(f"a moved task's hand-over: {task_restore_ms:.0f} ms (--task-restore-ms)")
         return heartbeat, task_restore_ms
     notes.append(
-        f"a moved task's restoration assumed {DEFAULT_TASK_RESTORE_MS:.0f} ms (the history "
-        "records none; --task-restore-ms sets it)"
+        f"a moved task's hand-over to processing again assumed {DEFAULT_TASK_RESTORE_MS:.0f} ms, "
+        "as measured on the example application (the history records none; --task-restore-ms "
+        "sets it)"
     )
     return heartbeat, DEFAULT_TASK_RESTORE_MS
 
