@@ -87,6 +87,9 @@ GATE_BYPASS_S = 120  # the gate's default --bypass-after
 REPLICATION, MIN_INSYNC = 3, 2
 SAMPLE_S = 2.0
 PROC_SAMPLE_S = 5.0
+# How often exited operator replicas are looked for, and the kubelet's first restart back-off.
+SUPERVISE_S = 2.0
+RESTART_BACKOFF_S = 10.0
 FAULTS = (
     "operator-leader-kill",
     "operator-follower-kill",
@@ -315,8 +318,15 @@ class Run:
         for fleet in self.fleets:
             if fleet.producer is not None:
                 fleet.producer.stop(grace=30)
-        for replica in self.replicas:
-            replica.child.stop(grace=10)
+        # Not while the supervisor starts one again (it holds the guard while it does).
+        guard = self.busy["operator"]
+        held = guard.acquire(timeout=30)
+        try:
+            for replica in self.replicas:
+                replica.child.stop(grace=10)
+        finally:
+            if held:
+                guard.release()
         if self.proxy is not None:
             self.proxy.__exit__(None, None, None)
         if self.kafka_cut is not None:
@@ -401,6 +411,32 @@ class Run:
         # STABLE, PREPARING_REBALANCE, ...: as status.group writes them (Stable, ...).
         state = "".join(p.title() for p in name.split("_"))
         return [len(described.members) - sidecars, state], sidecars
+
+    def supervisor(self) -> None:
+        """Start again an operator replica that exited on its own, as the kubelet restarts its
+        pod's container (after CrashLoopBackOff's first 10 s), and record the exit: kopf ends
+        the process when its peering keep-alive meets an answer it does not retry, and without
+        this the run would go on with no operator at all. A replica a fault is killing is left to
+        the fault (the operator guard is held meanwhile)."""
+        guard = self.busy["operator"]
+        while not self.stop.wait(SUPERVISE_S):
+            if not guard.acquire(blocking=False):
+                continue
+            try:
+                for replica in self.replicas:
+                    code = replica.exit_code()
+                    if code is None:
+                        continue
+                    self.record("exit", replica=replica.label, code=code)
+                    say(
+                        f"t={self.now():.0f}s {replica.label} exited on its own ({code}): "
+                        f"started again in {RESTART_BACKOFF_S:.0f} s"
+                    )
+                    if self.stop.wait(RESTART_BACKOFF_S):
+                        return
+                    replica.again()
+            finally:
+                guard.release()
 
     def proc_sampler(self) -> None:
         while not self.stop.wait(PROC_SAMPLE_S):
@@ -663,7 +699,7 @@ class Run:
         try:
             self.start()
             self.t0 = time.time()
-            for target in (self.sampler, self.proc_sampler):
+            for target in (self.sampler, self.proc_sampler, self.supervisor):
                 threading.Thread(target=target, daemon=True).start()
             self.schedule(args.duration)
             self.calm_down()

@@ -20,6 +20,7 @@ Event kinds and their data:
   reason, "sidecars": (sidecar members on the broker, pods) for a fleet that runs the
   enforcement sidecar, once the faults have stopped, else None};
 - proc: {"replica": str, "pid": int, "rss": bytes, "fds": int};
+- exit: {"replica": str, "code": int} (an operator replica that ended without a fault killing it);
 - ledger: {"produced", "lost", "unknown", "redeliveries", "failed_deliveries"} (once a fleet);
 - quiet: the faults and changes have stopped (no data).
 """
@@ -127,6 +128,7 @@ class Checker:
         self.gates_told: set[str] = set()
         self.procs: dict[tuple[str, int], list[tuple[float, int, int]]] = defaultdict(list)
         self.ledgers: dict[str, dict[str, int]] = {}
+        self.exits: list[tuple[float, str, int]] = []
         self.now = 0.0
 
     # -- feeding ------------------------------------------------------------------------------
@@ -323,6 +325,13 @@ class Checker:
         self.procs[key].append((event.t, int(event.data["rss"]), int(event.data["fds"])))
         return []
 
+    def _on_exit(self, event: Event) -> list[Violation]:
+        """An operator replica that ended on its own: counted and listed, not a violation by
+        itself (its pod's container would be started again); what it left undone is checked
+        where it shows, a rollout unfinished or a status stale."""
+        self.exits.append((event.t, str(event.data["replica"]), int(event.data["code"])))
+        return []
+
     def _on_ledger(self, event: Event) -> list[Violation]:
         data = {k: int(v) for k, v in event.data.items()}
         self.ledgers[event.fleet] = data
@@ -443,6 +452,9 @@ class Checker:
             "redeliveries": sum(ledger.get("redeliveries", 0) for ledger in ledgers),
             "failed_deliveries": sum(ledger.get("failed_deliveries", 0) for ledger in ledgers),
             "operator_processes": procs,
+            "operator_exits": [
+                {"t": t, "replica": replica, "code": code} for t, replica, code in self.exits
+            ],
             "violations": len(self.violations),
         }
 
@@ -463,6 +475,11 @@ def spread(values: Sequence[float]) -> dict[str, float | int | None]:
         "p99": round(percentile(values, 99), 1),
         "max": round(max(values), 1),
     }
+
+
+def _exits(exits: Sequence[dict[str, Any]]) -> str:
+    told = ", ".join(f"{e['replica']} at {e['t']:.0f} s ({e['code']})" for e in exits)
+    return f"{len(exits)} ({told}; each started again)" if exits else "0"
 
 
 def table(figures: dict[str, Any], violations: Sequence[Violation], seed: int) -> str:
@@ -495,6 +512,7 @@ def table(figures: dict[str, Any], violations: Sequence[Violation], seed: int) -
             f"{figures['redeliveries']} redelivered, {figures['failed_deliveries']} not delivered"
             " to Kafka",
         ),
+        ("operator exits, no fault", _exits(figures.get("operator_exits") or [])),
         ("invariant violations", str(len(violations))),
     ]
     width = max(len(name) for name, _ in rows)

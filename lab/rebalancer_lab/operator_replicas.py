@@ -98,6 +98,11 @@ class PeeringReplica:
         self.child = ChildProcess(self.child.name, self.child.argv, self.log_path, self.child.env)
         return self.start()
 
+    def exit_code(self) -> int | None:
+        """The process's exit code once it has ended; None while it runs (or never started)."""
+        process = self.child.process
+        return process.poll() if process is not None else None
+
     @property
     def pid(self) -> int | None:
         process = self.child.process

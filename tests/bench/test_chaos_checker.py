@@ -232,3 +232,13 @@ def test_percentile_and_table() -> None:
     text = table(checker.figures(), checker.violations, 7)
     assert "1 of 1 template changes" in text
     assert "seed 7 t=100s message-lost f" in text
+
+
+def test_an_operator_exit_is_listed_in_the_table_not_as_a_violation() -> None:
+    checker = Checker()
+    checker.feed(ev(40, "exit", replica="first", code=1))
+    figures = checker.figures()
+    assert figures["operator_exits"] == [{"t": 40, "replica": "first", "code": 1}]
+    assert checker.violations == []
+    text = table(figures, checker.violations, 1)
+    assert "1 (first at 40 s (1); each started again)" in text and "operator exits" in text

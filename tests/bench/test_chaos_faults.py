@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,10 +17,12 @@ from rebalancer.planning.sidecar_templates import SIDECAR_CONTAINER
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
+import chaos  # noqa: E402
 from chaos import (  # noqa: E402
     CUT_S,
     FAULTS,
     SIDECAR_SECRET,
+    Run,
     add_sidecar,
     cut_plan,
     draw_fault,
@@ -81,3 +85,58 @@ def test_the_sidecar_goes_straight_to_kafka_not_through_the_operator_proxies() -
     assert env["KAFKA_SESSION_TIMEOUT_MS"] == "20000"
     assert "APP_VERSION" not in env  # a rollout's revision is the consumer's
     assert spec["volumes"][0]["secret"]["secretName"] == SIDECAR_SECRET
+
+
+class ExitingReplica:
+    """An operator replica whose process ended with `code` until started again."""
+
+    def __init__(self, label: str, code: int | None) -> None:
+        self.label, self.code, self.starts = label, code, 0
+
+    def exit_code(self) -> int | None:
+        return self.code
+
+    def again(self) -> ExitingReplica:
+        self.code, self.starts = None, self.starts + 1
+        return self
+
+
+def supervised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, replicas: list[ExitingReplica], held: bool
+) -> Run:
+    """The bench's supervisor run for a moment over `replicas`, the operator guard held (a kill
+    fault in progress) or not."""
+    monkeypatch.setattr(chaos, "SUPERVISE_S", 0.01)
+    monkeypatch.setattr(chaos, "RESTART_BACKOFF_S", 0.01)
+    run = Run(parse([]), 1, tmp_path)
+    run.replicas = replicas  # type: ignore[assignment]
+    if held:
+        run.busy["operator"].acquire()
+    thread = threading.Thread(target=run.supervisor, daemon=True)
+    thread.start()
+    time.sleep(0.3)
+    run.stop.set()
+    thread.join(timeout=5)
+    return run
+
+
+def test_an_operator_replica_that_exits_on_its_own_is_started_again_and_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seed 1 for an hour: an injected 409 on kopf's peering keep-alive ended both replicas, and
+    # the run went on 18 minutes with no operator, its rollouts left parked.
+    exited, running = ExitingReplica("a", 1), ExitingReplica("b", None)
+    run = supervised(tmp_path, monkeypatch, [exited, running], held=False)
+    assert (exited.starts, running.starts) == (1, 0)
+    exits = [event for event in run.events if event.kind == "exit"]
+    assert [(e.data["replica"], e.data["code"]) for e in exits] == [("a", 1)]
+    assert run.checker.figures()["operator_exits"][0]["replica"] == "a"
+
+
+def test_a_replica_a_fault_is_killing_is_left_to_the_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    killed = ExitingReplica("a", -9)
+    run = supervised(tmp_path, monkeypatch, [killed], held=True)
+    assert killed.starts == 0
+    assert not [event for event in run.events if event.kind == "exit"]
