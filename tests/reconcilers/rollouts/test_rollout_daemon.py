@@ -36,7 +36,11 @@ GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 def posted(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The daemon's Events, kept here: posting them needs kopf's running operator."""
     kept: list[Any] = []
-    monkeypatch.setattr(rollouts, "_post", lambda _body, actions: kept.extend(actions))
+
+    async def keep(_deps: Any, _body: Any, actions: list[Any]) -> None:
+        kept.extend(actions)
+
+    monkeypatch.setattr(rollouts, "_post", keep)
     return kept
 
 
