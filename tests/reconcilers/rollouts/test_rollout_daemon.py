@@ -17,6 +17,7 @@ import pytest
 from tests.reconcilers.rollouts.support import until
 from tests.stopping import Stopped
 
+from rebalancer.clients import patching
 from rebalancer.clients.enforcing import SidecarClient
 from rebalancer.clients.kafka_admin import AdminPool
 from rebalancer.clients.kubernetes_api import KubernetesApi
@@ -29,6 +30,7 @@ from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.structs.workloads import ROLLOUT_HOLD_ANNOTATION
 
 NAME, WORKLOAD = "web", "web-consumer"
+POST_ACTIONS = rollouts._post  # the real poster, before the fixture below replaces it
 GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 
 
@@ -189,3 +191,42 @@ async def test_a_settings_write_wakes_the_rollout_daemon_at_rest(
     finally:
         stopped.event.set()
         await asyncio.wait_for(daemon, 10)
+
+
+async def test_each_transition_event_is_posted_before_the_status_that_records_it(
+    kube: KubernetesApi, ns: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A post that takes a while: fired and forgotten, or moved after the write, it would land
+    # after the status naming its transition (and an operator killed between loses it).
+    journal: list[tuple[str, str]] = []
+
+    async def slow_post(_kube: Any, _body: Any, *, reason: str, **_: Any) -> None:
+        await asyncio.sleep(0.3)
+        journal.append(("event", reason))
+
+    async def noted_patch(*args: Any) -> None:
+        fields = args[-1]
+        journal.append(("status", str((fields.get("rollout") or {}).get("phase"))))
+        await real_patch(*args)
+
+    real_patch = patching.patch_status
+    monkeypatch.setattr(rollouts, "_post", POST_ACTIONS)
+    monkeypatch.setattr(rollouts, "post_event", slow_post)
+    monkeypatch.setattr(rollouts, "patch_status", noted_patch)
+    body = await install(kube, ns, {"enabled": True, "maxBatchSize": 1})
+    await hold(kube, ns, "y")
+    deps = dependencies(kube, tmp_path)
+    stopped = Stopped()
+    daemon = asyncio.create_task(
+        rollouts._roll_out_forever(deps, body, ns, NAME, cast(kopf.DaemonStopped, stopped))
+    )
+    try:
+        await seconds_until(lambda: handed_back(kube, ns), 30)
+        await seconds_until(lambda: rollout_status(kube, ns).get("phase") == "Idle", 30)
+    finally:
+        stopped.event.set()
+        await asyncio.wait_for(daemon, 10)
+    # The takeover of a Deployment with no pods starts and ends in one step: its Events, then
+    # the one status write recording Idle.
+    assert [kind for kind, _ in journal] == ["event", "event", "status"], journal
+    assert journal[-1] == ("status", "Idle") and ("event", "RolloutStarted") in journal, journal
