@@ -129,6 +129,14 @@ def test_only_the_configs_the_broker_does_not_hold_are_altered() -> None:
     assert differing(wanted, wanted) == {}
 
 
+def test_a_wanted_value_equal_to_the_broker_default_is_set_on_the_group() -> None:
+    wanted = {"streams.initial.rebalance.delay.ms": "3000"}
+    by_default = {"streams.initial.rebalance.delay.ms": "default-config"}
+    assert differing(wanted, wanted, by_default) == wanted
+    own = {"streams.initial.rebalance.delay.ms": "group-config"}
+    assert differing(wanted, wanted, own) == {}
+
+
 def test_status_shows_each_wanted_config_with_its_source() -> None:
     shown = configs_status(
         {"consumer.session.timeout.ms": "50000"},

@@ -191,9 +191,25 @@ def check_group_configs(
     return overlap_problems(spec, settings_managed) + bound_problems(spec, broker_configs)
 
 
-def differing(wanted: Mapping[str, str], current: Mapping[str, str | None]) -> dict[str, str]:
-    """The configs the broker does not hold yet: only those are altered."""
-    return {key: value for key, value in wanted.items() if current.get(key) != value}
+# The DescribeConfigs source of a value set on the group itself.
+GROUP_OWN_SOURCE = "group-config"
+
+
+def differing(
+    wanted: Mapping[str, str],
+    current: Mapping[str, str | None],
+    sources: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The configs the group does not hold as its own yet: only those are altered.
+
+    A wanted value equal to the broker's default is set on the group all the same: the spec
+    asked for that value, and a later change of the broker default must not move it."""
+    known = sources or {}
+    return {
+        key: value
+        for key, value in wanted.items()
+        if current.get(key) != value or known.get(key, GROUP_OWN_SOURCE) != GROUP_OWN_SOURCE
+    }
 
 
 def configs_status(

@@ -88,8 +88,8 @@ async def reconcile_group_configs(
     if problems:
         return _refused(problems, previous)
     try:
-        current, _ = await read_group_configs(gateway, group_id)
-        changes = differing(wanted, current)
+        current, held_as = await read_group_configs(gateway, group_id)
+        changes = differing(wanted, current, held_as)
         if changes:
             await set_group_configs(gateway, group_id, changes)
         after, sources = await read_group_configs(gateway, group_id)

@@ -152,6 +152,30 @@ async def test_a_streams_group_gets_its_own_initial_rebalance_delay(
     assert described(broker, fresh("other"))["streams.initial.rebalance.delay.ms"][0] == "3000"
 
 
+async def test_a_delay_equal_to_the_broker_default_becomes_the_groups_own(
+    gateway: AdminGateway, broker: KafkaBroker
+) -> None:
+    # The broker already reads 3000 for the group, as its default: the spec's 3000 is set on
+    # the group all the same, so a later change of the default leaves this group's delay.
+    group_id = fresh("streams-app")
+    assert described(broker, group_id)["streams.initial.rebalance.delay.ms"] == (
+        "3000",
+        ConfigSource.DEFAULT_CONFIG,
+    )
+    spec = GroupConfigsSpec(streams=StreamsGroupConfigsSpec(initialRebalanceDelayMs=3000))
+    outcome = await reconcile_group_configs(gateway, group_id, spec, {})
+    assert outcome.status["configs"]["streams.initial.rebalance.delay.ms"] == {
+        "value": "3000",
+        "source": "group-config",
+    }, outcome.status
+    assert described(broker, group_id)["streams.initial.rebalance.delay.ms"] == (
+        "3000",
+        ConfigSource.GROUP_CONFIG,
+    )
+    again = await reconcile_group_configs(gateway, group_id, spec, outcome.status)
+    assert again.notices == (), "a group holding its own value is not altered again"
+
+
 async def test_too_many_standby_replicas_are_refused_naming_the_broker_cap(
     gateway: AdminGateway,
 ) -> None:
