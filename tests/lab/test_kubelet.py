@@ -8,6 +8,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.lab.conftest import OwnKubelet
@@ -603,3 +604,54 @@ def test_the_kubelet_records_what_it_did_as_events(lab: Lab) -> None:
     assert seen[("kubelet", "Pulled")] == pulled
     assert seen[("kubelet", "Created")] == "Created container: main"
     assert seen[("kubelet", "Started")] == "Started container main"
+
+
+def test_a_container_after_an_init_container_reads_the_pods_latest_annotations(
+    own_kubelet: OwnKubelet,
+) -> None:
+    # An identity slot is written with the gate's open, moments before the gate ends and the
+    # consumer starts; the kubelet's pod watch may not have it yet. Here the watch is held
+    # back on purpose: the consumer must still start with the slot.
+    lab = own_kubelet()
+    work = [{"name": "work", "mountPath": "/work"}]
+    slot = {"fieldRef": {"fieldPath": "metadata.annotations['example.dev/slot']"}}
+    body = pod(
+        "slotted",
+        container(
+            command=["sh", "-c", 'echo "slot=$SLOT" > /work/seen; sleep 600'],
+            env=[{"name": "SLOT", "valueFrom": slot}],
+            volumeMounts=work,
+        ),
+        initContainers=[
+            container(
+                "gate",
+                ["sh", "-c", "while [ ! -e /work/open ]; do sleep 0.05; done"],
+                volumeMounts=work,
+            )
+        ],
+        volumes=[{"name": "work", "emptyDir": {}}],
+    )
+    lab.create(body)
+    assert lab.kubelet.kubelet is not None
+    kubelet = lab.kubelet.kubelet
+    worker = wait_for(
+        lambda: next((w for w in kubelet.workers.values() if w.name == "slotted"), None),
+        what="the pod's worker",
+    )
+    volume = lab.volume("slotted", "work")
+    wait_for(lambda: "running" in gate_state(lab.get("slotted")), what="the gate running, as told")
+    worker.update = lambda pod: None  # type: ignore[method-assign]  # the watch falls behind
+    lab.api.patch(
+        lab.path("pods", "slotted"), {"metadata": {"annotations": {"example.dev/slot": "7"}}}
+    )
+    (volume / "open").touch()
+    seen = wait_for(
+        lambda: (volume / "seen").exists() and (volume / "seen").read_text().strip(),
+        what="the main container's environment",
+    )
+    assert seen == "slot=7"
+
+
+def gate_state(body: dict[str, Any]) -> dict[str, Any]:
+    statuses = body["status"].get("initContainerStatuses") or [{}]
+    return dict(statuses[0].get("state") or {})

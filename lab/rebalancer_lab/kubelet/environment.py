@@ -420,6 +420,17 @@ def _repository(image: str) -> str:
     return head if head and "/" not in tail else without_digest
 
 
+def reads_pod_metadata(container: Mapping[str, Any]) -> bool:
+    """Whether the container's environment takes a label or an annotation of its pod, which
+    may have been written moments before the container starts (an identity slot written with
+    the gate's open)."""
+    for variable in container.get("env") or ():
+        path = str(((variable.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath"))
+        if path.startswith(("metadata.annotations", "metadata.labels")):
+            return True
+    return False
+
+
 def base_env(pod: Body, kubeconfig: Path | None, rootfs: Path) -> dict[str, str]:
     env = {k: os.environ[k] for k in INHERITED if k in os.environ}
     env["HOSTNAME"] = str(pod["metadata"].get("name"))

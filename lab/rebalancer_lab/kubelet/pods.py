@@ -38,6 +38,7 @@ from .environment import (
     map_program,
     mount,
     prepare_volumes,
+    reads_pod_metadata,
     refresh_downward_volumes,
     rewrite_paths,
 )
@@ -301,6 +302,21 @@ class PodWorker:
         self._publish()
         return True
 
+    def _catch_up(self) -> None:
+        """The pod as the API has it now, for a container whose environment reads its labels or
+        annotations. A kubelet starts the container after an init container's end on its next
+        relist (a second by default), by which its pod watch holds what was written before that
+        end; this kubelet starts it at once and could resolve the environment from a watch a
+        moment behind (an identity slot written with the gate's open, read as empty)."""
+        try:
+            fresh = self.api.get(self._path())
+        except (RequestFailed, OSError) as error:  # the watch's copy stands
+            logger.warning("kubelet: reading %s before a start failed: %s", self.name, error)
+            return
+        same = fresh is not None and fresh["metadata"].get("uid") == self.uid
+        if fresh is not None and same and _version(fresh) >= _version(self.pod):
+            self.pod = fresh
+
     def _refresh(self) -> None:
         fresh = self.api.get(self._path())
         if fresh is None or fresh["metadata"].get("uid") != self.uid:
@@ -418,6 +434,8 @@ class PodWorker:
 
     def _start(self, c: Container, now: float) -> None:
         rootfs = self.directory.rootfs(c.name)
+        if reads_pod_metadata(c.spec):
+            self._catch_up()
         try:
             own = container_env(self.api, self._addressed(), c.spec)
             mounts = mount(c.spec, self.volumes, rootfs)
