@@ -6,9 +6,10 @@ controller is the real one; the Deployment has no replicas, so no pod runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -142,6 +143,22 @@ async def seconds_until(probe: Callable[[], bool], limit: float) -> float:
     return time.monotonic() - started
 
 
+@contextlib.asynccontextmanager
+async def daemon_running(
+    deps: Dependencies, body: kopf.Body, ns: str
+) -> AsyncIterator[asyncio.Task[None]]:
+    """The group's rollout daemon, running until the block ends."""
+    stopped = Stopped()
+    daemon = asyncio.create_task(
+        rollouts._roll_out_forever(deps, body, ns, NAME, cast(kopf.DaemonStopped, stopped))
+    )
+    try:
+        yield daemon
+    finally:
+        stopped.event.set()
+        await asyncio.wait_for(daemon, 10)
+
+
 def handed_back(kube: KubernetesApi, ns: str) -> bool:
     got = deployment(kube, ns)
     annotations = got["metadata"].get("annotations") or {}
@@ -157,16 +174,9 @@ async def test_a_deployment_held_for_a_planner_turned_off_meanwhile_is_handed_ba
     await hold(kube, ns, "y")
     assert not handed_back(kube, ns)
     deps = dependencies(kube, tmp_path)
-    stopped = Stopped()
-    daemon = asyncio.create_task(
-        rollouts._roll_out_forever(deps, body, ns, NAME, cast(kopf.DaemonStopped, stopped))
-    )
-    try:
+    async with daemon_running(deps, body, ns):
         await seconds_until(lambda: handed_back(kube, ns), 20)
         assert deployment(kube, ns)["spec"]["template"]["spec"]["containers"][0]["image"] == "y"
-    finally:
-        stopped.event.set()
-        await asyncio.wait_for(daemon, 10)
 
 
 async def test_a_settings_write_wakes_the_rollout_daemon_at_rest(
@@ -175,11 +185,7 @@ async def test_a_settings_write_wakes_the_rollout_daemon_at_rest(
     # A resting poll far longer than the bound below: only the wake-up can meet it.
     body = await install(kube, ns, {"enabled": True, "maxBatchSize": 1})
     deps = dependencies(kube, tmp_path, resting_poll_seconds=120.0)
-    stopped = Stopped()
-    daemon = asyncio.create_task(
-        rollouts._roll_out_forever(deps, body, ns, NAME, cast(kopf.DaemonStopped, stopped))
-    )
-    try:
+    async with daemon_running(deps, body, ns) as daemon:
         # The first step, then at rest.
         await seconds_until(lambda: bool(rollout_status(kube, ns)), 20)
         await asyncio.sleep(1.0)
@@ -188,9 +194,6 @@ async def test_a_settings_write_wakes_the_rollout_daemon_at_rest(
         taken = await seconds_until(lambda: handed_back(kube, ns), 20)
         assert taken < 10, f"the held Deployment was taken over only after {taken:.1f} s"
         assert not daemon.done(), daemon
-    finally:
-        stopped.event.set()
-        await asyncio.wait_for(daemon, 10)
 
 
 async def test_each_transition_event_is_posted_before_the_status_that_records_it(
@@ -216,16 +219,9 @@ async def test_each_transition_event_is_posted_before_the_status_that_records_it
     body = await install(kube, ns, {"enabled": True, "maxBatchSize": 1})
     await hold(kube, ns, "y")
     deps = dependencies(kube, tmp_path)
-    stopped = Stopped()
-    daemon = asyncio.create_task(
-        rollouts._roll_out_forever(deps, body, ns, NAME, cast(kopf.DaemonStopped, stopped))
-    )
-    try:
+    async with daemon_running(deps, body, ns):
         await seconds_until(lambda: handed_back(kube, ns), 30)
         await seconds_until(lambda: rollout_status(kube, ns).get("phase") == "Idle", 30)
-    finally:
-        stopped.event.set()
-        await asyncio.wait_for(daemon, 10)
     # The takeover of a Deployment with no pods starts and ends in one step: its Events, then
     # the one status write recording Idle.
     assert [kind for kind, _ in journal] == ["event", "event", "status"], journal
