@@ -638,8 +638,8 @@ def test_a_container_after_an_init_container_reads_the_pods_latest_annotations(
         lambda: next((w for w in kubelet.workers.values() if w.name == "slotted"), None),
         what="the pod's worker",
     )
-    volume = lab.volume("slotted", "work")
     wait_for(lambda: "running" in gate_state(lab.get("slotted")), what="the gate running, as told")
+    volume = lab.volume("slotted", "work")  # made before the gate started
     worker.update = lambda pod: None  # type: ignore[method-assign]  # the watch falls behind
     lab.api.patch(
         lab.path("pods", "slotted"), {"metadata": {"annotations": {"example.dev/slot": "7"}}}
