@@ -313,8 +313,9 @@ class PodWorker:
         except (RequestFailed, OSError) as error:  # the watch's copy stands
             logger.warning("kubelet: reading %s before a start failed: %s", self.name, error)
             return
-        same = fresh is not None and fresh["metadata"].get("uid") == self.uid
-        if fresh is not None and same and _version(fresh) >= _version(self.pod):
+        if fresh is None or fresh["metadata"].get("uid") != self.uid:
+            return  # gone: the worker's own loop finds out
+        if _version(fresh) >= _version(self.pod):
             self.pod = fresh
 
     def _refresh(self) -> None:
