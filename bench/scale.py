@@ -1,7 +1,8 @@
 """Scale: many ConsumerGroups against the lab's Kubernetes control plane and broker, then a soak.
 
-    .venv/bin/python bench/scale.py [--groups 1000] [--soak 300] [--interval 30] [--png PATH]
-        [--status-refresh 600] [--quiet-factor 4]
+    .venv/bin/python bench/scale.py [--groups 1000] [--namespaces 1] [--soak 300] [--interval 30]
+        [--png PATH] [--status-refresh 600] [--quiet-factor 4]
+        [--churn PERCENT_PER_MINUTE --churn-seconds 180]
         [--replicas R [--shards 12] [--kill-after SECONDS] [--takeover-wait 90]]
 
 The lab's real pieces: Kubernetes' own control plane (etcd, kube-apiserver,
@@ -26,6 +27,12 @@ broker, write status. Measured:
 4. Kafka requests the operator sent, by Kafka API, from its own rebalancer_kafka_requests_total
    (librdkafka's statistics, every 10 s), and the status writes by reason
    (rebalancer_status_writes_total), during the reconcile and the soak.
+5. With --churn P, before the soak: CHURN_SECONDS in which P % of the groups a minute have their
+   spec changed (observe.reportTtlSeconds, one second either way), spread evenly and each
+   group once before any twice, as users editing their groups would: the same requests and
+   writes as in the soak, per second and per change.
+
+--namespaces N deals the groups round-robin over N namespaces (scale-000, ...), created first.
 
 With --replicas R over 1, R `rebalancer operator --shards SHARDS` processes share the groups in
 place of the lab's one operator (docs/sharding.md), each behind a counting proxy of its own; the
@@ -82,6 +89,8 @@ from rebalancer_lab.producer import ensure_topic  # noqa: E402
 from rebalancer_lab.running import Lab, LabConfig  # noqa: E402
 from scale_figures import (  # noqa: E402
     Owners,
+    churn_schedule,
+    namespace_of,
     percentile,
     rss_growth,
     served_pid,
@@ -207,12 +216,13 @@ def process_sample(pid: int) -> dict[str, float]:
     return {"rss_mb": fields["VmRSS"] / 1024, "threads": fields["Threads"], **fields}
 
 
-def body(index: int, bootstrap: str, interval: int) -> dict[str, Any]:
-    name = f"scale-{index:04d}"
+def body(index: int, bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
+    name = f"scale-{index:05d}"
+    interval = args.interval
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "ConsumerGroup",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": namespace_of(index, args.namespaces)},
         "spec": {
             "groupId": name,
             "kafka": {"bootstrapServers": [bootstrap]},
@@ -414,11 +424,10 @@ def window(before: Snapshot, after: Snapshot, interval: int) -> dict[str, Any]:
 
 
 def list_groups(api: client.CustomObjectsApi) -> list[dict[str, Any]]:
-    """Every ConsumerGroup, parsed as plain JSON: the client's own model would take longer than
-    the poll interval at 10,000 groups."""
-    reply = api.list_namespaced_custom_object(
-        GROUP, VERSION, "default", PLURAL, _preload_content=False
-    )
+    """Every ConsumerGroup of every namespace, parsed as plain JSON: the client's own model
+    would take longer than the poll interval at 10,000 groups. Names are unique across the
+    namespaces, so a group is known by its name."""
+    reply = api.list_cluster_custom_object(GROUP, VERSION, PLURAL, _preload_content=False)
     items: list[dict[str, Any]] = json.loads(reply.data)["items"]
     return items
 
@@ -456,10 +465,11 @@ def create_groups(
     started = time.monotonic()
 
     def create(index: int) -> None:
-        doc = body(index, bootstrap, args.interval)
+        doc = body(index, bootstrap, args)
+        namespace = doc["metadata"]["namespace"]
         for attempt in range(CREATE_ATTEMPTS):
             try:
-                api.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, doc)
+                api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, doc)
             except ApiException as error:
                 # A create the API server timed out on may have been stored all the same.
                 if error.status == 409 and attempt > 0:
@@ -484,6 +494,95 @@ def create_groups(
     if retried:
         say(f"creates the API server refused or timed out on, sent again: {dict(retried)}")
     return created
+
+
+def create_namespaces(api_client: client.ApiClient, namespaces: int) -> None:
+    """The namespaces the groups are dealt over (none to make with one: "default")."""
+    if namespaces == 1:
+        return
+    core = client.CoreV1Api(api_client)
+    for index in range(namespaces):
+        name = namespace_of(index, namespaces)
+        try:
+            core.create_namespace({"metadata": {"name": name}})
+        except ApiException as error:
+            if error.status != 409:
+                raise
+    say(f"created {namespaces} namespaces")
+
+
+def change_groups(
+    api: client.CustomObjectsApi, created: dict[str, float], args: argparse.Namespace
+) -> int:
+    """For --churn-seconds, --churn percent of the groups a minute get a spec change, each on
+    its turn of churn_schedule; how many changes were made."""
+    schedule = churn_schedule(len(created), args.churn, args.churn_seconds)
+    base = max(60, args.interval)
+    made = 0
+    made_lock = threading.Lock()
+
+    def change(turn: int, index: int) -> None:
+        nonlocal made
+        ttl = base + 1 if turn // len(created) % 2 == 0 else base
+        patch = {"spec": {"policy": {"observe": {"reportTtlSeconds": ttl}}}}
+        namespace = namespace_of(index, args.namespaces)
+        api.patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, f"scale-{index:05d}", patch
+        )
+        with made_lock:
+            made += 1
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(4) as pool:
+        futures = []
+        for turn, (offset, index) in enumerate(schedule):
+            time.sleep(max(0.0, started + offset - time.monotonic()))
+            futures.append(pool.submit(change, turn, index))
+            if (turn + 1) % 100 == 0:
+                say(f"churn: {turn + 1}/{len(schedule)} changes sent")
+        for future in futures:
+            future.result()
+    time.sleep(max(0.0, started + args.churn_seconds - time.monotonic()))
+    return made
+
+
+def churn_phase(
+    lab: Lab,
+    api: client.CustomObjectsApi,
+    replicas: list[Replica],
+    args: argparse.Namespace,
+    created: dict[str, float],
+    marks: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """Groups changing at --churn percent a minute: what the replicas send meanwhile, in all and
+    per change."""
+    assert lab.plane is not None
+    say(f"churn: {args.churn} % of the groups a minute for {args.churn_seconds:.0f} s")
+    before = Snapshot.take(lab.plane, replicas)
+    changes = change_groups(api, created, args)
+    # librdkafka reports its counts every 10 s: the window's last requests are counted then.
+    time.sleep(11)
+    figures = window(before, Snapshot.take(lab.plane, replicas), args.interval)
+    for r in replicas:
+        marks[r.name]["api"]["churn"] = figures["per_replica"][r.name]["api_requests"]
+        marks[r.name]["kafka"]["churn"] = figures["per_replica"][r.name]["kafka_requests"]
+    churn = compact(figures) | {
+        "percent_per_minute": args.churn,
+        "changes": changes,
+        # The shard Leases' rounds go on whatever changes: left out of the cost of a change.
+        "api_requests_per_change": round(
+            sum(n for kind, n in figures["api"].items() if not kind.endswith(" leases"))
+            / max(1, changes),
+            2,
+        ),
+        "kopf_runs": figures["kopf_runs"],
+    }
+    say(
+        f"churn: {changes} changes, {churn['requests_per_s']} API requests/s, "
+        f"{churn['api_requests_per_change']} per change, "
+        f"{churn['kafka_per_interval']} Kafka requests per interval"
+    )
+    return churn
 
 
 def rss_line(replicas: list[Replica]) -> str:
@@ -741,7 +840,7 @@ def soak_figures(args: argparse.Namespace, soak: dict[str, Any]) -> dict[str, An
 
 def reconcile_phase(
     lab: Lab, api: client.CustomObjectsApi, replicas: list[Replica], args: argparse.Namespace
-) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, float]]:
     """Creates the groups and waits for every status; the figures, and per replica what was
     seen of it (RSS idle and after, shards held, groups served, its requests)."""
     assert lab.plane is not None
@@ -749,6 +848,8 @@ def reconcile_phase(
     wait_ready(replicas, args)
     marks: dict[str, dict[str, Any]] = {r.name: {"idle": r.sample()} for r in replicas}
     say("idle: " + rss_line(replicas) + "; pids " + ", ".join(str(r.pid) for r in replicas))
+    assert lab.api_client is not None
+    create_namespaces(lab.api_client, args.namespaces)
     before = Snapshot.take(lab.plane, replicas)
     started = time.monotonic()
     created = create_groups(api, lab.bootstrap, args)
@@ -773,6 +874,7 @@ def reconcile_phase(
         }
     result = {
         "groups": args.groups,
+        "namespaces": args.namespaces,
         "replicas": args.replicas,
         "shards": args.shards if args.replicas > 1 else None,
         "interval_seconds": args.interval,
@@ -784,7 +886,7 @@ def reconcile_phase(
         f"creation, {result['all_status_after_last_s']} s after the last; latency "
         f"{result['latency_s']}; {result['requests_per_reconcile']} API requests per reconcile"
     )
-    return result, marks
+    return result, marks, created
 
 
 def compact(figures: dict[str, Any]) -> dict[str, Any]:
@@ -844,7 +946,9 @@ def soak_phase(
 def measure(lab: Lab, replicas: list[Replica], args: argparse.Namespace) -> dict[str, Any]:
     assert lab.api_client is not None
     api = client.CustomObjectsApi(lab.api_client)
-    result, marks = reconcile_phase(lab, api, replicas, args)
+    result, marks, created = reconcile_phase(lab, api, replicas, args)
+    if args.churn > 0:
+        result["churn"] = churn_phase(lab, api, replicas, args, created, marks)
     soak, windows = soak_phase(lab, api, replicas, args, marks)
     result |= soak
     each = {r.name: replica_figures(r, marks[r.name], windows) for r in replicas}
@@ -915,6 +1019,9 @@ def print_targets(rows: list[dict[str, Any]]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument(
+        "--namespaces", type=int, default=1, help="dealt round-robin; 1 puts all in default"
+    )
     parser.add_argument("--soak", type=float, default=300.0, help="seconds")
     parser.add_argument("--interval", type=int, default=30, help="observe.intervalSeconds")
     parser.add_argument("--timeout", type=float, default=900.0, help="for the reconcile phase")
@@ -933,6 +1040,13 @@ def main() -> int:
     parser.add_argument(
         "--takeover-wait", type=float, default=90.0, help="seconds to wait for its groups"
     )
+    parser.add_argument(
+        "--churn",
+        type=float,
+        default=0.0,
+        help="percent of the groups changed a minute, before the soak (0: none)",
+    )
+    parser.add_argument("--churn-seconds", type=float, default=180.0, help="how long they change")
     args = parser.parse_args()
     # SIGTERM stops the bench as Ctrl-C does: the lab's processes are stopped on the way out
     # (a background job started from a script ignores SIGINT).
@@ -959,6 +1073,10 @@ def main() -> int:
 def argument_problem(args: argparse.Namespace) -> str | None:
     if args.replicas < 1:
         return f"--replicas {args.replicas}: at least 1"
+    if not 1 <= args.namespaces <= 1000:
+        return f"--namespaces {args.namespaces}: from 1 to 1000 (scale-000 to scale-999)"
+    if args.churn < 0 or (args.churn > 0 and args.churn_seconds <= 0):
+        return f"--churn {args.churn} for --churn-seconds {args.churn_seconds}: both positive"
     if args.replicas > 1 and args.shards < args.replicas:
         return f"--shards {args.shards} under --replicas {args.replicas}: some would hold none"
     if args.kill_after is not None and args.replicas < 2:

@@ -14,6 +14,26 @@ SERVED = re.compile(r"^(?P<who>\S+) \(shard (?P<shard>\d+) of (?P<of>\d+)\)$")
 Owners = tuple[float, Mapping[str, int | None]]
 
 
+def namespace_of(index: int, namespaces: int) -> str:
+    """The namespace of the index-th group: "default" with one namespace, else the groups dealt
+    round-robin over scale-000, scale-001, ..."""
+    if namespaces < 1:
+        raise ValueError(f"namespaces must be at least 1, got {namespaces}")
+    return "default" if namespaces == 1 else f"scale-{index % namespaces:03d}"
+
+
+def churn_schedule(groups: int, percent: float, seconds: float) -> list[tuple[float, int]]:
+    """(seconds from the start, group index) of each change when `percent` of `groups` change
+    per minute for `seconds`: evenly spaced, and walking through the groups in order so that no
+    group changes twice before every other has changed once."""
+    if groups < 1 or percent <= 0 or seconds <= 0:
+        return []
+    per_minute = groups * percent / 100
+    count = int(per_minute * seconds / 60)
+    gap = 60 / per_minute
+    return [(step * gap, step % groups) for step in range(count)]
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]

@@ -112,3 +112,27 @@ def test_targets_not_met_and_a_missing_status() -> None:
     assert rows["soak Kafka requests per interval"]["target"] == 203.0
     assert rows["after the take-over: API requests/s"]["met"] is False
     assert rows["after the take-over: Kafka requests per interval"]["met"] is True
+
+
+def test_groups_are_dealt_round_robin_over_the_namespaces() -> None:
+    assert {figures.namespace_of(i, 1) for i in range(5)} == {"default"}
+    assert [figures.namespace_of(i, 3) for i in range(4)] == [
+        "scale-000",
+        "scale-001",
+        "scale-002",
+        "scale-000",
+    ]
+    assert len({figures.namespace_of(i, 100) for i in range(10_000)}) == 100
+
+
+def test_one_percent_a_minute_changes_each_group_once_before_any_twice() -> None:
+    # 10,000 groups, 1 % a minute for 3 minutes: 300 changes, one every 0.6 s.
+    schedule = figures.churn_schedule(10_000, 1.0, 180)
+    assert len(schedule) == 300
+    assert schedule[1][0] - schedule[0][0] == 0.6
+    assert schedule[-1][0] < 180
+    assert len({index for _, index in schedule}) == 300
+    # Fewer groups than changes: the second round starts after the first is complete.
+    small = figures.churn_schedule(10, 50.0, 240)
+    assert [index for _, index in small[:12]] == [*range(10), 0, 1]
+    assert figures.churn_schedule(10, 0.0, 240) == []
