@@ -90,7 +90,9 @@ def test_default_install(helm: Helm) -> None:
         [
             "CustomResourceDefinition",
             "CustomResourceDefinition",
-            # API Priority and Fairness (templates/api-priority.yaml).
+            # API Priority and Fairness (templates/api-priority.yaml): the operator's level,
+            # and the schema that sends its keep-alives and Leases to leader-election.
+            "FlowSchema",
             "FlowSchema",
             "PriorityLevelConfiguration",
             "ServiceAccount",

@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -163,12 +164,16 @@ def operator_pod(kubectl: Kubectl) -> dict[str, Any] | None:
     return live[0] if len(live) == 1 else None
 
 
-def identity_of_pod(lab_cluster: LabCluster, pod: dict[str, Any], server: str) -> str:
-    """Who the pod's token says it is (a SelfSubjectReview made with the pod's own token)."""
+def pod_credentials(lab_cluster: LabCluster, pod: dict[str, Any]) -> tuple[str, Path]:
+    """The pod's ServiceAccount token and the cluster's CA, as the kubelet mounted them."""
     meta = pod["metadata"]
     folder = lab_cluster.state_dir / "pods" / f"{meta['namespace']}_{meta['name']}_{meta['uid']}"
-    token = (folder / "serviceaccount" / "token").read_text()
-    ca = folder / "serviceaccount" / "ca.crt"
+    return (folder / "serviceaccount" / "token").read_text(), folder / "serviceaccount" / "ca.crt"
+
+
+def identity_of_pod(lab_cluster: LabCluster, pod: dict[str, Any], server: str) -> str:
+    """Who the pod's token says it is (a SelfSubjectReview made with the pod's own token)."""
+    token, ca = pod_credentials(lab_cluster, pod)
 
     request = urllib.request.Request(
         f"{server}/apis/authentication.k8s.io/v1/selfsubjectreviews",
@@ -248,6 +253,46 @@ def test_install_runs_the_operator_as_its_service_account(
     assert body["status"]["conditions"], body["status"]
     printed = kubectl("get", "consumergroups", "-n", APPS).stdout
     assert "payments" in printed
+
+
+def priority_level_of(lab_cluster: LabCluster, pod: dict[str, Any], url: str) -> str:
+    """The UID of the priority level kube-apiserver put a GET of `url`, made with the pod's
+    token, in (its API Priority and Fairness response header; sent whether or not the request
+    is allowed, since the request is classified before it is authorized)."""
+    token, ca = pod_credentials(lab_cluster, pod)
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    context = ssl.create_default_context(cafile=str(ca))
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            headers = response.headers
+    except urllib.error.HTTPError as refused:
+        headers = refused.headers
+    return str(headers["X-Kubernetes-PF-PriorityLevel-UID"])
+
+
+def test_the_operators_leases_and_keep_alive_go_to_leader_election(
+    control_plane: ControlPlane, lab_cluster: LabCluster, kubectl: Kubectl
+) -> None:
+    pod = operator_pod(kubectl)
+    assert pod is not None
+    uid = {
+        level["metadata"]["name"]: level["metadata"]["uid"]
+        for level in get_json(kubectl, "prioritylevelconfigurations")["items"]
+    }
+    own = get_json(
+        kubectl, "prioritylevelconfigurations", "-l", "app.kubernetes.io/name=rebalancer"
+    )["items"]
+    assert len(own) == 1, own
+    server = control_plane.server
+    leases = f"{server}/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
+    peering = f"{server}/apis/kopf.dev/v1/clusterkopfpeerings/{RELEASE}"
+    groups = f"{server}/apis/rebalancer.dev/v1alpha1/namespaces/{APPS}/consumergroups"
+    assert priority_level_of(lab_cluster, pod, leases) == uid["leader-election"]
+    assert priority_level_of(lab_cluster, pod, peering) == uid["leader-election"]
+    # Everything else of the operator's stays in its own level, Leases elsewhere included.
+    assert priority_level_of(lab_cluster, pod, groups) == own[0]["metadata"]["uid"]
+    elsewhere = f"{server}/apis/coordination.k8s.io/v1/namespaces/{APPS}/leases"
+    assert priority_level_of(lab_cluster, pod, elsewhere) == own[0]["metadata"]["uid"]
 
 
 WEBHOOK = f"{RELEASE}.rebalancer.dev"
