@@ -16,6 +16,7 @@ from tests.stopping import Stopped
 
 import rebalancer.handlers.enforcing
 import rebalancer.handlers.groups
+import rebalancer.handlers.rollouts
 import rebalancer.handlers.settings  # noqa: F401  (registers its handlers)
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.sharding import ShardHolder
@@ -135,3 +136,34 @@ async def test_the_daemon_loop_runs_while_the_shard_is_held(
     assert len(runs) == 6
     stopped.event.set()
     await asyncio.wait_for(daemon, 2)
+
+
+async def test_a_daemon_waiting_for_a_shard_held_elsewhere_holds_no_task_of_its_own() -> None:
+    deps = sharded_deps(set())
+    body: Any = {"metadata": {"labels": {}}, "status": {}}
+
+    async def loop(stop: Stopping) -> None:
+        raise AssertionError("the shard is not held here: the loop never runs")
+
+    before = len(asyncio.all_tasks())
+    daemons = [
+        asyncio.create_task(sharding.while_served(deps, body, NS, NAME, Stopped(), loop))
+        for _ in range(50)
+    ]
+    await asyncio.sleep(0.1)
+    # Each waits on its shard's event in the task kopf made for it, and in nothing more: on
+    # every replica, thousands of groups' daemons wait so.
+    assert len(asyncio.all_tasks()) == before + len(daemons)
+    for daemon in daemons:
+        daemon.cancel()
+    done, waiting = await asyncio.wait(daemons, timeout=1)
+    assert not waiting
+    assert all(daemon.cancelled() for daemon in done)
+
+
+def test_kopf_cancels_the_waiting_daemons_as_soon_as_it_stops_them() -> None:
+    # The wait above does not watch kopf's `stopped`: it ends by the cancellation kopf sends
+    # at once to an async daemon that has no cancellation backoff.
+    spawning = kopf.get_default_registry()._spawning
+    for handler_id in ("observe", "roll_out"):
+        assert handler(spawning, handler_id).cancellation_backoff is None

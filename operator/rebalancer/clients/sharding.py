@@ -153,8 +153,11 @@ class ShardHolder:
             changed = self._changed
         else:
             changed = self._shard_changed.setdefault(shard, asyncio.Event())
+        # A timeout on this task, not wait_for's task of its own: every daemon of every group
+        # whose shard is held elsewhere waits here, thousands of them on each replica.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(changed.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await changed.wait()
 
     def _notify(self, shards: Iterable[int] | None = None) -> None:
         """Wake the waiters of these shards (every shard: None) and of any change."""

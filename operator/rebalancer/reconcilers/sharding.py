@@ -126,9 +126,11 @@ async def while_served(
         shard, problem = group_shard(count, namespace, name, labels)
         if not holder.serves(shard):
             # Woken by the round that takes the shard, or a change of the group's label (kopf
-            # sets `stopped` and starts the daemon again only when it goes; a label is seen
-            # here at the next look).
-            await _either(stopped.wait(LOOK_SECONDS), holder.wait_change(LOOK_SECONDS, shard))
+            # starts the daemon again only when the group goes; a label is seen here at the
+            # next look). Not by `stopped`: kopf cancels an async daemon as soon as it stops it
+            # (no cancellation backoff), and a wait on both would cost each waiting daemon
+            # four tasks of its own, with thousands waiting on every replica.
+            await holder.wait_change(LOOK_SECONDS, shard)
             continue
         if marks:
             try:
