@@ -8,6 +8,8 @@ from typing import Any
 
 import kopf
 import pytest
+import yaml
+from tests.deploy.chart.support import CHART
 
 from rebalancer.handlers import startup
 from rebalancer.operator_settings import OperatorSettings, PeeringSettings
@@ -95,3 +97,19 @@ async def test_a_replica_that_cannot_elect_does_not_start(
     with pytest.raises(kopf.PermanentError, match="leader election: no ClusterKopfPeering"):
         await started(OperatorSettings(peering=PEERING))
     assert Server.started == [] and ("leader", False) not in calls
+
+
+async def test_a_stop_that_hangs_ends_within_the_pods_grace_period(calls: list[Any]) -> None:
+    # kopf's own default leaves a hung stop (one it began itself, with no kubelet asking)
+    # alive for ten minutes, serving nothing; the kubelet gives a stop it asks for
+    # terminationGracePeriodSeconds before its SIGKILL.
+    settings, deps = await started(OperatorSettings())
+    try:
+        values = yaml.safe_load((CHART / "values.yaml").read_text())
+        limit = settings.process.ultimate_exiting_timeout
+        assert limit is not None
+        assert limit < values["terminationGracePeriodSeconds"]
+        # Still long enough for a clean stop: the daemons' cancellation timeout and more.
+        assert limit > 10
+    finally:
+        deps.permission_check.cancel()

@@ -41,6 +41,12 @@ from rebalancer.reconcilers.dependencies import Dependencies
 
 PREFIX = "rebalancer.dev"
 logger = logging.getLogger(__name__)
+# kopf SIGKILLs an operator whose stop has not ended this long after it began (10 minutes by
+# default). A stop it began on its own (its peering keep-alive refused 409) once hung in
+# kopf's watch cancellation for those ten minutes, with the replica neither leading nor
+# restarted. Under the chart's 30 s terminationGracePeriodSeconds, where a kubelet would
+# SIGKILL a stop it asked for anyway.
+ULTIMATE_EXIT_SECONDS = 25.0
 
 
 @kopf.on.startup()
@@ -85,6 +91,7 @@ def _configure_kopf(settings: kopf.OperatorSettings, config: OperatorSettings) -
     settings.execution.max_workers = config.max_workers
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
+    settings.process.ultimate_exiting_timeout = ULTIMATE_EXIT_SECONDS
 
 
 async def _join_election(
