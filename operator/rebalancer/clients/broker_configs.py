@@ -8,6 +8,7 @@ must say "accepted, not verifiable" rather than "applied" when that is all that 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import replace
@@ -74,6 +75,26 @@ async def _entries(gateway: AdminGateway, resource: ConfigResource, what: str) -
 async def _describe(gateway: AdminGateway, resource: ConfigResource, what: str) -> dict[str, Any]:
     entries = await _entries(gateway, resource, what)
     return {name: getattr(entry, "value", None) for name, entry in entries.items()}
+
+
+# A change the controller has committed reaches each broker's metadata a moment later, so a
+# describe right after the alter may still read the old value (seen on Apache Kafka 4.4: a
+# group config read back as its default once in a CI run). Read again before calling it failed.
+READ_BACK_ATTEMPTS = 10
+READ_BACK_PAUSE_SECONDS = 0.3
+
+
+async def _read_back(
+    gateway: AdminGateway, resource: ConfigResource, what: str, wanted: Mapping[str, str]
+) -> dict[str, Any]:
+    """The configs as the broker reads them once they show `wanted`, or as last read."""
+    described = await _describe(gateway, resource, what)
+    for _ in range(READ_BACK_ATTEMPTS - 1):
+        if all(described.get(key) == value for key, value in wanted.items()):
+            break
+        await asyncio.sleep(READ_BACK_PAUSE_SECONDS)
+        described = await _describe(gateway, resource, what)
+    return described
 
 
 def source_name(raw: Any) -> str | None:
@@ -161,7 +182,8 @@ async def alter_group_configs(
         return ConfigOutcome(ApplyState.NOT_NEEDED, f"{what}: no group configs to set")
     try:
         await _alter(gateway, ResourceType.GROUP, group_id, configs)
-        described = await _describe(gateway, ConfigResource(ResourceType.GROUP, group_id), what)
+        resource = ConfigResource(ResourceType.GROUP, group_id)
+        described = await _read_back(gateway, resource, what, configs)
     except KafkaRequestFailed as error:
         return ConfigOutcome(ApplyState.FAILED, f"{what}: {error}")
     return verify_configs(configs, described, what)
@@ -179,9 +201,8 @@ async def alter_broker_config(gateway: AdminGateway, key: str, value: str) -> Co
     try:
         for broker in ids:
             await _alter(gateway, ResourceType.BROKER, str(broker), {key: value})
-        described = await _describe(
-            gateway, ConfigResource(ResourceType.BROKER, str(ids[0])), f"broker {ids[0]}"
-        )
+        first = ConfigResource(ResourceType.BROKER, str(ids[0]))
+        described = await _read_back(gateway, first, f"broker {ids[0]}", {key: value})
     except KafkaRequestFailed as error:
         return ConfigOutcome(ApplyState.FAILED, f"{key} on the brokers: {error}")
     return verify_configs({key: value}, described, f"{key} on {len(ids)} broker(s)")
