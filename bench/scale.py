@@ -75,6 +75,7 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import ProtocolError
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -104,6 +105,7 @@ GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 # waiting for): the bench sends the create again, as a client would, and counts it.
 RETRIED_STATUSES = (429, 500, 503, 504)
 CREATE_ATTEMPTS = 6
+LIST_ATTEMPTS = 5
 TOPIC = "scale"
 
 
@@ -429,11 +431,22 @@ def list_groups(api: client.CustomObjectsApi) -> list[dict[str, Any]]:
     namespaces, so a group is known by its name."""
     # resourceVersion 0: served from kube-apiserver's watch cache, not read through from etcd,
     # so that the bench's own polling takes less of the server the operators share.
-    reply = api.list_cluster_custom_object(
-        GROUP, VERSION, PLURAL, resource_version="0", _preload_content=False
-    )
-    items: list[dict[str, Any]] = json.loads(reply.data)["items"]
-    return items
+    for attempt in range(LIST_ATTEMPTS):
+        try:
+            reply = api.list_cluster_custom_object(
+                GROUP, VERSION, PLURAL, resource_version="0", _preload_content=False
+            )
+            items: list[dict[str, Any]] = json.loads(reply.data)["items"]
+            return items
+        except (ProtocolError, ApiException) as error:
+            # A loaded server cuts a list of 10,000 groups (18 MB) short, or answers 5xx.
+            if isinstance(error, ApiException) and error.status not in RETRIED_STATUSES:
+                raise
+            if attempt == LIST_ATTEMPTS - 1:
+                raise
+            say(f"listing the groups failed ({type(error).__name__}); listing again")
+            time.sleep(2)
+    raise AssertionError("unreachable")
 
 
 def owners(items: list[dict[str, Any]]) -> dict[str, int | None]:
