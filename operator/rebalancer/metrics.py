@@ -19,6 +19,7 @@ from prometheus_client import Counter, Gauge, Histogram, Info
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from rebalancer import __version__
+from rebalancer.group_series import Family, GroupRecord, GroupSeries, Kind
 from rebalancer.metric_registries import registry_with_process_collectors
 from rebalancer.planning.rebalances import GroupTracking
 from rebalancer.planning.rollout_progress import batches_done
@@ -29,9 +30,9 @@ from rebalancer.structs.history import RebalanceCause, RebalanceEvent
 from rebalancer.structs.snapshots import GroupSnapshot
 
 REGISTRY = registry_with_process_collectors()
-# The ConsumerGroup resource's namespace and name, and the Kafka group.id it observes (one per
-# resource, so the label adds no series; it lets queries and alerts name the Kafka group).
-GROUP_LABELS = ("namespace", "consumergroup", "group_id")
+# Per-group families carry GROUP_LABELS: the ConsumerGroup resource's namespace and name, and
+# the Kafka group.id it observes (one per resource, so the label adds no series; it lets
+# queries and alerts name the Kafka group). They live in GROUP_SERIES (rebalancer.group_series).
 
 # Kafka's wire names for classic, KIP-848 and streams groups; anything else a broker sends is
 # folded into "Unknown" so a misbehaving broker cannot create series.
@@ -68,74 +69,67 @@ ENFORCE_OUTCOMES = (
     "unsupported",
 )
 
-REBALANCES = Counter(
+REBALANCES = Family(
     "rebalancer_rebalances",
     "Rebalances the operator detected, by cause; counts from the operator's start.",
-    [*GROUP_LABELS, "cause"],
-    registry=REGISTRY,
+    Kind.COUNTER,
+    label="cause",
 )
-GROUP_REBALANCES = Gauge(
+GROUP_REBALANCES = Family(
     "rebalancer_group_rebalances",
     "Rebalances recorded in the ConsumerGroup's status since it was created "
     "(survives operator restarts, unlike rebalancer_rebalances_total).",
-    GROUP_LABELS,
-    registry=REGISTRY,
+    Kind.GAUGE,
 )
-GROUP_MEMBERS = Gauge(
+GROUP_MEMBERS = Family(
     "rebalancer_group_members",
     "Members in the group at the last observation.",
-    GROUP_LABELS,
-    registry=REGISTRY,
+    Kind.GAUGE,
 )
-GROUP_GENERATION = Gauge(
+GROUP_GENERATION = Family(
     "rebalancer_group_generation",
     "Group generation (epoch) at the last observation; absent while unknown.",
-    GROUP_LABELS,
-    registry=REGISTRY,
+    Kind.GAUGE,
 )
-GROUP_STATE = Gauge(
+GROUP_STATE = Family(
     "rebalancer_group_state",
     "1 for the group's state at the last observation, 0 for every other state.",
-    [*GROUP_LABELS, "state"],
-    registry=REGISTRY,
+    Kind.GAUGE,
+    label="state",
+    one_hot=GROUP_STATES,
 )
-STREAMS_TASKS = Gauge(
+STREAMS_TASKS = Family(
     "rebalancer_streams_group_tasks",
     "Streams groups (KIP-1071) only: tasks the members hold at the last observation, by kind "
     "(active, standby, warmup); absent for other groups.",
-    [*GROUP_LABELS, "kind"],
-    registry=REGISTRY,
+    Kind.GAUGE,
+    label="kind",
 )
-GROUP_ASSIGNED_PARTITIONS = Gauge(
+GROUP_ASSIGNED_PARTITIONS = Family(
     "rebalancer_group_assigned_partitions",
     "Partitions assigned to the group's members; absent while unknown.",
-    GROUP_LABELS,
-    registry=REGISTRY,
+    Kind.GAUGE,
 )
-GROUP_PARTITIONS = Gauge(
+GROUP_PARTITIONS = Family(
     "rebalancer_group_partitions",
     "Partitions of the topics the group subscribes to; absent while unknown.",
-    GROUP_LABELS,
-    registry=REGISTRY,
+    Kind.GAUGE,
 )
-GROUP_LAG = Gauge(
+GROUP_LAG = Family(
     "rebalancer_group_lag_messages",
     "Messages the group is behind the high watermarks, summed over its partitions; "
     "absent while unknown.",
-    GROUP_LABELS,
-    registry=REGISTRY,
+    Kind.GAUGE,
 )
-GROUP_LAST_REBALANCE = Gauge(
+GROUP_LAST_REBALANCE = Family(
     "rebalancer_group_last_rebalance_timestamp_seconds",
     "Unix time of the last rebalance recorded for the group; absent until one is seen.",
-    GROUP_LABELS,
-    registry=REGISTRY,
+    Kind.GAUGE,
 )
-GROUP_LAST_OBSERVATION = Gauge(
+GROUP_LAST_OBSERVATION = Family(
     "rebalancer_group_last_observation_timestamp_seconds",
     "Unix time of the last successful observation of the group.",
-    GROUP_LABELS,
-    registry=REGISTRY,
+    Kind.GAUGE,
 )
 LEADER = Gauge(
     "rebalancer_leader",
@@ -155,23 +149,21 @@ SHARD_MOVES = Counter(
     ["move"],
     registry=REGISTRY,
 )
-GROUP_READY = Gauge(
+GROUP_READY = Family(
     "rebalancer_group_ready",
     "1 when the ConsumerGroup's Ready condition is True, else 0.",
-    GROUP_LABELS,
-    registry=REGISTRY,
+    Kind.GAUGE,
 )
-GROUP_DEGRADED = Gauge(
+GROUP_DEGRADED = Family(
     "rebalancer_group_degraded",
     "1 when the ConsumerGroup's Degraded condition is True, else 0.",
-    GROUP_LABELS,
-    registry=REGISTRY,
+    Kind.GAUGE,
 )
-OBSERVATION_FAILURES = Counter(
+OBSERVATION_FAILURES = Family(
     "rebalancer_observation_failures",
     "Observations of a group that failed, by reason (the reason of the Degraded condition).",
-    [*GROUP_LABELS, "reason"],
-    registry=REGISTRY,
+    Kind.COUNTER,
+    label="reason",
 )
 OBSERVATION_DURATION = Histogram(
     "rebalancer_observation_duration_seconds",
@@ -235,65 +227,60 @@ REPORTS_REJECTED = Counter(
     ["reason"],
     registry=REGISTRY,
 )
-GATE_BYPASSES = Counter(
+GATE_BYPASSES = Family(
     "rebalancer_gate_bypasses",
     "Pods whose join gate let them start without their batch because the operator was silent "
     "for the bypass time (spec.policy.rollout.bypassGateAfterSeconds), counted when the "
     "operator notices.",
-    GROUP_LABELS,
-    registry=REGISTRY,
+    Kind.COUNTER,
 )
-TIME_TO_STABLE = Histogram(
+TIME_TO_STABLE = Family(
     "rebalancer_rebalance_time_to_stable_seconds",
     "Per spell without Stable, from the first observation of the group rebalancing (or Stable "
     "with partitions unassigned) until the first observation of it Stable with every partition "
     "assigned.",
-    GROUP_LABELS,
+    Kind.HISTOGRAM,
     # A cold start takes the broker's initial delay (3 s) and more; a stuck one minutes.
     buckets=(0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 55.0, 90.0, 150.0, 300.0, 600.0),
-    registry=REGISTRY,
 )
-UNOWNED_PARTITION_SECONDS = Counter(
+UNOWNED_PARTITION_SECONDS = Family(
     "rebalancer_unowned_partition_seconds",
     "Partition-seconds without an owner, summed over the rebalances whose figure is known "
     "(member reports time every release and assignment; a cold start counts every partition "
     "for its whole time to Stable).",
-    GROUP_LABELS,
-    registry=REGISTRY,
+    Kind.COUNTER,
 )
-ROLLOUT_PHASE = Gauge(
+ROLLOUT_PHASE = Family(
     "rebalancer_rollout_phase",
     "1 for the rollout planner's phase (status.rollout.phase), 0 for every other phase.",
-    [*GROUP_LABELS, "phase"],
-    registry=REGISTRY,
+    Kind.GAUGE,
+    label="phase",
+    one_hot=ROLLOUT_PHASES,
 )
-ROLLOUT_BATCHES = Gauge(
+ROLLOUT_BATCHES = Family(
     "rebalancer_rollout_batches",
     "Batches the current or last rollout was cut into; 0 between rollouts.",
-    GROUP_LABELS,
-    registry=REGISTRY,
+    Kind.GAUGE,
 )
-ROLLOUT_BATCHES_DONE = Gauge(
+ROLLOUT_BATCHES_DONE = Family(
     "rebalancer_rollout_batches_done",
     "Batches of the current or last rollout released and settled; progress is this over "
     "rebalancer_rollout_batches.",
-    GROUP_LABELS,
-    registry=REGISTRY,
+    Kind.GAUGE,
 )
-GATE_WAIT = Histogram(
+GATE_WAIT = Family(
     "rebalancer_gate_wait_seconds",
     "Per pod released by the operator at its join gate, from the pod's creation until the "
     "operator opened its gate.",
-    GROUP_LABELS,
+    Kind.HISTOGRAM,
     buckets=(1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0),
-    registry=REGISTRY,
 )
-ENFORCED_REBALANCES = Counter(
+ENFORCED_REBALANCES = Family(
     "rebalancer_enforced_rebalances",
     "Enforce requests the operator sent, by final outcome (the sidecar's, or skipped, "
     "unreachable, unsupported).",
-    [*GROUP_LABELS, "outcome"],
-    registry=REGISTRY,
+    Kind.COUNTER,
+    label="outcome",
 )
 OPERATOR_INFO = Info(
     "rebalancer_operator",
@@ -301,32 +288,33 @@ OPERATOR_INFO = Info(
     registry=REGISTRY,
 )
 
-_GROUP_METRICS: tuple[Counter | Gauge | Histogram, ...] = (
-    REBALANCES,
-    GROUP_REBALANCES,
-    GROUP_MEMBERS,
-    GROUP_GENERATION,
-    GROUP_STATE,
-    STREAMS_TASKS,
-    GROUP_ASSIGNED_PARTITIONS,
-    GROUP_PARTITIONS,
-    GROUP_LAG,
-    GROUP_LAST_REBALANCE,
-    GROUP_LAST_OBSERVATION,
-    GROUP_READY,
-    GROUP_DEGRADED,
-    OBSERVATION_FAILURES,
-    GATE_BYPASSES,
-    TIME_TO_STABLE,
-    UNOWNED_PARTITION_SECONDS,
-    ROLLOUT_PHASE,
-    ROLLOUT_BATCHES,
-    ROLLOUT_BATCHES_DONE,
-    GATE_WAIT,
-    ENFORCED_REBALANCES,
+GROUP_SERIES = GroupSeries(
+    (
+        REBALANCES,
+        GROUP_REBALANCES,
+        GROUP_MEMBERS,
+        GROUP_GENERATION,
+        GROUP_STATE,
+        STREAMS_TASKS,
+        GROUP_ASSIGNED_PARTITIONS,
+        GROUP_PARTITIONS,
+        GROUP_LAG,
+        GROUP_LAST_REBALANCE,
+        GROUP_LAST_OBSERVATION,
+        GROUP_READY,
+        GROUP_DEGRADED,
+        OBSERVATION_FAILURES,
+        GATE_BYPASSES,
+        TIME_TO_STABLE,
+        UNOWNED_PARTITION_SECONDS,
+        ROLLOUT_PHASE,
+        ROLLOUT_BATCHES,
+        ROLLOUT_BATCHES_DONE,
+        GATE_WAIT,
+        ENFORCED_REBALANCES,
+    )
 )
-# The Kafka group id each ConsumerGroup's series carry, to drop the old ones when it changes.
-_GROUP_IDS: dict[tuple[str, str], str] = {}
+REGISTRY.register(GROUP_SERIES)
 
 OPERATOR_INFO.info({"version": __version__})
 # Series that exist from the start let rate() and increase() see their first increment.
@@ -336,38 +324,34 @@ for _reason in REPORT_REJECTIONS:
     REPORTS_REJECTED.labels(_reason)
 
 
-def _group(namespace: str, consumergroup: str, group_id: str) -> tuple[str, str, str]:
-    """The label values of a group's series; a new spec.groupId drops the old id's series, which
-    would otherwise stay beside the new ones as if two groups were observed."""
-    key = (namespace, consumergroup)
-    known = _GROUP_IDS.get(key)
-    if known is not None and known != group_id:
-        forget_group(namespace, consumergroup)
-    _GROUP_IDS[key] = group_id
-    return namespace, consumergroup, group_id
-
-
-def _start_group(labels: tuple[str, str, str]) -> None:
+def _record(namespace: str, consumergroup: str, group_id: str) -> GroupRecord:
+    """The group's record; a new spec.groupId starts a new one, whose series replace the old
+    id's (kept, they would look like two groups observed)."""
+    record = GROUP_SERIES.record(namespace, consumergroup, group_id)
     for cause in RebalanceCause:
-        REBALANCES.labels(*labels, cause.value)
+        record.values.setdefault((REBALANCES.name, cause.value), 0.0)
+    return record
 
 
-def _set_or_drop(gauge: Gauge, labels: tuple[str, str, str], value: float | None) -> None:
+def _set_or_drop(record: GroupRecord, family: Family, value: float | None) -> None:
     # A missing figure is dropped rather than kept at its last value, so graphs show a gap
     # instead of a stale number that looks current.
     if value is None:
-        gauge.remove(*labels)
+        record.values.pop((family.name, ""), None)
     else:
-        gauge.labels(*labels).set(value)
+        record.values[(family.name, "")] = float(value)
+
+
+def _increase(record: GroupRecord, family: Family, amount: float, label: str = "") -> None:
+    key = (family.name, label)
+    record.values[key] = record.values.get(key, 0.0) + amount
 
 
 def record_rebalance(namespace: str, consumergroup: str, group_id: str, cause: str) -> None:
     """Count one detected rebalance of the ConsumerGroup `namespace/consumergroup`."""
-    labels = _group(namespace, consumergroup, group_id)
-    _start_group(labels)
+    record = _record(namespace, consumergroup, group_id)
     known = {member.value for member in RebalanceCause}
-    label = cause if cause in known else RebalanceCause.UNKNOWN.value
-    REBALANCES.labels(*labels, label).inc()
+    _increase(record, REBALANCES, 1.0, cause if cause in known else RebalanceCause.UNKNOWN.value)
 
 
 def publish_snapshot(
@@ -382,20 +366,18 @@ def publish_snapshot(
     The generation falls back to the tracked one, as the status does, because classic
     DescribeGroups does not tell it.
     """
-    labels = _group(namespace, consumergroup, group_id)
-    _start_group(labels)
-    current = snapshot.state if snapshot.state in GROUP_STATES else "Unknown"
-    for state in GROUP_STATES:
-        GROUP_STATE.labels(*labels, state).set(1 if state == current else 0)
+    record = _record(namespace, consumergroup, group_id)
+    state = str(snapshot.state)
+    record.current[GROUP_STATE.name] = state if state in GROUP_STATES else "Unknown"
     generation = tracking.generation if snapshot.generation is None else snapshot.generation
-    GROUP_MEMBERS.labels(*labels).set(snapshot.members)
-    GROUP_REBALANCES.labels(*labels).set(tracking.rebalances)
-    GROUP_LAST_OBSERVATION.labels(*labels).set(snapshot.observed_at)
-    _set_or_drop(GROUP_GENERATION, labels, generation)
-    _set_or_drop(GROUP_ASSIGNED_PARTITIONS, labels, snapshot.assigned_partitions)
-    _set_or_drop(GROUP_PARTITIONS, labels, snapshot.total_partitions)
-    _set_or_drop(GROUP_LAG, labels, snapshot.lag)
-    _set_or_drop(GROUP_LAST_REBALANCE, labels, tracking.last_rebalance_at)
+    _set_or_drop(record, GROUP_MEMBERS, snapshot.members)
+    _set_or_drop(record, GROUP_REBALANCES, tracking.rebalances)
+    _set_or_drop(record, GROUP_LAST_OBSERVATION, snapshot.observed_at)
+    _set_or_drop(record, GROUP_GENERATION, generation)
+    _set_or_drop(record, GROUP_ASSIGNED_PARTITIONS, snapshot.assigned_partitions)
+    _set_or_drop(record, GROUP_PARTITIONS, snapshot.total_partitions)
+    _set_or_drop(record, GROUP_LAG, snapshot.lag)
+    _set_or_drop(record, GROUP_LAST_REBALANCE, tracking.last_rebalance_at)
 
 
 def publish_streams_tasks(
@@ -403,23 +385,22 @@ def publish_streams_tasks(
 ) -> None:
     """Export a streams group's tasks by kind; None (not a streams group, or no longer one)
     drops the series."""
-    labels = _group(namespace, consumergroup, group_id)
-    if tasks is None:
-        STREAMS_TASKS.remove_by_labels(dict(zip(GROUP_LABELS, labels, strict=True)))
-        return
-    for kind, count in tasks.items():
-        STREAMS_TASKS.labels(*labels, kind).set(count)
+    record = _record(namespace, consumergroup, group_id)
+    for key in [key for key in record.values if key[0] == STREAMS_TASKS.name]:
+        del record.values[key]
+    for kind, count in (tasks or {}).items():
+        record.values[(STREAMS_TASKS.name, kind)] = float(count)
 
 
 def record_time_to_stable(
     namespace: str, consumergroup: str, group_id: str, seconds: float | None
 ) -> None:
     """Observe one time to Stable (planning.stable_spells); None: no spell ended."""
-    labels = _group(namespace, consumergroup, group_id)
+    record = _record(namespace, consumergroup, group_id)
     # Present from the group's first observation, so rate() sees the first rebalance.
-    histogram = TIME_TO_STABLE.labels(*labels)
+    histogram = GROUP_SERIES.histogram(record, TIME_TO_STABLE.name)
     if seconds is not None:
-        histogram.observe(seconds)
+        histogram.observe(TIME_TO_STABLE.buckets, seconds)
 
 
 def record_rebalance_records(
@@ -427,67 +408,63 @@ def record_rebalance_records(
 ) -> None:
     """Export the partition-seconds without an owner of rebalance records as they are settled
     (once each), where known."""
-    labels = _group(namespace, consumergroup, group_id)
+    record = _record(namespace, consumergroup, group_id)
     # Present from the group's first observation, so increase() sees the first rebalance.
-    UNOWNED_PARTITION_SECONDS.labels(*labels)
-    for record in records:
-        unowned = record.stop_the_world_partition_s
+    _increase(record, UNOWNED_PARTITION_SECONDS, 0.0)
+    for event in records:
+        unowned = event.stop_the_world_partition_s
         if unowned is not None:
-            UNOWNED_PARTITION_SECONDS.labels(*labels).inc(max(unowned, 0.0))
+            _increase(record, UNOWNED_PARTITION_SECONDS, max(unowned, 0.0))
 
 
 def publish_rollout(namespace: str, consumergroup: str, group_id: str, state: RolloutState) -> None:
     """Export the rollout planner's phase and how many of its batches are done."""
-    labels = _group(namespace, consumergroup, group_id)
-    for phase in ROLLOUT_PHASES:
-        ROLLOUT_PHASE.labels(*labels, phase).set(1 if phase == state.phase.value else 0)
+    record = _record(namespace, consumergroup, group_id)
+    record.current[ROLLOUT_PHASE.name] = state.phase.value
     planned = 0 if state.phase is RolloutPhase.IDLE else state.batches
-    ROLLOUT_BATCHES.labels(*labels).set(planned)
-    ROLLOUT_BATCHES_DONE.labels(*labels).set(batches_done(state))
+    _set_or_drop(record, ROLLOUT_BATCHES, planned)
+    _set_or_drop(record, ROLLOUT_BATCHES_DONE, batches_done(state))
 
 
 def record_gate_waits(
     namespace: str, consumergroup: str, group_id: str, waits: Iterable[float]
 ) -> None:
     """Observe how long each pod the operator released had waited at its gate."""
-    labels = _group(namespace, consumergroup, group_id)
+    record = _record(namespace, consumergroup, group_id)
     for seconds in waits:
-        GATE_WAIT.labels(*labels).observe(seconds)
+        GROUP_SERIES.histogram(record, GATE_WAIT.name).observe(GATE_WAIT.buckets, seconds)
 
 
 def record_enforcement(namespace: str, consumergroup: str, group_id: str, outcome: str) -> None:
     """Count one enforce request's final outcome; anything outside ENFORCE_OUTCOMES is ignored
     (answers still under way are counted when their final one comes)."""
-    labels = _group(namespace, consumergroup, group_id)
+    record = _record(namespace, consumergroup, group_id)
     for known in ENFORCE_OUTCOMES:
-        ENFORCED_REBALANCES.labels(*labels, known)
-    if outcome in ENFORCE_OUTCOMES:
-        ENFORCED_REBALANCES.labels(*labels, outcome).inc()
+        _increase(record, ENFORCED_REBALANCES, 1.0 if known == outcome else 0.0, known)
 
 
 def publish_conditions(
     namespace: str, consumergroup: str, group_id: str, conditions: Iterable[Condition]
 ) -> None:
     """Export the Ready and Degraded conditions about to be written; other types are ignored."""
-    labels = _group(namespace, consumergroup, group_id)
+    record = _record(namespace, consumergroup, group_id)
     gauges = {ConditionType.READY: GROUP_READY, ConditionType.DEGRADED: GROUP_DEGRADED}
     for condition in conditions:
         gauge = gauges.get(condition.type)
         if gauge is not None:
-            value = 1 if condition.status is ConditionStatus.TRUE else 0
-            gauge.labels(*labels).set(value)
+            _set_or_drop(record, gauge, 1 if condition.status is ConditionStatus.TRUE else 0)
 
 
 def record_gate_bypasses(namespace: str, consumergroup: str, group_id: str, pods: int) -> None:
     """Count `pods` whose gates were bypassed, once each (the operator marks the pods)."""
-    GATE_BYPASSES.labels(*_group(namespace, consumergroup, group_id)).inc(pods)
+    _increase(_record(namespace, consumergroup, group_id), GATE_BYPASSES, float(pods))
 
 
 def record_observation_failure(
     namespace: str, consumergroup: str, group_id: str, reason: str
 ) -> None:
     """Count one failed observation; `reason` is the Degraded condition's reason."""
-    OBSERVATION_FAILURES.labels(*_group(namespace, consumergroup, group_id), reason).inc()
+    _increase(_record(namespace, consumergroup, group_id), OBSERVATION_FAILURES, 1.0, reason)
 
 
 def record_observation_duration(seconds: float, *, succeeded: bool) -> None:
@@ -546,10 +523,7 @@ def record_report_rejected(reason: str) -> None:
 
 def forget_group(namespace: str, consumergroup: str) -> None:
     """Drop every series of a deleted ConsumerGroup, so it stops appearing in queries."""
-    labels = {"namespace": namespace, "consumergroup": consumergroup}
-    _GROUP_IDS.pop((namespace, consumergroup), None)
-    for metric in _GROUP_METRICS:
-        metric.remove_by_labels(labels)
+    GROUP_SERIES.forget(namespace, consumergroup)
 
 
 def metrics_handler() -> Handler:

@@ -381,6 +381,20 @@ def test_time_to_stable_is_a_histogram_per_group(group: tuple[str, str]) -> None
     assert value("rebalancer_rebalance_time_to_stable_seconds_bucket", **labels, le="5.0") == 2
 
 
+def test_a_value_on_a_bucket_bound_counts_in_it_and_above_all_in_inf(
+    group: tuple[str, str],
+) -> None:
+    namespace, name = group
+    labels = {"namespace": namespace, "consumergroup": name, "group_id": GID}
+    for seconds in (3.0, 601.0):
+        metrics.record_time_to_stable(namespace, name, GID, seconds)
+
+    def bucket(le: str) -> float | None:
+        return value("rebalancer_rebalance_time_to_stable_seconds_bucket", **labels, le=le)
+
+    assert (bucket("2.0"), bucket("3.0"), bucket("600.0"), bucket("+Inf")) == (0, 1, 1, 2)
+
+
 def test_rollout_phase_is_one_hot_with_progress(group: tuple[str, str]) -> None:
     namespace, name = group
     labels = {"namespace": namespace, "consumergroup": name, "group_id": GID}
