@@ -161,6 +161,38 @@ async def test_a_daemon_waiting_for_a_shard_held_elsewhere_holds_no_task_of_its_
     assert all(daemon.cancelled() for daemon in done)
 
 
+async def test_a_serving_daemon_between_looks_holds_no_task_of_its_own() -> None:
+    deps = sharded_deps(set())
+    holder = deps.shards
+    assert holder is not None
+    hold(holder, {SHARD})
+    body: Any = {"metadata": {"labels": {}}, "status": {}}
+    waiting = asyncio.Event()
+
+    async def loop(stop: Stopping) -> None:
+        while not stop:
+            waiting.set()
+            await stop.wait(30)  # an observer between two looks
+
+    before = len(asyncio.all_tasks())
+    daemons = [
+        asyncio.create_task(sharding.while_served(deps, body, NS, NAME, Stopped(), loop))
+        for _ in range(50)
+    ]
+    await waiting.wait()
+    await asyncio.sleep(0.1)
+    # The stop is kopf's cancellation, or a round that loses the shard: both reach the
+    # daemon's own task, so no wait on kopf's flag (several tasks each) is needed.
+    assert len(asyncio.all_tasks()) == before + len(daemons)
+    hold(holder, set())
+    done, running = await asyncio.wait(daemons, timeout=0.5)
+    assert not done, "the shard's loss ends the loop, not the daemon: it waits for the shard"
+    for daemon in daemons:
+        daemon.cancel()
+    done, running = await asyncio.wait(daemons, timeout=1)
+    assert not running
+
+
 def test_kopf_cancels_the_waiting_daemons_as_soon_as_it_stops_them() -> None:
     # The wait above does not watch kopf's `stopped`: it ends by the cancellation kopf sends
     # at once to an async daemon that has no cancellation backoff.

@@ -59,13 +59,24 @@ def served_here(
     return holder.serves(shard)
 
 
-async def _either(*waits: Awaitable[object]) -> None:
-    tasks = [asyncio.ensure_future(wait) for wait in waits]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
+class StopByCancel:
+    """kopf's `stopped` for an async daemon that kopf cancels the moment it stops it (no
+    cancellation backoff, tests/reconcilers/test_sharded_serving.py): the flag is read, and a
+    wait is a plain sleep. A wait on kopf's flag itself costs each waiting daemon several tasks
+    of its own, with thousands of daemons waiting on every replica."""
+
+    def __init__(self, stopped: Stopping) -> None:
+        self.stopped = stopped
+
+    def __bool__(self) -> bool:
+        return bool(self.stopped)
+
+    async def wait(self, timeout: float | None = None) -> object:  # noqa: ASYNC109  (kopf's)
+        if timeout is None:
+            await asyncio.Event().wait()  # until kopf cancels the daemon
+        else:
+            await asyncio.sleep(max(timeout, 0.0))
+        return bool(self)
 
 
 class ShardStop:
@@ -94,7 +105,8 @@ class ShardStop:
                 step = min(step, end - time.monotonic())
                 if step <= 0:
                     break
-            await _either(self.stopped.wait(step), self.holder.wait_change(step, self.shard))
+            # kopf's own stop cancels the daemon (StopByCancel): only a round can end this early.
+            await self.holder.wait_change(step, self.shard)
         return bool(self)
 
 
@@ -112,6 +124,7 @@ async def while_served(
     the daemon; without sharding, once, as before. The daemon that `marks` (the observer's,
     one per group) writes status.servedBy first."""
     holder = deps.shards
+    stopped = StopByCancel(stopped)
     if holder is None:
         await run(stopped)
         return
