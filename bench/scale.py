@@ -2,14 +2,15 @@
 
     .venv/bin/python bench/scale.py [--groups 1000] [--namespaces 1] [--soak 300] [--interval 30]
         [--png PATH] [--status-refresh 600] [--quiet-factor 4]
-        [--churn PERCENT_PER_MINUTE --churn-seconds 180]
+        [--churn PERCENT_PER_MINUTE --churn-seconds 180] [--busy GROUPS --busy-every 20]
         [--replicas R [--shards 12] [--kill-after SECONDS] [--takeover-wait 90]]
 
 The lab's real pieces: Kubernetes' own control plane (etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler), an Apache Kafka broker, and `rebalancer operator` as
 its own process. The groups have no consumers (each names a topic that exists on the broker), so
 every reconcile is the operator's full path: parse, describe the group and its topic on the
-broker, write status. Measured:
+broker, write status; with --busy, that many of them have two consumers each, restarted one at a
+time through the soak (bench/scale_busy.py). Measured:
 
 1. Time from creating all groups to every one having status written (status.group.observedAt),
    from the first creation and from the last, and per group the latency from its creation to
@@ -88,6 +89,7 @@ from rebalancer_lab.controlplane import ControlPlane  # noqa: E402
 from rebalancer_lab.processes import ChildProcess, stop_all  # noqa: E402
 from rebalancer_lab.producer import ensure_topic  # noqa: E402
 from rebalancer_lab.running import Lab, LabConfig  # noqa: E402
+from scale_busy import BusyGroups  # noqa: E402
 from scale_figures import (  # noqa: E402
     Owners,
     churn_schedule,
@@ -712,11 +714,16 @@ def sample_all(replicas: list[Replica], seconds: float, takeover: Takeover | Non
 
 
 def run_soak(
-    plane: ControlPlane, api: client.CustomObjectsApi, replicas: list[Replica], args: Any
+    plane: ControlPlane,
+    api: client.CustomObjectsApi,
+    replicas: list[Replica],
+    args: Any,
+    busy: BusyGroups | None = None,
 ) -> tuple[dict[str, Snapshot], Takeover | None]:
-    """Nothing changes: the replicas keep observing every group every interval. Samples each
-    replica every 10 s; KILL_AFTER seconds in, kills one. Counters at the start, just before
-    the kill, once the take-over is over, and at the end."""
+    """Nothing changes but the busy groups' consumers (--busy): the replicas keep observing
+    every group every interval. Samples each replica every 10 s; KILL_AFTER seconds in, kills
+    one. Counters at the start, just before the kill, once the take-over is over, and at the
+    end."""
     start = time.monotonic()
     snapshots = {"start": Snapshot.take(plane, replicas)}
     takeover: Takeover | None = None
@@ -732,6 +739,8 @@ def run_soak(
         if now >= next_sample:
             sample_all(replicas, now, takeover)
             next_sample += 10
+        if busy is not None:
+            busy.tick(now)
         time.sleep(0.5)
     if takeover is not None:
         takeover.done.wait(takeover.cap)
@@ -924,11 +933,12 @@ def soak_phase(
     replicas: list[Replica],
     args: argparse.Namespace,
     marks: dict[str, dict[str, Any]],
+    busy: BusyGroups | None = None,
 ) -> tuple[dict[str, Any], dict[str, tuple[float, float]]]:
     """The soak, and the kill with it: the figures at rest (before the kill when there is
     one), after the take-over, and of the take-over itself."""
     assert lab.plane is not None
-    snapshots, takeover = run_soak(lab.plane, api, replicas, args)
+    snapshots, takeover = run_soak(lab.plane, api, replicas, args, busy)
     windows = soak_windows(snapshots)
     pairs = {
         "soak": ("start", "end"),
@@ -960,13 +970,34 @@ def soak_phase(
     return result, windows
 
 
+def start_busy(
+    lab: Lab, api: client.CustomObjectsApi, args: argparse.Namespace
+) -> BusyGroups | None:
+    """The first --busy groups with consumers of their own, both members seen in status."""
+    if args.busy < 1:
+        return None
+    groups = [(namespace_of(i, args.namespaces), f"scale-{i:05d}") for i in range(args.busy)]
+    busy = BusyGroups(lab, api, groups, TOPIC, args.busy_every)
+    say(f"busy groups: starting {len(groups) * 2} consumers")
+    busy.start()
+    return busy
+
+
 def measure(lab: Lab, replicas: list[Replica], args: argparse.Namespace) -> dict[str, Any]:
     assert lab.api_client is not None
     api = client.CustomObjectsApi(lab.api_client)
     result, marks, created = reconcile_phase(lab, api, replicas, args)
     if args.churn > 0:
         result["churn"] = churn_phase(lab, api, replicas, args, created, marks)
-    soak, windows = soak_phase(lab, api, replicas, args, marks)
+    busy = start_busy(lab, api, args)
+    try:
+        soak, windows = soak_phase(lab, api, replicas, args, marks, busy)
+        if busy is not None:
+            soak["busy"] = busy.figures()
+            say(f"busy groups: {soak['busy']}")
+    finally:
+        if busy is not None:
+            busy.stop()
     result |= soak
     each = {r.name: replica_figures(r, marks[r.name], windows) for r in replicas}
     rss = [r["rss_mb"] for r in each.values()]
@@ -1064,6 +1095,12 @@ def main() -> int:
         help="percent of the groups changed a minute, before the soak (0: none)",
     )
     parser.add_argument("--churn-seconds", type=float, default=180.0, help="how long they change")
+    parser.add_argument(
+        "--busy", type=int, default=0, help="groups with two consumers restarted in the soak"
+    )
+    parser.add_argument(
+        "--busy-every", type=float, default=20.0, help="seconds between two consumer restarts"
+    )
     args = parser.parse_args()
     # SIGTERM stops the bench as Ctrl-C does: the lab's processes are stopped on the way out
     # (a background job started from a script ignores SIGINT).
@@ -1100,6 +1137,10 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         return "--kill-after needs --replicas 2 or more: a live replica must take the share"
     if args.kill_after is not None and not 0 <= args.kill_after < args.soak:
         return f"--kill-after {args.kill_after}: within the soak (0 to --soak {args.soak})"
+    if not 0 <= args.busy <= args.groups:
+        return f"--busy {args.busy}: from 0 to --groups {args.groups}"
+    if args.busy and args.busy_every <= 0:
+        return f"--busy-every {args.busy_every}: positive seconds"
     return None
 
 

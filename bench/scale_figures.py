@@ -34,6 +34,30 @@ def churn_schedule(groups: int, percent: float, seconds: float) -> list[tuple[fl
     return [(step * gap, step % groups) for step in range(count)]
 
 
+# A restart of a busy group's consumer: (seconds into the soak, group, generation before it).
+Restart = tuple[float, str, int | None]
+# A look at the busy groups' status: (seconds into the soak, group -> status generation).
+Generations = tuple[float, Mapping[str, int | None]]
+
+
+def restart_latencies(
+    restarts: Sequence[Restart], looks: Sequence[Generations]
+) -> list[float | None]:
+    """Per restart, seconds from it to the first look whose status shows the group at a newer
+    generation than before it; None when no later look did."""
+    found: list[float | None] = []
+    for at, group, before in restarts:
+        seen = None
+        for when, generations in looks:
+            now = generations.get(group)
+            newer = now is not None and (before is None or now > before)
+            if when >= at and newer:
+                seen = when - at
+                break
+        found.append(seen)
+    return found
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
