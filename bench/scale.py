@@ -977,7 +977,9 @@ def start_busy(
     if args.busy < 1:
         return None
     groups = [(namespace_of(i, args.namespaces), f"scale-{i:05d}") for i in range(args.busy)]
-    busy = BusyGroups(lab, api, groups, TOPIC, args.busy_every)
+    # The last restarts leave two observe intervals for the status to count them.
+    until = max(0.0, args.soak - 2 * args.interval)
+    busy = BusyGroups(lab, api, groups, TOPIC, args.busy_every, until)
     say(f"busy groups: starting {len(groups) * 2} consumers")
     busy.start()
     return busy

@@ -2,9 +2,10 @@
 
 BUSY of the groups get two real consumer processes each (rebalancer_lab.consumer, on the bench's
 topic). Through the soak one consumer at a time is restarted every EVERY seconds, walking the
-busy groups in turn, so those groups leave and join while the rest stay at rest. The figures:
-restarts made, rebalances the ConsumerGroups' status counted meanwhile, and per restart the time
-until its group's status shows a newer generation (looked at every LOOK_SECONDS).
+busy groups in turn, so those groups leave and join while the rest stay at rest; the restarts
+stop UNTIL seconds into the soak, so the last ones are seen too. The figures: restarts made,
+rebalances the ConsumerGroups' status counted meanwhile, and per restart the time until its
+group's status counts a rebalance more (looked at every LOOK_SECONDS).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from typing import Any
 
 from kubernetes import client
 
-from rebalancer_lab.processes import ChildProcess
+from rebalancer_lab.processes import ChildProcess, stop_all
 from rebalancer_lab.running import Lab
-from scale_figures import Generations, Restart, percentile, restart_latencies
+from scale_figures import Counts, Restart, percentile, restart_latencies
 
 GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 CONSUMERS_PER_GROUP = 2
@@ -39,11 +40,13 @@ class BusyGroups:
         groups: list[tuple[str, str]],
         topic: str,
         every: float,
+        until: float,
     ) -> None:
-        self.lab, self.api, self.groups, self.topic, self.every = lab, api, groups, topic, every
+        self.lab, self.api, self.groups, self.topic = lab, api, groups, topic
+        self.every, self.until = every, until
         self.consumers: dict[str, list[ChildProcess]] = {}
         self.restarts: list[Restart] = []
-        self.looks: list[Generations] = []
+        self.looks: list[Counts] = []
         self.rebalances_before: dict[str, int] = {}
         self._next_restart = every
         self._next_look = 0.0
@@ -69,7 +72,7 @@ class BusyGroups:
         if seconds >= self._next_look:
             self._look(seconds)
             self._next_look = seconds + LOOK_SECONDS
-        if seconds >= self._next_restart:
+        if self._next_restart <= seconds < self.until:
             self._restart(seconds)
             self._next_restart += self.every
 
@@ -92,9 +95,7 @@ class BusyGroups:
         }
 
     def stop(self) -> None:
-        for children in self.consumers.values():
-            for child in children:
-                child.stop(grace=5)
+        stop_all([child for children in self.consumers.values() for child in children], grace=5)
 
     def _consumer(self, name: str, index: int) -> ChildProcess:
         return self.lab.start_consumer(
@@ -105,7 +106,7 @@ class BusyGroups:
         namespace, name = self.groups[self._turn % len(self.groups)]
         index = (self._turn // len(self.groups)) % CONSUMERS_PER_GROUP
         self._turn += 1
-        before = _group_status(self.api, namespace, name).get("generation")
+        before = _group_status(self.api, namespace, name).get("rebalances")
         self.consumers[name][index].stop(grace=5)
         self.consumers[name][index] = self._consumer(name, index)
         self.restarts.append((seconds, name, before))
@@ -115,7 +116,7 @@ class BusyGroups:
             (
                 seconds,
                 {
-                    name: _group_status(self.api, ns, name).get("generation")
+                    name: _group_status(self.api, ns, name).get("rebalances")
                     for ns, name in self.groups
                 },
             )

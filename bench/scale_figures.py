@@ -34,17 +34,16 @@ def churn_schedule(groups: int, percent: float, seconds: float) -> list[tuple[fl
     return [(step * gap, step % groups) for step in range(count)]
 
 
-# A restart of a busy group's consumer: (seconds into the soak, group, generation before it).
+# A restart of a busy group's consumer: (seconds into the soak, group, its status's count of
+# rebalances before it).
 Restart = tuple[float, str, int | None]
-# A look at the busy groups' status: (seconds into the soak, group -> status generation).
-Generations = tuple[float, Mapping[str, int | None]]
+# A look at the busy groups' status: (seconds into the soak, group -> rebalances counted).
+Counts = tuple[float, Mapping[str, int | None]]
 
 
-def restart_latencies(
-    restarts: Sequence[Restart], looks: Sequence[Generations]
-) -> list[float | None]:
-    """Per restart, seconds from it to the first look whose status shows the group at a newer
-    generation than before it; None when no later look did."""
+def restart_latencies(restarts: Sequence[Restart], looks: Sequence[Counts]) -> list[float | None]:
+    """Per restart, seconds from it to the first look whose status counts more rebalances of
+    the group than before it; None when no later look did."""
     found: list[float | None] = []
     for at, group, before in restarts:
         seen = None

@@ -138,13 +138,13 @@ def test_one_percent_a_minute_changes_each_group_once_before_any_twice() -> None
     assert figures.churn_schedule(10, 0.0, 240) == []
 
 
-def test_a_restart_is_seen_at_the_first_later_look_with_a_newer_generation() -> None:
+def test_a_restart_is_seen_at_the_first_later_look_counting_more_rebalances() -> None:
     restarts: list[figures.Restart] = [(10.0, "a", 4), (20.0, "b", None), (30.0, "a", 6)]
-    looks: list[figures.Generations] = [
+    looks: list[figures.Counts] = [
         (9.0, {"a": 5, "b": None}),  # before the restart: not its effect
         (12.0, {"a": 4, "b": None}),
         (14.0, {"a": 6, "b": None}),
-        (26.0, {"a": 6, "b": 1}),  # b had no generation before: any is newer
+        (26.0, {"a": 6, "b": 1}),  # b had no count before: any is more
         (40.0, {"a": 6, "b": 1}),
     ]
     assert figures.restart_latencies(restarts, looks) == [4.0, 6.0, None]
