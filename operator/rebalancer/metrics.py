@@ -142,6 +142,11 @@ SHARDS_HELD = Gauge(
     "Shards of ConsumerGroups this replica holds the Lease of and serves (sharding only).",
     registry=REGISTRY,
 )
+DAEMONS_HERE = Gauge(
+    "rebalancer_groups_served",
+    "ConsumerGroups whose observer runs on this replica (sharding only: those of its shards).",
+    registry=REGISTRY,
+)
 SHARD_MOVES = Counter(
     "rebalancer_shard_moves_total",
     "Shard Leases this replica took (taken) or gave up (released: given back above its fair "
@@ -510,6 +515,10 @@ def record_shards(held: int, taken: int, released: int, lost: int) -> None:
     for move, count in (("taken", taken), ("released", released), ("lost", lost)):
         if count:
             SHARD_MOVES.labels(move).inc(count)
+
+
+def record_daemons_here(count: int) -> None:
+    DAEMONS_HERE.set(count)
 
 
 def record_report_unclaimed() -> None:

@@ -10,8 +10,11 @@ from rebalancer.planning.shards import (
     SHARD_LABEL,
     LeaseView,
     Member,
+    ShardedGroup,
     ShardLabelInvalid,
+    TakeUp,
     fair_share,
+    groups_to_take_up,
     hashed_shard,
     member_lease_name,
     plan_shards,
@@ -178,3 +181,25 @@ def test_a_replica_with_a_new_shard_count_waits_for_the_older_count_to_go() -> N
     assert waits_for("c", 12, [new, Member("d", 12, 201.0)]) == []
     # A Lease that does not say its count is not waited for.
     assert waits_for("c", 12, [Member("x", None, 1.0), new]) == []
+
+
+def test_a_taken_shard_takes_up_the_groups_without_their_daemons_here() -> None:
+    ours = "pod-b (shard 1 of 4)"
+    groups = [
+        ShardedGroup("a", "elsewhere", "pod-a (shard 1 of 4)"),
+        ShardedGroup("a", "new", None),
+        ShardedGroup("a", "running", "pod-a (shard 1 of 4)"),
+        ShardedGroup("a", "ours-no-daemon", ours),
+        ShardedGroup("a", "ours-running", ours),
+    ]
+    running = {("a", "running"), ("a", "ours-running")}
+    taken = groups_to_take_up(groups, ours, running, just_taken=True)
+    assert taken == [
+        TakeUp("a", "elsewhere", clear_first=False),
+        TakeUp("a", "new", clear_first=False),
+        TakeUp("a", "ours-no-daemon", clear_first=True),
+    ]
+    # A later look writes only what names another replica: the same value again would be
+    # a write for nothing while kopf is about to start the daemon anyway.
+    later = groups_to_take_up(groups, ours, running, just_taken=False)
+    assert [one.name for one in later] == ["elsewhere", "new"]

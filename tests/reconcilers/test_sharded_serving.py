@@ -21,8 +21,8 @@ import rebalancer.handlers.settings  # noqa: F401  (registers its handlers)
 from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.sharding import ShardHolder
 from rebalancer.operator_settings import OperatorSettings, ShardingSettings
-from rebalancer.planning.shards import SHARD_LABEL, hashed_shard
-from rebalancer.reconcilers import sharding
+from rebalancer.planning.shards import SHARD_LABEL, ShardedGroup, hashed_shard
+from rebalancer.reconcilers import shard_takeover, sharding
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.sleeping import Stopping
 
@@ -45,6 +45,7 @@ def sharded_deps(held: set[int]) -> Dependencies:
     deps: Any = object.__new__(Dependencies)
     deps.shards = holder
     deps.kube = kube
+    deps.daemons_here = set()
     deps.settings = OperatorSettings(sharding=settings)
     return deps  # type: ignore[no-any-return]
 
@@ -71,6 +72,10 @@ def test_the_filters_pass_only_the_groups_of_held_shards() -> None:
     validate = handler(kopf.get_default_registry()._changing, "validate").when
     assert validate(memo=memo, **where)
     assert not validate(memo=other, **where)
+    for daemon_id in ("observe", "roll_out"):
+        daemon = handler(kopf.get_default_registry()._spawning, daemon_id).when
+        assert daemon(memo=memo, **where)
+        assert not daemon(memo=other, **where)
     changing = kopf.get_default_registry()._changing.get_all_handlers()
     assert all(one.when is not None for one in changing if one.id.startswith("validate"))
     # The label moves the group to another shard.
@@ -199,3 +204,41 @@ def test_kopf_cancels_the_waiting_daemons_as_soon_as_it_stops_them() -> None:
     spawning = kopf.get_default_registry()._spawning
     for handler_id in ("observe", "roll_out"):
         assert handler(spawning, handler_id).cancellation_backoff is None
+
+
+def test_the_delete_handler_keeps_the_finalizer_wanted_on_every_replica() -> None:
+    # The daemons and timers are filtered to the serving replica: the unfiltered, mandatory
+    # delete handler is what keeps the other replicas from taking kopf's finalizer off.
+    deleting = handler(kopf.get_default_registry()._changing, "hand_back")
+    assert deleting.requires_finalizer and deleting.when is None
+
+
+async def test_a_taken_shard_gets_its_groups_servedby_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    deps = sharded_deps({SHARD})
+    holder = deps.shards
+    assert holder is not None
+    ours = f"pod-a (shard {SHARD} of {SHARDS})"
+    index = {
+        SHARD: [
+            ShardedGroup(NS, "moved", "pod-b (shard 1 of 4)"),
+            ShardedGroup(NS, "restarted", ours),
+            ShardedGroup(NS, "running", "pod-b (shard 1 of 4)"),
+        ]
+    }
+    deps.daemons_here.add((NS, "running"))
+    writes: list[tuple[str, str, bool]] = []
+
+    async def write(api: Any, namespace: str, name: str, value: str, *, clear_first: bool) -> bool:
+        writes.append((name, value, clear_first))
+        return True
+
+    monkeypatch.setattr(shard_takeover, "write_served_by", write)
+    written = await shard_takeover.take_up_shard(deps, holder, SHARD, index, just_taken=True)
+    assert written == 2
+    assert sorted(writes) == [("moved", ours, False), ("restarted", ours, True)]
+    writes.clear()
+    hold(holder, set())  # lost meanwhile: nothing written for a shard no longer held
+    assert await shard_takeover.take_up_shard(deps, holder, SHARD, index, just_taken=True) == 0
+    assert writes == []

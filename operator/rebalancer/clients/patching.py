@@ -189,3 +189,20 @@ async def patch_policy(
         {"spec": {"policy": dict(policy)}},
         _content_type="application/merge-patch+json",
     )
+
+
+async def write_served_by(
+    api: KubernetesApi, namespace: str, name: str, served_by: str, *, clear_first: bool
+) -> bool:
+    """status.servedBy set to `served_by` (cleared first when asked, so that the same value
+    still makes a watch event); False when the group is gone or the write failed (logged)."""
+    try:
+        if clear_first:
+            await patch_status(api, namespace, name, {}, {"servedBy": None})
+        await patch_status(api, namespace, name, {}, {"servedBy": served_by})
+    except ResourceGone:
+        return False
+    except (ApiException, OSError) as error:
+        logger.warning("%s/%s: status.servedBy not written: %s", namespace, name, error)
+        return False
+    return True

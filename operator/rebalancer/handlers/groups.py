@@ -9,7 +9,21 @@ import kopf
 
 from rebalancer.reconcilers import observing, sharding, validating
 from rebalancer.reconcilers.ownership import ClaimIndex
+from rebalancer.reconcilers.sharding import ShardEntry
 from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
+
+
+@kopf.index(GROUP, VERSION, PLURAL)
+def groups_by_shard(
+    body: kopf.Body,
+    namespace: str | None,
+    name: str,
+    labels: kopf.Labels,
+    memo: kopf.Memo,
+    **_: Any,
+) -> ShardEntry | None:
+    """With sharding, every group under its shard: the groups a replica takes up with a shard."""
+    return sharding.index_entry(memo, namespace or "default", name, labels, body)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL, when=sharding.served_filter)
@@ -21,7 +35,7 @@ async def validate(
     await validating.validate(memo.deps, body, namespace or "default", name)
 
 
-@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, when=sharding.served_filter)
 async def observe(
     body: kopf.Body,
     namespace: str | None,
@@ -31,7 +45,7 @@ async def observe(
     claims: ClaimIndex | None = None,
     **_: Any,
 ) -> None:
-    # Unfiltered, on every replica: it waits for the group's shard (reconcilers.sharding).
+    # With sharding, on the replica that holds the group's shard only (reconcilers.sharding).
     ns = namespace or "default"
     run = functools.partial(observing.observe, memo.deps, body, ns, name, claims=claims)
     await sharding.while_served(memo.deps, body, ns, name, stopped, run, marks=True)

@@ -14,7 +14,7 @@ from rebalancer.structs.consumer_group import GROUP, PLURAL, VERSION
 
 # No initial delay: a ConsumerGroup applied with its workload has pods at their gates within
 # seconds, and each waits for the daemon's first look.
-@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0, when=sharding.served_filter)
 async def roll_out(
     body: kopf.Body,
     namespace: str | None,
@@ -24,13 +24,16 @@ async def roll_out(
     claims: ClaimIndex | None = None,
     **_: Any,
 ) -> None:
-    # Unfiltered, on every replica: it waits for the group's shard (reconcilers.sharding).
+    # With sharding, on the replica that holds the group's shard only (reconcilers.sharding).
     ns = namespace or "default"
     run = functools.partial(rollouts.roll_out, memo.deps, body, ns, name, claims=claims)
     await sharding.while_served(memo.deps, body, ns, name, stopped, run)
 
 
-@kopf.on.delete(GROUP, VERSION, PLURAL, optional=True)
+# Not optional and not filtered: it keeps kopf's finalizer wanted on every replica, so that
+# with sharding the replicas that do not serve a group (no daemon, no timer of it) leave the
+# finalizer alone. Every replica that sees the deletion runs it: it is level-based.
+@kopf.on.delete(GROUP, VERSION, PLURAL)
 async def hand_back(
     body: kopf.Body,
     namespace: str | None,

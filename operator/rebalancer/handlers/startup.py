@@ -38,6 +38,7 @@ from rebalancer.clients.sharding import ShardHolder, follow_shard_leadership
 from rebalancer.metrics import record_leader
 from rebalancer.operator_settings import AdmissionSettings, OperatorSettings, PeeringSettings
 from rebalancer.reconcilers.dependencies import Dependencies
+from rebalancer.reconcilers.shard_takeover import ShardIndex, follow_takeovers
 
 PREFIX = "rebalancer.dev"
 logger = logging.getLogger(__name__)
@@ -50,7 +51,12 @@ ULTIMATE_EXIT_SECONDS = 25.0
 
 
 @kopf.on.startup()
-async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+async def start(
+    settings: kopf.OperatorSettings,
+    memo: kopf.Memo,
+    groups_by_shard: ShardIndex | None = None,  # kopf passes every index, filled as it lists
+    **_: Any,
+) -> None:
     config: OperatorSettings = memo.settings
     _configure_kopf(settings, config)
     if config.admission is not None:
@@ -65,6 +71,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     deps = _dependencies(config, kube, hub)
     if config.sharding is not None:
         await _take_shards(kube, config, deps)
+        assert groups_by_shard is not None
+        deps.takeovers = asyncio.create_task(follow_takeovers(deps, groups_by_shard))
     server = ReportServer(hub, config.reports_host, config.reports_port, config.report_token)
     await server.start()
     deps.server = server
@@ -219,6 +227,8 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
         deps.permission_check.cancel()
     if deps.leadership is not None:
         deps.leadership.cancel()
+    if deps.takeovers is not None:
+        deps.takeovers.cancel()
     if deps.sharding is not None:
         deps.sharding.cancel()  # it gives its shards back as it stops
         with contextlib.suppress(asyncio.CancelledError):

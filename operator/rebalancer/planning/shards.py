@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from rebalancer.structs.errors import RebalancerError
@@ -190,3 +190,46 @@ def waits_for(identity: str, shards: int, members: Iterable[Member]) -> list[str
         and member.shards != shards
         and (member.joined_at, member.identity) < (joined, identity)
     )
+
+
+@dataclass(frozen=True)
+class ShardedGroup:
+    """A ConsumerGroup as the shard index files it: where it is, and who its status says
+    serves it."""
+
+    namespace: str
+    name: str
+    served_by: str | None
+
+
+@dataclass(frozen=True)
+class TakeUp:
+    """One status.servedBy write that makes kopf start a group's daemons on this replica.
+    `clear_first`: the status already names this replica (a replica restarted under its pod's
+    name), so the same value alone would be no change and no watch event."""
+
+    namespace: str
+    name: str
+    clear_first: bool
+
+
+def groups_to_take_up(
+    groups: Iterable[ShardedGroup],
+    served_by: str,
+    running: Container[tuple[str, str]],
+    *,
+    just_taken: bool,
+) -> list[TakeUp]:
+    """The groups of a held shard whose daemons this replica must get kopf to start: those
+    whose status names another replica (or none), and, right after the shard was taken, also
+    those that name this one but run no daemon here. Groups with their daemons here are left
+    alone: their observer writes what it must."""
+    wanted = []
+    for group in groups:
+        if (group.namespace, group.name) in running:
+            continue
+        if group.served_by != served_by:
+            wanted.append(TakeUp(group.namespace, group.name, clear_first=False))
+        elif just_taken:
+            wanted.append(TakeUp(group.namespace, group.name, clear_first=True))
+    return sorted(wanted, key=lambda one: (one.namespace, one.name))

@@ -49,6 +49,10 @@ class Dependencies:
     # This replica's share of the ConsumerGroups (clients.sharding); None serves every one.
     shards: ShardHolder | None = None
     sharding: asyncio.Task[None] | None = None
+    # Taking up the groups of shards as this replica takes them (reconcilers.shard_takeover).
+    takeovers: asyncio.Task[None] | None = None
+    # The groups whose observer daemon kopf runs on this replica.
+    daemons_here: set[tuple[str, str]] = field(default_factory=set)
     forwarder: ReportForwarder | None = None
 
     def rollout_wakeup(self, namespace: str, name: str) -> asyncio.Event:

@@ -1,12 +1,14 @@
 """Serving only this replica's share of the ConsumerGroups (docs/sharding.md).
 
-The daemons (observer, rollout planner) run on every replica for every group, as kopf starts
-them; each waits until this replica holds the group's shard, writes status.servedBy, and runs
-its loop with a stop that also trips when the shard is lost. Daemons on every replica keep
-kopf's finalizer wanted by all of them: with daemons filtered out, the replicas that do not
-serve a group would remove the finalizer the serving one adds. The timers and change
-handlers are filtered instead (`served_here`); the servedBy write is the watch event that
-makes kopf start them on the new holder and stop them on the old one.
+kopf starts the daemons (observer, rollout planner), the timers and the change handlers of a
+group only on the replica that holds its shard: their `when=` filter is `served_filter`, read by
+kopf at each watch event of the group. A shard that changes hands brings no event, so the new
+holder writes status.servedBy of its groups (reconcilers.shard_takeover): that write is the
+event that starts them here and stops them on the replica that held the shard before. A daemon
+whose shard lapses without another holder (renewals failing) stops its loop and waits here: the
+shard may come back to it, and kopf starts a daemon again only at an event. kopf's finalizer
+stays wanted on every replica by the delete handler (handlers.rollouts), which is not filtered:
+a replica with no handler wanting it would remove the finalizer the serving one adds.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from typing import Any
 
 import kopf
 
+from rebalancer import metrics
 from rebalancer.clients.patching import ResourceGone, patch_status
 from rebalancer.clients.sharding import ShardHolder
-from rebalancer.planning.shards import ShardLabelInvalid, hashed_shard, shard_of
+from rebalancer.planning.shards import ShardedGroup, ShardLabelInvalid, hashed_shard, shard_of
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.sleeping import Stopping
 from rebalancer.structs.consumer_group import written_status
@@ -30,8 +33,8 @@ logger = logging.getLogger(__name__)
 # A daemon whose loop returned while its shard is still held (its resource going) looks again
 # this long after.
 RETURNED_PAUSE_SECONDS = 1.0
-# A daemon waiting for its group's shard looks again this often without a wake-up: a label
-# moved to a held shard is then served (kopf's Body is updated in place by the watch).
+# A daemon waiting for its group's shard to come back looks again this often without a
+# wake-up.
 LOOK_SECONDS = 30.0
 # A serving daemon's waits end at least this often to read the group's label again.
 SERVING_LOOK_SECONDS = 10.0
@@ -128,6 +131,29 @@ async def while_served(
     if holder is None:
         await run(stopped)
         return
+    key = (namespace, name)
+    if marks:
+        deps.daemons_here.add(key)
+        metrics.record_daemons_here(len(deps.daemons_here))
+    try:
+        await _serve_while_held(deps, holder, body, namespace, name, stopped, run, marks=marks)
+    finally:
+        if marks:
+            deps.daemons_here.discard(key)
+            metrics.record_daemons_here(len(deps.daemons_here))
+
+
+async def _serve_while_held(
+    deps: Dependencies,
+    holder: ShardHolder,
+    body: kopf.Body,
+    namespace: str,
+    name: str,
+    stopped: StopByCancel,
+    run: Callable[[Stopping], Awaitable[None]],
+    *,
+    marks: bool,
+) -> None:
     count = holder.settings.shards
 
     def current() -> int:
@@ -138,11 +164,9 @@ async def while_served(
         labels = body.get("metadata", {}).get("labels")
         shard, problem = group_shard(count, namespace, name, labels)
         if not holder.serves(shard):
-            # Woken by the round that takes the shard, or a change of the group's label (kopf
-            # starts the daemon again only when the group goes; a label is seen here at the
-            # next look). Not by `stopped`: kopf cancels an async daemon as soon as it stops it
-            # (no cancellation backoff), and a wait on both would cost each waiting daemon
-            # four tasks of its own, with thousands waiting on every replica.
+            # The shard lapsed here with no new holder yet (whose servedBy write would make kopf
+            # stop this daemon): woken by the round that takes it back. Not by `stopped`: kopf
+            # cancels an async daemon as soon as it stops it (no cancellation backoff).
             await holder.wait_change(LOOK_SECONDS, shard)
             continue
         if marks:
@@ -166,7 +190,7 @@ async def mark_served(
     """status.servedBy names this replica; a label that names no shard is told in an Event."""
     holder = deps.shards
     assert holder is not None
-    served_by = f"{holder.identity} (shard {shard} of {holder.settings.shards})"
+    served_by = served_by_text(holder, shard)
     status = written_status(body)
     if problem is not None:
         kopf.warn(body, reason="ShardLabelInvalid", message=problem)
@@ -176,6 +200,27 @@ async def mark_served(
     logger.info("%s/%s: served by %s", namespace, name, served_by)
 
 
+def served_by_text(holder: ShardHolder, shard: int) -> str:
+    """status.servedBy of a group this replica serves."""
+    return f"{holder.identity} (shard {shard} of {holder.settings.shards})"
+
+
+ShardEntry = dict[int, ShardedGroup]
+
+
+def index_entry(
+    memo: Any, namespace: str, name: str, labels: Mapping[str, str] | None, body: kopf.Body
+) -> ShardEntry | None:
+    """The group filed under its shard, for reconcilers.shard_takeover; nothing without
+    sharding, or for a group on its way out."""
+    holder = getattr(getattr(memo, "deps", None), "shards", None)
+    if holder is None or body.get("metadata", {}).get("deletionTimestamp"):
+        return None
+    shard, _ = group_shard(holder.settings.shards, namespace, name, labels)
+    served_by = (body.get("status") or {}).get("servedBy")
+    return {shard: ShardedGroup(namespace, name, None if served_by is None else str(served_by))}
+
+
 def served_filter(
     memo: Any = None,
     namespace: str | None = None,
@@ -183,7 +228,7 @@ def served_filter(
     labels: Mapping[str, str] | None = None,
     **_: Any,
 ) -> bool:
-    """The `when=` test of the timers and change handlers (kopf passes them by name, with
-    more): `memo.deps` is unset before start-up is done."""
+    """The `when=` test of the daemons, timers and change handlers (kopf passes them by name,
+    with more): `memo.deps` is unset before start-up is done."""
     deps = getattr(memo, "deps", None)
     return served_here(deps, namespace or "default", name or "", labels)

@@ -3,11 +3,12 @@ and the other serves all eight within 15 s.
 
 Real parts: kube-apiserver and etcd (the session's cluster), kopf, the operator's processes and
 their shard Leases. No Kafka: the groups point at a port nobody listens on, and what is checked
-is who serves them (status.servedBy, written when a replica's daemon takes the group up), not
-what the observer sees. Each group is placed in a shard by its label rebalancer.dev/shard, two
-per shard, so both replicas have groups. The killed replica leaves its Leases to expire (no
-goodbye), as a lost node does. Sampled every 0.5 s, a group's servedBy only ever moves from the
-killed replica to the live one, never back and forth.
+is who serves them (status.servedBy, written when a replica takes the group up), not what the
+observer sees. Each replica runs the daemons of the groups it serves only, and neither takes
+kopf's finalizer off the others' groups. Each group is placed in a shard by its label
+rebalancer.dev/shard, two per shard, so both replicas have groups. The killed replica leaves
+its Leases to expire (no goodbye), as a lost node does. Sampled every 0.5 s, a group's servedBy
+only ever moves from the killed replica to the live one, never back and forth.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 SHARDS = 4
 GROUPS = [f"orders-{i}" for i in range(8)]
 TAKEOVER_LIMIT_S = 15.0
+FINALIZER = "rebalancer.dev/observer"
 SERVED = re.compile(r"^(?P<who>\S+) \(shard (?P<shard>\d+) of (?P<of>\d+)\)$")
 
 
@@ -114,6 +116,14 @@ def served_by(kube: KubernetesApi, ns: str) -> dict[str, str | None]:
     }
 
 
+def finalizers(kube: KubernetesApi, ns: str) -> dict[str, list[str]]:
+    found = kube.custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)
+    return {
+        item["metadata"]["name"]: item["metadata"].get("finalizers") or []
+        for item in found["items"]
+    }
+
+
 def pid_of(served: str | None) -> int | None:
     match = SERVED.match(served or "")
     return int(match["who"].rsplit("/", 1)[-1]) if match else None
@@ -151,6 +161,17 @@ def test_a_killed_replicas_groups_move_to_the_live_one(
         return sorted(owners.count(pid) for pid in pids) == [len(GROUPS) // 2] * 2
 
     eventually(served_as_held, "each replica serving its two shards' groups", 30, context=logs)
+    # kopf runs a group's daemons on its serving replica only, and yet neither replica takes
+    # kopf's finalizer off the groups it does not serve.
+    eventually(
+        lambda: [one.gauge("rebalancer_groups_served") for one in replicas] == [4.0, 4.0],
+        "each replica running the daemons of its own four groups only",
+        15,
+        context=logs,
+    )
+    for _ in range(3):
+        assert all(FINALIZER in found for found in finalizers(kube, ns).values()), logs()
+        time.sleep(1)
     before = served_by(kube, ns)
     leaders = [one.gauge("rebalancer_leader") for one in replicas]
     assert leaders in ([0.0, 1.0], [1.0, 0.0]), leaders
@@ -180,3 +201,12 @@ def test_a_killed_replicas_groups_move_to_the_live_one(
     assert took < TAKEOVER_LIMIT_S, logs()
     assert live.gauge("rebalancer_shards_held") == SHARDS
     assert live.gauge("rebalancer_leader") == 1.0
+    eventually(
+        lambda: live.gauge("rebalancer_groups_served") == len(GROUPS),
+        "the live replica running every group's daemons",
+        15,
+        context=logs,
+    )
+    # Deleted, a group goes: the serving replica's delete handler ends and lets it go.
+    kube.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, GROUPS[0])
+    eventually(lambda: GROUPS[0] not in served_by(kube, ns), "the deleted group gone", 30)
