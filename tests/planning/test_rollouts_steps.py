@@ -296,7 +296,7 @@ def test_idle_parks_the_partition_then_installs_the_gate_when_asked() -> None:
     assert InstallGate() in actions
 
 
-def test_pods_the_controller_replaced_by_itself_join_the_current_batch() -> None:
+def test_a_pod_the_controller_replaced_by_itself_opens_with_its_ordinals_batch() -> None:
     world = with_pods(World(replicas=4, partition=3), T0)
     world.revision = "r2"
     # Before the operator planned, the controller replaced orders-3 (its partition was 3).
@@ -304,10 +304,31 @@ def test_pods_the_controller_replaced_by_itself_join_the_current_batch() -> None
     setup = setup_for(RolloutPolicy(max_batch_size=2, settle_seconds=1))
     state, _ = drive(world, setup, seconds=300, until=done)
     assert state.phase is Phase.COMPLETED
-    assert state.ordinals == (2, 1, 0)
-    first = next(a for _, a in of(world, OpenGate))
-    assert isinstance(first, OpenGate)
-    assert set(first.pods) == {"orders-2", "orders-1", "orders-3"}
+    assert state.ordinals == (3, 2, 1, 0)
+    opens = [a.pods for _, a in of(world, OpenGate) if isinstance(a, OpenGate)]
+    assert [set(pods) for pods in opens] == [{"orders-3", "orders-2"}, {"orders-1", "orders-0"}]
+    assert world.incarnations == {f"orders-{k}": 2 for k in range(4)}
+
+
+@pytest.mark.parametrize("left", ["terminating", "gone", "at its gate"])
+def test_a_pod_its_controller_is_replacing_at_planning_keeps_its_place(left: str) -> None:
+    world = with_pods(World(replicas=3, partition=2), T0)
+    world.revision = "r2"
+    # The controller is replacing orders-2 (at the partition) as the operator plans.
+    if left == "terminating":
+        world.pods["orders-2"].deleted_at = T0
+    elif left == "gone":
+        del world.pods["orders-2"]
+        world.create("orders-2", 2, T0 + 3, "r2")
+    else:
+        world.create("orders-2", 2, T0 - 5, "r2")
+    setup = setup_for(RolloutPolicy(max_batch_size=1, settle_seconds=1))
+    state, _ = drive(world, setup, seconds=300, until=done)
+    assert state.phase is Phase.COMPLETED, state.message
+    assert state.ordinals == (2, 1, 0) and state.sizes == (1, 1, 1)
+    opens = [a.pods for _, a in of(world, OpenGate) if isinstance(a, OpenGate)]
+    assert opens == [("orders-2",), ("orders-1",), ("orders-0",)]
+    assert {pod.revision for pod in world.pods.values()} == {"r2"}
 
 
 def test_parking_can_be_turned_off() -> None:

@@ -194,6 +194,20 @@ def stale_pods(workload: WorkloadView) -> tuple[PodView, ...]:
     )
 
 
+def ordinals_to_replace(workload: WorkloadView) -> tuple[int, ...]:
+    """The ordinals a StatefulSet replace rolls, highest first: every one below the replicas
+    but those whose pod runs the new revision past its gate. A pod its controller is replacing
+    at this moment (terminating, or not created again yet) is one of them: left out, it would
+    come back at its gate and be opened with whichever batch is out then, out of ordinal order
+    and beyond the batch size."""
+    done = {
+        pod.ordinal
+        for pod in workload.live_pods
+        if pod.ordinal is not None and pod.updated and pod.gate.through
+    }
+    return tuple(ordinal for ordinal in range(workload.replicas - 1, -1, -1) if ordinal not in done)
+
+
 def through_pods(workload: WorkloadView) -> tuple[PodView, ...]:
     """Live pods of the new revision that are running (or starting) their consumer."""
     return tuple(pod for pod in workload.live_pods if pod.updated and pod.gate.through)
@@ -319,8 +333,7 @@ def plan_rollout(
     base = 0
     target = workload.replicas
     if change.mechanism is Mechanism.STATEFULSET_REPLACE:
-        stale = sorted(stale_pods(workload), key=lambda pod: -(pod.ordinal or 0))
-        ordinals = tuple(pod.ordinal or 0 for pod in stale)
+        ordinals = ordinals_to_replace(workload)
         total = len(ordinals)
     elif change.mechanism is Mechanism.DEPLOYMENT_STEPS:
         base = workload.updated_replicas
@@ -373,10 +386,9 @@ def _pods_by_batch(
     pods_by_batch: list[tuple[str, ...]] = []
     if change.mechanism is Mechanism.STATEFULSET_REPLACE:
         start = 0
-        names = {pod.ordinal: pod.name for pod in workload.live_pods}
         for size in sizes:
             chunk = ordinals[start : start + size]
-            pods_by_batch.append(tuple(names.get(ordinal, "") for ordinal in chunk))
+            pods_by_batch.append(tuple(f"{workload.name}-{ordinal}" for ordinal in chunk))
             start += size
     elif change.mechanism is Mechanism.GATE_QUEUE:
         waiting = [pod.name for pod in held_pods(workload) if pod.gate is GateState.WAITING]
