@@ -242,3 +242,33 @@ async def test_a_taken_shard_gets_its_groups_servedby_written(
     hold(holder, set())  # lost meanwhile: nothing written for a shard no longer held
     assert await shard_takeover.take_up_shard(deps, holder, SHARD, index, just_taken=True) == 0
     assert writes == []
+
+
+def test_only_the_serving_replica_records_the_handled_spec() -> None:
+    """kopf writes its last-handled-configuration annotation after a change whose handlers
+    were all filtered out too: on a replica that does not serve the group, that PATCH is left
+    to the one that does."""
+    body = kopf.Body(
+        {
+            "apiVersion": "rebalancer.dev/v1alpha1",
+            "kind": "ConsumerGroup",
+            "metadata": {"namespace": NS, "name": NAME, "labels": {}},
+            "spec": {"groupId": "orders"},
+        }
+    )
+    patches: dict[str, dict[str, Any]] = {}
+    for replica, held in (("serving", {SHARD}), ("other", set(range(SHARDS)) - {SHARD})):
+        storage = sharding.ServedDiffBase(sharded_deps(held), prefix="rebalancer.dev", key="lhc")
+        patch = kopf.Patch()
+        storage.store(body=body, patch=patch, essence=storage.build(body=body))
+        patches[replica] = dict(patch)
+    assert patches["other"] == {}
+    written = patches["serving"]["metadata"]["annotations"]["rebalancer.dev/lhc"]
+    assert '"groupId":"orders"' in written
+    # Without sharding the one replica serves every group.
+    unsharded = sharded_deps(set())
+    unsharded.shards = None
+    storage = sharding.ServedDiffBase(unsharded, prefix="rebalancer.dev", key="lhc")
+    patch = kopf.Patch()
+    storage.store(body=body, patch=patch, essence=storage.build(body=body))
+    assert "rebalancer.dev/lhc" in patch["metadata"]["annotations"]

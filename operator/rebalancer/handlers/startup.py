@@ -39,8 +39,10 @@ from rebalancer.metrics import record_leader
 from rebalancer.operator_settings import AdmissionSettings, OperatorSettings, PeeringSettings
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.shard_takeover import ShardIndex, follow_takeovers
+from rebalancer.reconcilers.sharding import ServedDiffBase
 
 PREFIX = "rebalancer.dev"
+DIFFBASE_KEY = "last-handled-configuration"
 logger = logging.getLogger(__name__)
 # kopf SIGKILLs an operator whose stop has not ended this long after it began (10 minutes by
 # default). A stop it began on its own (its peering keep-alive refused 409) once hung in
@@ -71,6 +73,9 @@ async def start(
     deps = _dependencies(config, kube, hub)
     if config.sharding is not None:
         await _take_shards(kube, config, deps)
+        settings.persistence.diffbase_storage = ServedDiffBase(
+            deps, prefix=PREFIX, key=DIFFBASE_KEY
+        )
         assert groups_by_shard is not None
         deps.takeovers = asyncio.create_task(follow_takeovers(deps, groups_by_shard))
     server = ReportServer(hub, config.reports_host, config.reports_port, config.report_token)
@@ -92,7 +97,7 @@ def _configure_kopf(settings: kopf.OperatorSettings, config: OperatorSettings) -
     # Progress lives in annotations: the CRD's structural status has no room for kopf's own.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=PREFIX, key="last-handled-configuration"
+        prefix=PREFIX, key=DIFFBASE_KEY
     )
     settings.persistence.finalizer = f"{PREFIX}/observer"
     settings.posting.level = logging.INFO

@@ -62,6 +62,24 @@ def served_here(
     return holder.serves(shard)
 
 
+class ServedDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's record of a group's last handled spec (an annotation), written by the replica
+    that serves the group only. kopf writes it after each spec change even where every
+    handler was filtered out, so each replica that does not serve the group would PATCH the
+    same annotation for every creation and change; the one that serves it writes it after its
+    handlers, and a replica that takes the shard over reads it from there."""
+
+    def __init__(self, deps: Dependencies, *, prefix: str, key: str) -> None:
+        super().__init__(prefix=prefix, key=key)
+        self._deps = deps
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        meta = body.get("metadata", {})
+        namespace = meta.get("namespace") or "default"
+        if served_here(self._deps, namespace, meta.get("name", ""), meta.get("labels")):
+            super().store(body=body, patch=patch, essence=essence)
+
+
 class StopByCancel:
     """kopf's `stopped` for an async daemon that kopf cancels the moment it stops it (no
     cancellation backoff, tests/reconcilers/test_sharded_serving.py): the flag is read, and a
