@@ -22,7 +22,7 @@ from rebalancer.clients.kubernetes_api import KubernetesApi
 from rebalancer.clients.sharding import ShardHolder
 from rebalancer.operator_settings import OperatorSettings, ShardingSettings
 from rebalancer.planning.shards import SHARD_LABEL, ShardedGroup, hashed_shard
-from rebalancer.reconcilers import shard_takeover, sharding
+from rebalancer.reconcilers import shard_takeover, sharding, validating
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.sleeping import Stopping
 
@@ -272,3 +272,49 @@ def test_only_the_serving_replica_records_the_handled_spec() -> None:
     patch = kopf.Patch()
     storage.store(body=body, patch=patch, essence=storage.build(body=body))
     assert "rebalancer.dev/lhc" in patch["metadata"]["annotations"]
+
+
+def group_body(status: dict[str, Any] | None = None) -> kopf.Body:
+    raw: dict[str, Any] = {
+        "apiVersion": "rebalancer.dev/v1alpha1",
+        "kind": "ConsumerGroup",
+        "metadata": {"namespace": NS, "name": NAME, "generation": 1, "labels": {}},
+        "spec": {
+            "groupId": "orders",
+            "kafka": {"bootstrapServers": ["kafka:9092"]},
+            "subscription": {"topics": ["orders"]},
+            "workload": {"kind": "StatefulSet", "name": "orders"},
+        },
+    }
+    if status is not None:
+        raw["status"] = status
+    return kopf.Body(raw)
+
+
+async def test_a_new_group_is_said_served_in_the_write_of_its_first_handling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    deps = sharded_deps({SHARD})
+    ours = f"pod-a (shard {SHARD} of {SHARDS})"
+    writes: list[dict[str, object]] = []
+
+    async def record(api: Any, namespace: str, name: str, status: Any, fields: Any) -> None:
+        writes.append(dict(fields))
+
+    monkeypatch.setattr(sharding, "patch_status", record)
+    monkeypatch.setattr(validating, "patch_status", record)
+    new = group_body()
+    # The observer starts before the create handler has written: it leaves servedBy to it.
+    await sharding.mark_served(deps, new, NS, NAME, SHARD, None)
+    assert writes == []
+    await validating.validate(deps, new, NS, NAME)
+    [first] = writes
+    assert first["servedBy"] == ours and first["observedGeneration"] == 1
+    # Handled already (by the replica that held the shard before): the observer says it.
+    handled = group_body({"observedGeneration": 1, "servedBy": "pod-b (shard 1 of 4)"})
+    await sharding.mark_served(deps, handled, NS, NAME, SHARD, None)
+    assert writes[-1] == {"servedBy": ours}
+    # And a spec handled again where it is already said to be served writes no servedBy.
+    writes.clear()
+    await validating.validate(deps, group_body({"servedBy": ours}), NS, NAME)
+    assert "servedBy" not in writes[0]

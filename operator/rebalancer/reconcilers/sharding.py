@@ -214,6 +214,10 @@ async def mark_served(
         kopf.warn(body, reason="ShardLabelInvalid", message=problem)
     if status.get("servedBy") == served_by:
         return
+    if status.get("observedGeneration") != body.get("metadata", {}).get("generation"):
+        # The change handler has yet to handle this spec here: it writes servedBy with it, in
+        # the same request (validating.validate), which saves a write per new group.
+        return
     await patch_status(deps.kube, namespace, name, status, {"servedBy": served_by})
     logger.info("%s/%s: served by %s", namespace, name, served_by)
 
@@ -221,6 +225,17 @@ async def mark_served(
 def served_by_text(holder: ShardHolder, shard: int) -> str:
     """status.servedBy of a group this replica serves."""
     return f"{holder.identity} (shard {shard} of {holder.settings.shards})"
+
+
+def served_by_here(
+    deps: Dependencies, namespace: str, name: str, labels: Mapping[str, str] | None
+) -> str | None:
+    """status.servedBy of a group this replica serves; None without sharding."""
+    holder = deps.shards
+    if holder is None:
+        return None
+    shard, _ = group_shard(holder.settings.shards, namespace, name, labels)
+    return served_by_text(holder, shard)
 
 
 ShardEntry = dict[int, ShardedGroup]

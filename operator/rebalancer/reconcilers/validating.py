@@ -12,6 +12,7 @@ from rebalancer.clients.kubernetes_api import PermissionDenied
 from rebalancer.clients.patching import patch_status
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.permissions import report_denied
+from rebalancer.reconcilers.sharding import served_by_here
 from rebalancer.structs.conditions import (
     Condition,
     ConditionStatus,
@@ -65,14 +66,13 @@ async def validate(deps: Dependencies, body: kopf.Body, namespace: str, name: st
         now=format_rfc3339(time.time()),
         generation=generation,
     )
+    fields: dict[str, object] = {"observedGeneration": generation, "conditions": merged}
+    served_by = served_by_here(deps, namespace, name, body.metadata.labels)
+    if served_by is not None and status.get("servedBy") != served_by:
+        # With sharding this handler runs where the group is served: said in the same write.
+        fields["servedBy"] = served_by
     try:
-        await patch_status(
-            deps.kube,
-            namespace,
-            name,
-            status,
-            {"observedGeneration": generation, "conditions": merged},
-        )
+        await patch_status(deps.kube, namespace, name, status, fields)
     except PermissionDenied as error:
         # Told once in the log and an Event; the observer keeps trying to write status.
         report_denied(deps, body, namespace, name, "status", error)
