@@ -25,6 +25,7 @@ from rebalancer.planning.shards import SHARD_LABEL, ShardedGroup, hashed_shard
 from rebalancer.reconcilers import shard_takeover, sharding, validating
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.sleeping import Stopping
+from rebalancer.structs.consumer_group import FINALIZER
 
 SHARDS = 4
 NS, NAME = "team-a", "orders"
@@ -206,11 +207,21 @@ def test_kopf_cancels_the_waiting_daemons_as_soon_as_it_stops_them() -> None:
         assert handler(spawning, handler_id).cancellation_backoff is None
 
 
-def test_the_delete_handler_keeps_the_finalizer_wanted_on_every_replica() -> None:
-    # The daemons and timers are filtered to the serving replica: the unfiltered, mandatory
-    # delete handler is what keeps the other replicas from taking kopf's finalizer off.
+def test_the_delete_handler_wants_the_finalizer_where_served_or_already_there() -> None:
+    # The daemons and timers are filtered to the serving replica: the mandatory delete
+    # handler is what makes kopf want its finalizer. The serving replica adds it; the others
+    # neither add it (a PATCH each per new group) nor, once it is there, take it off.
     deleting = handler(kopf.get_default_registry()._changing, "hand_back")
-    assert deleting.requires_finalizer and deleting.when is None
+    assert deleting.requires_finalizer
+    serving = kopf.Memo(deps=sharded_deps({SHARD}))
+    other = kopf.Memo(deps=sharded_deps(set(range(SHARDS)) - {SHARD}))
+    where = {"namespace": NS, "name": NAME, "labels": {}}
+    bare = {"metadata": {"name": NAME, "namespace": NS}}
+    carrying = {"metadata": {"name": NAME, "namespace": NS, "finalizers": [FINALIZER]}}
+    assert deleting.when(memo=serving, body=bare, **where)
+    assert not deleting.when(memo=other, body=bare, **where)
+    assert deleting.when(memo=other, body=carrying, **where)
+    assert deleting.when(memo=serving, body=carrying, **where)
 
 
 async def test_a_taken_shard_gets_its_groups_servedby_written(

@@ -298,6 +298,9 @@ def run(args: argparse.Namespace) -> int:
         namespaces=list(settings.namespaces),
         memo=memo,
         liveness_endpoint=settings.liveness_url,
+        # A new or changed spec's handlers (validate, settings) run in one cycle: kopf's default
+        # runs one per cycle and records its progress in between, a PATCH more for each.
+        lifecycle=kopf.lifecycles.all_at_once,
     )
     return 0
 

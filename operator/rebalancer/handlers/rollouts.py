@@ -30,10 +30,11 @@ async def roll_out(
     await sharding.while_served(memo.deps, body, ns, name, stopped, run)
 
 
-# Not optional and not filtered: it keeps kopf's finalizer wanted on every replica, so that
-# with sharding the replicas that do not serve a group (no daemon, no timer of it) leave the
-# finalizer alone. Every replica that sees the deletion runs it: it is level-based.
-@kopf.on.delete(GROUP, VERSION, PLURAL)
+# Not optional: it makes kopf want its finalizer. With sharding, on the serving replica, and on
+# every replica once the group carries it (reconcilers.sharding.finalizer_filter), so that the
+# others neither add it nor take it off. Every replica that sees the deletion runs it: it is
+# level-based.
+@kopf.on.delete(GROUP, VERSION, PLURAL, when=sharding.finalizer_filter)
 async def hand_back(
     body: kopf.Body,
     namespace: str | None,

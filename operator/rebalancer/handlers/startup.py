@@ -40,6 +40,7 @@ from rebalancer.operator_settings import AdmissionSettings, OperatorSettings, Pe
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.reconcilers.shard_takeover import ShardIndex, follow_takeovers
 from rebalancer.reconcilers.sharding import ServedDiffBase
+from rebalancer.structs.consumer_group import FINALIZER
 
 PREFIX = "rebalancer.dev"
 DIFFBASE_KEY = "last-handled-configuration"
@@ -99,7 +100,7 @@ def _configure_kopf(settings: kopf.OperatorSettings, config: OperatorSettings) -
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=PREFIX, key=DIFFBASE_KEY
     )
-    settings.persistence.finalizer = f"{PREFIX}/observer"
+    settings.persistence.finalizer = FINALIZER
     settings.posting.level = logging.INFO
     settings.execution.max_workers = config.max_workers
     settings.watching.server_timeout = 300

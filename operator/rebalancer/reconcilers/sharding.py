@@ -27,7 +27,7 @@ from rebalancer.clients.sharding import ShardHolder
 from rebalancer.planning.shards import ShardedGroup, ShardLabelInvalid, hashed_shard, shard_of
 from rebalancer.reconcilers.dependencies import Dependencies
 from rebalancer.sleeping import Stopping
-from rebalancer.structs.consumer_group import written_status
+from rebalancer.structs.consumer_group import FINALIZER, written_status
 
 logger = logging.getLogger(__name__)
 # A daemon whose loop returned while its shard is still held (its resource going) looks again
@@ -252,6 +252,24 @@ def index_entry(
     shard, _ = group_shard(holder.settings.shards, namespace, name, labels)
     served_by = (body.get("status") or {}).get("servedBy")
     return {shard: ShardedGroup(namespace, name, None if served_by is None else str(served_by))}
+
+
+def finalizer_filter(
+    memo: Any = None,
+    namespace: str | None = None,
+    name: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    body: Mapping[str, Any] | None = None,
+    **_: Any,
+) -> bool:
+    """The delete handler's `when=`, which makes kopf want its finalizer: on the replica that
+    serves the group, and on every replica once the group carries it. The serving replica adds
+    it; the others neither add it too (a PATCH each for every new group, all but one refused)
+    nor take it off, which kopf does on a replica where no handler wants it."""
+    finalizers = ((body or {}).get("metadata") or {}).get("finalizers") or []
+    if FINALIZER in finalizers:
+        return True
+    return served_filter(memo=memo, namespace=namespace, name=name, labels=labels)
 
 
 def served_filter(

@@ -17,6 +17,8 @@ from rebalancer.structs.gates import DEFAULT_BYPASS_SECONDS
 from rebalancer.structs.specs import ConsumerGroupSpec, parse_spec
 
 GROUP, VERSION, PLURAL, KIND = "rebalancer.dev", "v1alpha1", "consumergroups", "ConsumerGroup"
+# kopf's finalizer on every ConsumerGroup: its daemons and its delete handler end before it goes.
+FINALIZER = f"{GROUP}/observer"
 
 
 @dataclass(frozen=True)
