@@ -14,7 +14,8 @@ time through the soak (bench/scale_busy.py). Measured:
 
 1. Time from creating all groups to every one having status written (status.group.observedAt),
    from the first creation and from the last, and per group the latency from its creation to
-   its first status (p50, p90, p99, max).
+   its first status (p50, p90, p99, max), as one watch opened before the first creation sees
+   the writes arrive (bench/scale_watch.py); the take-over's times come from the same watch.
 2. API requests the operator makes per reconcile, by method and kind. The operator talks to
    kube-apiserver through a counting proxy with no faults (rebalancer_lab.api_faults), which
    sees its requests and no one else's: the bench's own creates and lists go to the API server
@@ -76,7 +77,6 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import ProtocolError
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -96,19 +96,19 @@ from scale_figures import (  # noqa: E402
     namespace_of,
     percentile,
     rss_growth,
-    served_pid,
     takeover_summary,
     takeover_times,
     target_rows,
 )
+from scale_watch import GroupWatch  # noqa: E402
 
 GROUP, VERSION, PLURAL = "rebalancer.dev", "v1alpha1", "consumergroups"
 # A loaded kube-apiserver answers 429 (priority and fairness), 500/503 or 504 (a write it gave up
 # waiting for): the bench sends the create again, as a client would, and counts it.
 RETRIED_STATUSES = (429, 500, 503, 504)
 CREATE_ATTEMPTS = 6
-LIST_PAGE = 1000
-LIST_ATTEMPTS = 5
+# How often the reconcile's progress is printed (the watch times the groups).
+STATUS_REPORT_SECONDS = 30
 TOPIC = "scale"
 
 
@@ -428,49 +428,6 @@ def window(before: Snapshot, after: Snapshot, interval: int) -> dict[str, Any]:
     }
 
 
-def list_groups(api: client.CustomObjectsApi) -> list[dict[str, Any]]:
-    """Every ConsumerGroup of every namespace, parsed as plain JSON: the client's own model
-    would take longer than the poll interval at 10,000 groups. Names are unique across the
-    namespaces, so a group is known by its name."""
-    items: list[dict[str, Any]] = []
-    token: str | None = None
-    while True:
-        page = _list_page(api, token)
-        items.extend(page["items"])
-        token = (page.get("metadata") or {}).get("continue") or None
-        if token is None:
-            return items
-
-
-def _list_page(api: client.CustomObjectsApi, token: str | None) -> dict[str, Any]:
-    """One page of LIST_PAGE groups: a loaded server cut a whole list of 10,000 groups (18 MB)
-    short at its 60 s request timeout five times in a row; pages each take a moment."""
-    for attempt in range(LIST_ATTEMPTS):
-        try:
-            extra = {"_continue": token} if token else {}
-            reply = api.list_cluster_custom_object(
-                GROUP, VERSION, PLURAL, limit=LIST_PAGE, _preload_content=False, **extra
-            )
-            page: dict[str, Any] = json.loads(reply.data)
-            return page
-        except (ProtocolError, ApiException) as error:
-            if isinstance(error, ApiException) and error.status not in RETRIED_STATUSES:
-                raise
-            if attempt == LIST_ATTEMPTS - 1:
-                raise
-            say(f"listing the groups failed ({type(error).__name__}); listing again")
-            time.sleep(2)
-    raise AssertionError("unreachable")
-
-
-def owners(items: list[dict[str, Any]]) -> dict[str, int | None]:
-    """Group name -> pid of the replica its status.servedBy names."""
-    return {
-        item["metadata"]["name"]: served_pid((item.get("status") or {}).get("servedBy"))
-        for item in items
-    }
-
-
 def wait_ready(replicas: list[Replica], args: argparse.Namespace) -> None:
     """Idle means started: each replica answers /healthz once kopf and its handlers are loaded,
     and with shards, every shard is held."""
@@ -626,50 +583,41 @@ def rss_line(replicas: list[Replica]) -> str:
 
 
 def wait_status(
-    api: client.CustomObjectsApi,
+    groups: GroupWatch,
     replicas: list[Replica],
     created: dict[str, float],
     deadline: float,
-) -> tuple[dict[str, float], int]:
-    """Lists the groups until each has its first status (status.group.observedAt); when each
-    was first seen with it, and how many lists that took."""
-    first_status: dict[str, float] = {}
-    polls = 0
+) -> dict[str, float]:
+    """Waits until each group has its first status (status.group.observedAt), as the watch
+    saw it arrive (since before the first creation); when each did."""
+    first_status = groups.with_status(created)
+    report = time.monotonic()
     while len(first_status) < len(created) and time.monotonic() < deadline:
-        asked = time.monotonic()
-        items = list_groups(api)
-        polls += 1
-        now = time.monotonic()
-        for item in items:
-            name = item["metadata"]["name"]
-            group = (item.get("status") or {}).get("group") or {}
-            if name in created and name not in first_status and group.get("observedAt"):
-                first_status[name] = now
-        served = Counter(owners(items).values())
-        serving = ", ".join(f"{r.name} {served[r.pid]}" for r in replicas if served[r.pid])
-        say(
-            f"status written for {len(first_status)}/{len(created)}; {rss_line(replicas)}"
-            + (f"; servedBy {serving}" if serving else "")
-        )
-        # A list of 10,000 groups costs kube-apiserver a core for a second or more: at most
-        # a quarter of its time goes to the bench's lists.
-        time.sleep(max(1.0, 3 * (now - asked)))
-    return first_status, polls
+        if time.monotonic() >= report:
+            served = groups.served_counts()
+            serving = ", ".join(f"{r.name} {served[r.pid]}" for r in replicas if served[r.pid])
+            say(
+                f"status written for {len(first_status)}/{len(created)}; {rss_line(replicas)}"
+                + (f"; servedBy {serving}" if serving else "")
+            )
+            report += STATUS_REPORT_SECONDS
+        time.sleep(0.5)
+        first_status = groups.with_status(created)
+    return first_status
 
 
 class Takeover:
-    """SIGKILLs the replica serving the most groups, then lists the groups every 0.5 s (plus
-    the list's own time) until each it served names a live replica, or `cap` seconds."""
+    """SIGKILLs the replica serving the most groups, then looks at the watched servedBy every
+    0.2 s until each group it served names a live replica, or `cap` seconds."""
 
-    def __init__(self, api: client.CustomObjectsApi, replicas: list[Replica], cap: float) -> None:
-        self.api, self.cap = api, cap
-        served = owners(list_groups(api))
+    def __init__(self, groups: GroupWatch, replicas: list[Replica], cap: float) -> None:
+        self.groups, self.cap = groups, cap
+        served = groups.owners()
         counts = Counter(served.values())
         self.victim = max(replicas, key=lambda replica: counts[replica.pid])
         self.live = {r.pid for r in replicas if r is not self.victim}
         self.moving = {name for name, pid in served.items() if pid == self.victim.pid}
         self.samples: list[Owners] = []
-        self.list_seconds: list[float] = []
         self.killed = 0.0
         self.done = threading.Event()
 
@@ -683,15 +631,13 @@ class Takeover:
     def _poll(self) -> None:
         try:
             while time.monotonic() - self.killed < self.cap:
-                asked = time.monotonic()
-                now = owners(list_groups(self.api))
-                self.list_seconds.append(time.monotonic() - asked)
+                now = self.groups.owners()
                 self.samples.append(
                     (time.monotonic() - self.killed, {n: now.get(n) for n in self.moving})
                 )
                 if all(now.get(name) in self.live for name in self.moving):
                     break
-                time.sleep(0.5)
+                time.sleep(0.2)
         finally:
             self.done.set()
 
@@ -702,7 +648,6 @@ class Takeover:
             "killed_at_soak_s": round(self.victim.killed_at or 0.0, 1),
             **takeover_summary(times, self.moving),
             "wait_cap_s": self.cap,
-            "list_s_mean": round(sum(self.list_seconds) / max(1, len(self.list_seconds)), 2),
             "times": sorted(round(v, 2) for v in times.values()),
         }
 
@@ -727,7 +672,7 @@ def sample_all(replicas: list[Replica], seconds: float, takeover: Takeover | Non
 
 def run_soak(
     plane: ControlPlane,
-    api: client.CustomObjectsApi,
+    groups: GroupWatch,
     replicas: list[Replica],
     args: Any,
     busy: BusyGroups | None = None,
@@ -742,7 +687,7 @@ def run_soak(
     next_sample = 10.0
     while (now := time.monotonic() - start) < args.soak:
         if args.kill_after is not None and takeover is None and now >= args.kill_after:
-            takeover = Takeover(api, replicas, args.takeover_wait)
+            takeover = Takeover(groups, replicas, args.takeover_wait)
             snapshots["kill"] = Snapshot.take(plane, replicas)
             takeover.kill(time.monotonic() - start)
         if takeover is not None and takeover.done.is_set() and "takeover" not in snapshots:
@@ -877,7 +822,11 @@ def soak_figures(args: argparse.Namespace, soak: dict[str, Any]) -> dict[str, An
 
 
 def reconcile_phase(
-    lab: Lab, api: client.CustomObjectsApi, replicas: list[Replica], args: argparse.Namespace
+    lab: Lab,
+    api: client.CustomObjectsApi,
+    groups: GroupWatch,
+    replicas: list[Replica],
+    args: argparse.Namespace,
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, float]]:
     """Creates the groups and waits for every status; the figures, and per replica what was
     seen of it (RSS idle and after, shards held, groups served, its requests)."""
@@ -893,12 +842,13 @@ def reconcile_phase(
     created = create_groups(api, lab.bootstrap, args)
     created_in = time.monotonic() - started
     say(f"created {args.groups} in {created_in:.1f} s ({args.groups / created_in:.0f}/s)")
-    first_status, _ = wait_status(api, replicas, created, started + args.timeout)
-    reconciled_in = time.monotonic() - started
+    first_status = wait_status(groups, replicas, created, started + args.timeout)
+    done = len(first_status) == len(created)
+    reconciled_in = (max(first_status.values()) if done else time.monotonic()) - started
     # librdkafka reports its counts every 10 s: the reconcile's last requests are counted then.
     time.sleep(11)
     reconcile = window(before, Snapshot.take(lab.plane, replicas), args.interval)
-    served = Counter(owners(list_groups(api)).values())
+    served = groups.served_counts()
     for r in replicas:
         mine = reconcile["per_replica"][r.name]
         marks[r.name] |= {
@@ -941,7 +891,7 @@ def compact(figures: dict[str, Any]) -> dict[str, Any]:
 
 def soak_phase(
     lab: Lab,
-    api: client.CustomObjectsApi,
+    groups: GroupWatch,
     replicas: list[Replica],
     args: argparse.Namespace,
     marks: dict[str, dict[str, Any]],
@@ -950,7 +900,7 @@ def soak_phase(
     """The soak, and the kill with it: the figures at rest (before the kill when there is
     one), after the take-over, and of the take-over itself."""
     assert lab.plane is not None
-    snapshots, takeover = run_soak(lab.plane, api, replicas, args, busy)
+    snapshots, takeover = run_soak(lab.plane, groups, replicas, args, busy)
     windows = soak_windows(snapshots)
     pairs = {
         "soak": ("start", "end"),
@@ -972,7 +922,7 @@ def soak_phase(
         if "takeover" in snapshots:
             over = window(snapshots["kill"], snapshots["takeover"], args.interval)
             result["during_takeover"] = compact(over)
-    served = Counter(owners(list_groups(api)).values())
+    served = groups.served_counts()
     for r in replicas:
         marks[r.name]["shards_end"] = r.gauge("rebalancer_shards_held")
         marks[r.name]["served_end"] = served[r.pid] if args.replicas > 1 else args.groups
@@ -1000,18 +950,20 @@ def start_busy(
 def measure(lab: Lab, replicas: list[Replica], args: argparse.Namespace) -> dict[str, Any]:
     assert lab.api_client is not None
     api = client.CustomObjectsApi(lab.api_client)
-    result, marks, created = reconcile_phase(lab, api, replicas, args)
+    groups = GroupWatch(api).start()
+    result, marks, created = reconcile_phase(lab, api, groups, replicas, args)
     if args.churn > 0:
         result["churn"] = churn_phase(lab, api, replicas, args, created, marks)
     busy = start_busy(lab, api, args)
     try:
-        soak, windows = soak_phase(lab, api, replicas, args, marks, busy)
+        soak, windows = soak_phase(lab, groups, replicas, args, marks, busy)
         if busy is not None:
             soak["busy"] = busy.figures()
             say(f"busy groups: {soak['busy']}")
     finally:
         if busy is not None:
             busy.stop()
+        groups.stop()
     result |= soak
     each = {r.name: replica_figures(r, marks[r.name], windows) for r in replicas}
     rss = [r["rss_mb"] for r in each.values()]
