@@ -5,7 +5,8 @@ Real parts: kube-apiserver and etcd (the session's cluster), kopf, the operator'
 their shard Leases. No Kafka: the groups point at a port nobody listens on, and what is checked
 is who serves them (status.servedBy, written when a replica takes the group up), not what the
 observer sees. Each replica runs the daemons of the groups it serves only, and neither takes
-kopf's finalizer off the others' groups. Each group is placed in a shard by its label
+kopf's finalizer off the others' groups, nor marks their spec handled before the serving one
+has validated it. Each group is placed in a shard by its label
 rebalancer.dev/shard, two per shard, so both replicas have groups. The killed replica leaves
 its Leases to expire (no goodbye), as a lost node does. Sampled every 0.5 s, a group's servedBy
 only ever moves from the killed replica to the live one, never back and forth.
@@ -172,6 +173,14 @@ def test_a_killed_replicas_groups_move_to_the_live_one(
     for _ in range(3):
         assert all(FINALIZER in found for found in finalizers(kube, ns).values()), logs()
         time.sleep(1)
+    # Every group's spec was handled (validated) where it was served: a replica that does not
+    # serve a group leaves kopf's record of the handled spec alone, or the serving replica
+    # would find the spec handled already and never run its change handlers.
+    validated = sum(
+        path.read_text(errors="replace").count("Handler 'validate' succeeded")
+        for path in tmp_path.glob("*.log")
+    )
+    assert validated >= len(GROUPS), (validated, logs())
     before = served_by(kube, ns)
     leaders = [one.gauge("rebalancer_leader") for one in replicas]
     assert leaders in ([0.0, 1.0], [1.0, 0.0]), leaders
