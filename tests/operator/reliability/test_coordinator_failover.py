@@ -27,6 +27,7 @@ condition, if any, names the coordinator, not the cluster.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -446,11 +447,13 @@ def assert_move_back_told(
 # -- 1. the coordinator killed in the middle of a managed rollout -----------------------------
 
 ROLLOUT = "failover"
+# A rerun starts a fleet, a topic and a group of its own, not the failed attempt's.
+ATTEMPTS = itertools.count(1)
 ROLLOUT_REPLICAS = 4
 
 
 def test_the_coordinator_killed_mid_rollout(lab: Lab) -> None:
-    name = ROLLOUT
+    name = f"{ROLLOUT}-{next(ATTEMPTS)}"
     assert lab.broker is not None
     records = lab.config.state_dir / f"{name}-records"
     create_topics(lab, {name: PARTITIONS})
